@@ -1,0 +1,93 @@
+//! Where Tandem keeps its data, and how it logs.
+//!
+//! The library never reads the environment by itself except through [`Config::from_env`],
+//! which the binary calls once.
+
+use std::path::{Path, PathBuf};
+
+use tracing_subscriber::EnvFilter;
+
+/// The environment variable that names the data dir.
+pub const HOME_ENV: &str = "TANDEM_HOME";
+/// The environment variable that holds the log filter (`tracing` directives).
+pub const LOG_ENV: &str = "TANDEM_LOG";
+
+/// Resolved settings of one Tandem process.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The data dir: sled database, search index, logs, lock.
+    pub home: PathBuf,
+    /// The `tracing` filter for the log file, e.g. `info` or `tandem=debug`.
+    pub log_filter: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("no data dir: set {HOME_ENV}, or HOME so the platform data dir can be found")]
+    NoHome,
+}
+
+impl Config {
+    /// `$TANDEM_HOME`, else the platform data dir (`~/.local/share/tandem` on Linux).
+    pub fn from_env() -> Result<Config, ConfigError> {
+        let home = match std::env::var_os(HOME_ENV) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => directories::ProjectDirs::from("", "", "tandem")
+                .map(|d| d.data_dir().to_path_buf())
+                .ok_or(ConfigError::NoHome)?,
+        };
+        let log_filter = std::env::var(LOG_ENV).unwrap_or_else(|_| "info".to_string());
+        Ok(Config { home, log_filter })
+    }
+
+    /// A config rooted at `home`, for tests and embedding.
+    pub fn with_home(home: impl Into<PathBuf>) -> Config {
+        Config {
+            home: home.into(),
+            log_filter: "info".into(),
+        }
+    }
+
+    pub fn log_dir(&self) -> PathBuf {
+        self.home.join("logs")
+    }
+
+    pub fn log_file(&self) -> PathBuf {
+        self.log_dir().join("tandem.log")
+    }
+}
+
+/// Sends `tracing` output to the log file in the data dir (appending), never to stdout.
+/// Returns the path written to. A bad filter falls back to `info` and says so in the log.
+pub fn init_logging(config: &Config) -> std::io::Result<PathBuf> {
+    let dir = config.log_dir();
+    crate::store::create_private_dir(&config.home)?;
+    std::fs::create_dir_all(&dir)?;
+    let path = config.log_file();
+    let file = open_log(&path)?;
+    let (filter, bad) = match EnvFilter::try_new(&config.log_filter) {
+        Ok(f) => (f, None),
+        Err(e) => (EnvFilter::new("info"), Some(e)),
+    };
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .finish();
+    // A second init in one process (tests) keeps the first subscriber.
+    let _ = tracing::subscriber::set_global_default(subscriber);
+    if let Some(e) = bad {
+        tracing::warn!(
+            "{LOG_ENV}={:?} is not a valid filter ({e}); using info",
+            config.log_filter
+        );
+    }
+    Ok(path)
+}
+
+fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}

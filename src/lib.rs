@@ -1,0 +1,10 @@
+//! Tandem: one sidecar between a coding agent and the editor.
+//!
+//! The core (`config`, `store`, `memory`) is plain Rust with typed requests, results and
+//! errors; it does no stdout I/O and knows no protocol. The faces translate: [`mcp`] serves
+//! the core to agents; the `cli` lives in the binary. See ARCHITECTURE.md.
+
+pub mod config;
+pub mod mcp;
+pub mod memory;
+pub mod store;

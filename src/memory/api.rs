@@ -1,0 +1,240 @@
+//! What the memory takes and gives: typed requests and results.
+//!
+//! The results serialise to exactly the output fields of spec 003 (plus a few documented
+//! extras), so every face emits them as they are: MCP as `structuredContent`, the CLI with
+//! `--json`. Their JSON Schema is derived here once and is what MCP declares as
+//! `outputSchema`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::model::{EntryType, MemoryType};
+
+/// A new entry, as `rekall_add` and `tandem memory add` take it.
+#[derive(Debug, Clone, Default)]
+pub struct NewEntry {
+    pub entry_type: Option<EntryType>,
+    pub title: String,
+    pub content: String,
+    pub tags: Vec<String>,
+    pub context: Option<String>,
+    pub project: Option<String>,
+    /// 0..=5, default 3.
+    pub confidence: Option<i64>,
+    pub memory_type: Option<MemoryType>,
+}
+
+/// A search, as `rekall_search` and `tandem memory search` take it.
+#[derive(Debug, Clone, Default)]
+pub struct SearchQuery {
+    pub query: String,
+    /// Conversation context: its most distinctive words enrich the query with a lower weight.
+    pub context: Option<String>,
+    /// 1..=20, default 5.
+    pub limit: Option<i64>,
+    pub entry_type: Option<EntryType>,
+    pub project: Option<String>,
+}
+
+/// `{id, title}` of an entry, where a result names one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EntryRef {
+    pub id: String,
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SimilarEntry {
+    pub id: String,
+    pub title: String,
+    /// Lexical similarity, 0..1 (tf-idf cosine over title, tags and content).
+    pub score: f64,
+}
+
+/// The answer to an add.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AddOutcome {
+    pub id: String,
+    pub title: String,
+    #[serde(rename = "type")]
+    pub entry_type: String,
+    pub created: bool,
+    /// Always false in this version: similarity is lexical (BM25 / tf-idf); semantic
+    /// embeddings are not computed.
+    pub embeddings_calculated: bool,
+    pub similar_entries: Vec<SimilarEntry>,
+    pub suggestions_created: u32,
+    /// True when `context` was over 10,000 characters and only its first 8,000 were kept.
+    pub context_truncated: bool,
+    /// The tags as stored, after kebab-case normalisation.
+    pub tags: Vec<String>,
+}
+
+/// One compact search result (progressive disclosure: no full content).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SearchResult {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub entry_type: String,
+    pub title: String,
+    /// Relevance 0..1.
+    pub score: f64,
+    /// About 100 characters from the best-matching field.
+    pub snippet: String,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SearchOutcome {
+    pub query: String,
+    /// How many entries match, of which `results` are the best.
+    pub total: u64,
+    pub results: Vec<SearchResult>,
+    /// What to do next.
+    pub hint: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EmbeddingsInfo {
+    pub summary: bool,
+    pub context: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OutgoingLink {
+    pub target_id: String,
+    pub target_title: String,
+    pub relation_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct IncomingLink {
+    pub source_id: String,
+    pub source_title: String,
+    pub relation_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EntryLinks {
+    pub outgoing: Vec<OutgoingLink>,
+    pub incoming: Vec<IncomingLink>,
+}
+
+/// Everything about one entry: what `rekall_show` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EntryDetails {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub entry_type: String,
+    pub title: String,
+    pub content: String,
+    pub tags: Vec<String>,
+    pub project: Option<String>,
+    pub confidence: u8,
+    pub status: String,
+    pub memory_type: String,
+    /// RFC 3339.
+    pub created_at: String,
+    pub updated_at: String,
+    pub last_accessed: Option<String>,
+    pub access_count: u64,
+    /// 0..1: how established this entry is (use, links, confidence, recency).
+    pub consolidation_score: f64,
+    pub embeddings: EmbeddingsInfo,
+    pub links: EntryLinks,
+    /// The conversation context saved with the entry, if any.
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkOutcome {
+    pub created: bool,
+    pub link_id: String,
+    pub source: EntryRef,
+    pub target: EntryRef,
+    pub relation_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkSuggestionView {
+    pub id: String,
+    pub entry_a: EntryRef,
+    pub entry_b: EntryRef,
+    pub score: f64,
+    pub reason: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkSuggestions {
+    pub suggestions: Vec<LinkSuggestionView>,
+    pub total_pending: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GeneralizeSuggestionView {
+    pub id: String,
+    pub entries: Vec<EntryRef>,
+    pub score: f64,
+    pub reason: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GeneralizeSuggestions {
+    pub suggestions: Vec<GeneralizeSuggestionView>,
+    pub total_pending: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkCreated {
+    pub source_id: String,
+    pub target_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AcceptOutcome {
+    pub accepted: bool,
+    /// `link` or `generalize`.
+    pub suggestion_type: String,
+    pub action_taken: String,
+    pub link_created: Option<LinkCreated>,
+    /// For a generalisation: the command that creates the semantic entry.
+    pub generalize_command: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RejectOutcome {
+    pub rejected: bool,
+    pub suggestion_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HelpOutcome {
+    pub guide: String,
+    pub topics_available: Vec<String>,
+}
+
+/// The answer to `tandem memory generalize`: the new semantic entry and its links.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GeneralizeOutcome {
+    pub entry: AddOutcome,
+    pub derived_from: Vec<EntryRef>,
+}
+
+/// The answer to an import.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ImportReport {
+    pub entries_added: u64,
+    pub entries_updated: u64,
+    pub entries_unchanged: u64,
+    pub links_added: u64,
+    pub links_unchanged: u64,
+}
+
+/// The answer to an export.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ExportReport {
+    pub entries: u64,
+    pub links: u64,
+}

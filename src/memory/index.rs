@@ -1,0 +1,584 @@
+//! The full-text index: a tantivy index derived from the entries in sled.
+//!
+//! Invariants:
+//! - The index is never the truth. Each commit records, as its payload, the highest entry
+//!   sequence number it holds; at open, an index behind sled is caught up, and a missing,
+//!   corrupt or foreign one is rebuilt.
+//! - Read-your-writes without paying a commit per write: writes go to the `IndexWriter` and
+//!   mark the index dirty; any read commits first if dirty (one commit covers every write
+//!   since the last), and a background thread commits once writes pause.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use tantivy::collector::{Count, TopDocs};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+};
+use tantivy::snippet::{Snippet, SnippetGenerator};
+use tantivy::tokenizer::{
+    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
+    StopWordFilter, TextAnalyzer,
+};
+use tantivy::{
+    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term, doc,
+};
+use ulid::Ulid;
+
+use super::model::{Entry, EntryType};
+
+/// Bump when the schema or the analyzer changes: an index of another version is rebuilt.
+const SCHEMA_VERSION: u32 = 1;
+const ANALYZER: &str = "tandem_en";
+const WRITER_MEMORY: usize = 32 * 1024 * 1024;
+/// Uncommitted writes beyond this are committed at once rather than waiting for a pause.
+const MAX_PENDING: usize = 256;
+/// A dirty index is committed by the background thread once writes pause this long.
+const IDLE_COMMIT: Duration = Duration::from_millis(150);
+
+/// Per-field weights of the BM25 query: a word in the title says more than one in the
+/// conversation context.
+pub const FIELD_BOOSTS: [(TextField, f32); 4] = [
+    (TextField::Title, 3.0),
+    (TextField::Tags, 2.5),
+    (TextField::Content, 1.0),
+    (TextField::Context, 0.5),
+];
+
+/// The searchable text fields of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TextField {
+    Title,
+    Tags,
+    Content,
+    Context,
+}
+
+impl TextField {
+    pub fn name(self) -> &'static str {
+        match self {
+            TextField::Title => "title",
+            TextField::Tags => "tags",
+            TextField::Content => "content",
+            TextField::Context => "context",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    id: Field,
+    entry_type: Field,
+    project: Field,
+    title: Field,
+    tags: Field,
+    content: Field,
+    context: Field,
+}
+
+impl Fields {
+    fn text(&self, f: TextField) -> Field {
+        match f {
+            TextField::Title => self.title,
+            TextField::Tags => self.tags,
+            TextField::Content => self.content,
+            TextField::Context => self.context,
+        }
+    }
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        id: b.add_text_field("id", STRING | STORED),
+        entry_type: b.add_text_field("type", STRING),
+        project: b.add_text_field("project", STRING),
+        title: b.add_text_field("title", text.clone()),
+        tags: b.add_text_field("tags", text.clone()),
+        content: b.add_text_field("content", text.clone()),
+        context: b.add_text_field("context", text),
+    };
+    (b.build(), fields)
+}
+
+/// The analyzer for every text field: words, lower-cased, accents folded, English stop
+/// words dropped, stemmed.
+pub fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .filter(StopWordFilter::new(Language::English).expect("English stop words are built in"))
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+/// The project filter is exact but case-insensitive.
+pub fn project_key(project: &str) -> String {
+    project.trim().to_lowercase()
+}
+
+/// What an open index needs before it can serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexState {
+    /// It holds every write up to this sequence number.
+    UpTo(u64),
+    /// It must be rebuilt from sled, for this reason.
+    Rebuild(String),
+}
+
+struct Writer {
+    writer: IndexWriter,
+    /// Entries written since the last commit, so that similarity on add can see them.
+    pending: Vec<Ulid>,
+    /// The highest sequence number handed to the writer.
+    applied_seq: u64,
+}
+
+/// The derived full-text index of the memory.
+pub struct MemoryIndex {
+    dir: PathBuf,
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    writer: Mutex<Writer>,
+    dirty: AtomicBool,
+    /// Milliseconds since `epoch` at the last write, for the idle commit.
+    last_write_ms: AtomicU64,
+    epoch: Instant,
+}
+
+/// One hit of a search: the entry id and its raw BM25 score.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub id: Ulid,
+    pub score: f32,
+}
+
+/// A query ready to run: weighted analysed terms and filters.
+pub struct SearchPlan {
+    query: Box<dyn Query>,
+}
+
+impl MemoryIndex {
+    /// Opens the index in `dir`, creating it when missing and recreating it when it cannot be
+    /// read. The returned state says whether it must be rebuilt or caught up.
+    pub fn open(dir: &Path) -> Result<(Arc<MemoryIndex>, IndexState), tantivy::TantivyError> {
+        let (schema, fields) = schema();
+        let (index, state) = match open_existing(dir, &schema) {
+            Ok(Some((index, seq))) => (index, IndexState::UpTo(seq)),
+            Ok(None) => (
+                create_fresh(dir, &schema)?,
+                IndexState::Rebuild("the index is missing".into()),
+            ),
+            Err(reason) => {
+                tracing::warn!("search index at {} unusable: {reason}", dir.display());
+                (create_fresh(dir, &schema)?, IndexState::Rebuild(reason))
+            }
+        };
+        index.tokenizers().register(ANALYZER, analyzer());
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let writer: IndexWriter = index.writer_with_num_threads(1, WRITER_MEMORY)?;
+        let applied_seq = match state {
+            IndexState::UpTo(seq) => seq,
+            IndexState::Rebuild(_) => 0,
+        };
+        let this = Arc::new(MemoryIndex {
+            dir: dir.to_path_buf(),
+            index,
+            reader,
+            fields,
+            writer: Mutex::new(Writer {
+                writer,
+                pending: Vec::new(),
+                applied_seq,
+            }),
+            dirty: AtomicBool::new(false),
+            last_write_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        });
+        spawn_idle_committer(Arc::downgrade(&this));
+        Ok((this, state))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Writer> {
+        // A panic while holding the writer leaves nothing half-done that sled does not
+        // hold: the next commit or rebuild repairs the index.
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds or replaces an entry's document. Visible to readers after the next commit,
+    /// which any read forces.
+    pub fn upsert(&self, entry: &Entry) -> tantivy::Result<()> {
+        let mut w = self.lock();
+        self.write_doc(&mut w, entry)?;
+        if w.pending.len() >= MAX_PENDING {
+            self.commit_locked(&mut w)?;
+        }
+        Ok(())
+    }
+
+    fn write_doc(&self, w: &mut Writer, entry: &Entry) -> tantivy::Result<()> {
+        let f = &self.fields;
+        let id = entry.id.to_string();
+        w.writer.delete_term(Term::from_field_text(f.id, &id));
+        let mut document = doc!(
+            f.id => id,
+            f.entry_type => entry.entry_type.as_str(),
+            f.title => entry.title.as_str(),
+            f.content => entry.content.as_str(),
+            f.tags => entry.tags.join(" "),
+        );
+        if let Some(project) = &entry.project {
+            document.add_text(f.project, project_key(project));
+        }
+        if let Some(context) = &entry.context {
+            document.add_text(f.context, context);
+        }
+        w.writer.add_document(document)?;
+        w.pending.push(entry.id);
+        w.applied_seq = w.applied_seq.max(entry.seq);
+        self.dirty.store(true, Ordering::Release);
+        self.last_write_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Rebuilds from scratch: every document is dropped and `entries` indexed, then
+    /// committed. `progress(done)` is called as it goes.
+    pub fn rebuild(
+        &self,
+        entries: impl Iterator<Item = Result<Entry, super::MemoryError>>,
+        seq: u64,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64, super::MemoryError> {
+        let mut w = self.lock();
+        w.writer.delete_all_documents()?;
+        w.pending.clear();
+        let mut n = 0u64;
+        for entry in entries {
+            let entry = entry?;
+            self.write_doc(&mut w, &entry)?;
+            w.pending.clear();
+            n += 1;
+            if n % 1000 == 0 {
+                progress(n);
+            }
+        }
+        w.applied_seq = seq;
+        self.dirty.store(true, Ordering::Release);
+        self.commit_locked(&mut w)?;
+        progress(n);
+        Ok(n)
+    }
+
+    /// Commits pending writes, if any, and makes them visible to searches.
+    pub fn commit(&self) -> tantivy::Result<()> {
+        if !self.dirty.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut w = self.lock();
+        self.commit_locked(&mut w)
+    }
+
+    fn commit_locked(&self, w: &mut Writer) -> tantivy::Result<()> {
+        if !self.dirty.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let payload = serde_json::json!({ "schema": SCHEMA_VERSION, "seq": w.applied_seq });
+        let mut prepared = w.writer.prepare_commit()?;
+        prepared.set_payload(&payload.to_string());
+        prepared.commit()?;
+        self.reader.reload()?;
+        w.pending.clear();
+        self.dirty.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// A searcher that sees every write made so far.
+    pub fn fresh_searcher(&self) -> tantivy::Result<Searcher> {
+        self.commit()?;
+        Ok(self.reader.searcher())
+    }
+
+    /// Ids written but not yet committed (visible to [`Self::fresh_searcher`] only after its
+    /// commit). Similarity on add reads them straight from sled instead of committing.
+    pub fn pending(&self) -> Vec<Ulid> {
+        self.lock().pending.clone()
+    }
+
+    /// A searcher over the last commit, without forcing one.
+    pub fn committed_searcher(&self) -> Searcher {
+        self.reader.searcher()
+    }
+
+    pub fn applied_seq(&self) -> u64 {
+        self.lock().applied_seq
+    }
+
+    /// Analyses `text` into index terms, in order, with repeats.
+    pub fn terms(&self, text: &str) -> Vec<String> {
+        let mut analyzer = self
+            .index
+            .tokenizers()
+            .get(ANALYZER)
+            .expect("the analyzer is registered at open");
+        let mut stream = analyzer.token_stream(text);
+        let mut out = Vec::new();
+        while let Some(token) = stream.next() {
+            out.push(token.text.clone());
+        }
+        out
+    }
+
+    /// Builds the BM25 query: each `(term, weight)` searched in every text field with the
+    /// field's boost, all as alternatives; filters are required.
+    pub fn plan(
+        &self,
+        terms: &[(String, f32)],
+        entry_type: Option<EntryType>,
+        project: Option<&str>,
+    ) -> SearchPlan {
+        let f = &self.fields;
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for (term, weight) in terms {
+            for (field, boost) in FIELD_BOOSTS {
+                let q = TermQuery::new(
+                    Term::from_field_text(f.text(field), term),
+                    IndexRecordOption::WithFreqs,
+                );
+                should.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(q), boost * weight)),
+                ));
+            }
+        }
+        let mut must: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];
+        if let Some(t) = entry_type {
+            must.push((
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(f.entry_type, t.as_str()),
+                    IndexRecordOption::Basic,
+                )),
+            ));
+        }
+        if let Some(p) = project {
+            must.push((
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(f.project, &project_key(p)),
+                    IndexRecordOption::Basic,
+                )),
+            ));
+        }
+        SearchPlan {
+            query: Box::new(BooleanQuery::new(must)),
+        }
+    }
+
+    /// Runs a plan: the top `limit` hits by score and the total number of matches.
+    pub fn search(
+        &self,
+        searcher: &Searcher,
+        plan: &SearchPlan,
+        limit: usize,
+    ) -> tantivy::Result<(Vec<Hit>, usize)> {
+        let (top, total) = searcher.search(
+            &plan.query,
+            &(TopDocs::with_limit(limit.max(1)).order_by_score(), Count),
+        )?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            if let Some(id) = self.id_of(searcher, addr)? {
+                hits.push(Hit { id, score });
+            }
+        }
+        Ok((hits, total))
+    }
+
+    fn id_of(&self, searcher: &Searcher, addr: DocAddress) -> tantivy::Result<Option<Ulid>> {
+        let doc: TantivyDocument = searcher.doc(addr)?;
+        Ok(doc
+            .get_first(self.fields.id)
+            .and_then(|v| v.as_str())
+            .and_then(|s| Ulid::from_string(s).ok()))
+    }
+
+    /// Snippet generators for the fields a snippet may come from.
+    pub fn snippet_generators(
+        &self,
+        searcher: &Searcher,
+        plan: &SearchPlan,
+        max_chars: usize,
+    ) -> tantivy::Result<Vec<(TextField, SnippetGenerator)>> {
+        let mut out = Vec::new();
+        for field in [
+            TextField::Content,
+            TextField::Title,
+            TextField::Context,
+            TextField::Tags,
+        ] {
+            let mut g = SnippetGenerator::create(searcher, &plan.query, self.fields.text(field))?;
+            g.set_max_num_chars(max_chars);
+            out.push((field, g));
+        }
+        Ok(out)
+    }
+
+    /// The number of documents holding `term` in the text field where it is most common:
+    /// the document frequency used for idf weights.
+    pub fn doc_freq(&self, searcher: &Searcher, term: &str) -> u64 {
+        FIELD_BOOSTS
+            .iter()
+            .map(|(field, _)| {
+                searcher
+                    .doc_freq(&Term::from_field_text(self.fields.text(*field), term))
+                    .unwrap_or(0)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    pub fn num_docs(&self, searcher: &Searcher) -> u64 {
+        searcher.num_docs()
+    }
+
+    /// Disk space used by the index, in bytes.
+    pub fn size_on_disk(&self) -> u64 {
+        dir_size(&self.dir)
+    }
+}
+
+impl Drop for MemoryIndex {
+    fn drop(&mut self) {
+        if let Err(e) = self.commit() {
+            tracing::warn!("final commit of the search index failed: {e}");
+        }
+    }
+}
+
+/// Chooses a snippet: the field whose best fragment highlights the most words.
+pub fn best_snippet(
+    generators: &[(TextField, SnippetGenerator)],
+    texts: &HashMap<TextField, &str>,
+) -> Option<(TextField, Snippet)> {
+    let mut best: Option<(TextField, Snippet)> = None;
+    for (field, g) in generators {
+        let Some(text) = texts.get(field) else {
+            continue;
+        };
+        if text.is_empty() {
+            continue;
+        }
+        let s = g.snippet(text);
+        if s.is_empty() {
+            continue;
+        }
+        let better = match &best {
+            None => true,
+            Some((_, b)) => s.highlighted().len() > b.highlighted().len(),
+        };
+        if better {
+            best = Some((*field, s));
+        }
+    }
+    best
+}
+
+fn open_existing(dir: &Path, schema: &Schema) -> Result<Option<(Index, u64)>, String> {
+    if !dir.join("meta.json").exists() {
+        return Ok(None);
+    }
+    let index = Index::open_in_dir(dir).map_err(|e| format!("cannot open: {e}"))?;
+    if index.schema() != *schema {
+        return Err("the index was built with another schema".into());
+    }
+    let metas = index
+        .load_metas()
+        .map_err(|e| format!("unreadable meta: {e}"))?;
+    let payload = metas
+        .payload
+        .as_deref()
+        .ok_or("the index has no commit payload")?;
+    let payload: serde_json::Value =
+        serde_json::from_str(payload).map_err(|e| format!("bad commit payload: {e}"))?;
+    if payload["schema"].as_u64() != Some(SCHEMA_VERSION as u64) {
+        return Err(format!(
+            "the index has schema version {}, this binary uses {SCHEMA_VERSION}",
+            payload["schema"]
+        ));
+    }
+    let seq = payload["seq"]
+        .as_u64()
+        .ok_or("the commit payload has no seq")?;
+    // Make sure the segments the meta names can be read.
+    index
+        .reader()
+        .map_err(|e| format!("unreadable segments: {e}"))?;
+    Ok(Some((index, seq)))
+}
+
+fn create_fresh(dir: &Path, schema: &Schema) -> tantivy::Result<Index> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    Index::create_in_dir(dir, schema.clone())
+}
+
+fn spawn_idle_committer(index: Weak<MemoryIndex>) {
+    let spawned = std::thread::Builder::new()
+        .name("tandem-index-commit".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(IDLE_COMMIT);
+                let Some(index) = index.upgrade() else { return };
+                if !index.dirty.load(Ordering::Acquire) {
+                    continue;
+                }
+                let idle = index.epoch.elapsed().as_millis() as u64
+                    - index.last_write_ms.load(Ordering::Relaxed);
+                if idle >= IDLE_COMMIT.as_millis() as u64
+                    && let Err(e) = index.commit()
+                {
+                    tracing::warn!("background commit of the search index failed: {e}");
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no background index committer ({e}); reads will commit instead");
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,332 @@
+//! The memory's data: entries, links and suggestions as they are stored in sled.
+//!
+//! These are plain data. Their serde form is the storage format (JSON in sled) and, for the
+//! enums, the spelling of the spec-003 contract.
+
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::Timestamp;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use ulid::Ulid;
+
+use super::error::MemoryError;
+
+/// The longest title an entry may have, in characters (spec 003).
+pub const MAX_TITLE_CHARS: usize = 100;
+/// A `context` longer than this many characters is cut (spec 003)...
+pub const CONTEXT_LIMIT_CHARS: usize = 10_000;
+/// ...to its first this many characters.
+pub const CONTEXT_TRUNCATED_CHARS: usize = 8_000;
+/// The shortest id prefix accepted in place of a full ULID.
+pub const MIN_ID_PREFIX: usize = 5;
+
+macro_rules! string_enum {
+    (
+        $(#[$meta:meta])*
+        $name:ident, $err:expr, { $($variant:ident => $text:literal),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($variant),+
+        }
+
+        impl $name {
+            /// Every value, in the order the spec lists them.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+
+            /// The spellings, for error messages and help.
+            pub fn names() -> Vec<&'static str> {
+                Self::ALL.iter().map(|v| v.as_str()).collect()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = MemoryError;
+
+            fn from_str(s: &str) -> Result<Self, MemoryError> {
+                let wanted = s.trim().to_ascii_lowercase();
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str() == wanted)
+                    .ok_or_else(|| $err(s.to_string()))
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// What kind of knowledge an entry holds.
+    EntryType,
+    |value| MemoryError::InvalidEntryType { value },
+    {
+        Bug => "bug",
+        Pattern => "pattern",
+        Decision => "decision",
+        Pitfall => "pitfall",
+        Config => "config",
+        Reference => "reference",
+    }
+);
+
+string_enum!(
+    /// Episodic: one occurrence, as it happened. Semantic: a generalised, reusable fact.
+    MemoryType,
+    |value| MemoryError::invalid_argument("memory_type", format!("unknown memory_type '{value}'; expected one of: episodic, semantic")),
+    {
+        Episodic => "episodic",
+        Semantic => "semantic",
+    }
+);
+
+string_enum!(
+    /// How a link's source relates to its target.
+    RelationType,
+    |value| MemoryError::InvalidRelationType { value },
+    {
+        Related => "related",
+        Supersedes => "supersedes",
+        DerivedFrom => "derived_from",
+        Contradicts => "contradicts",
+    }
+);
+
+string_enum!(
+    /// An entry's lifecycle state. An entry becomes `superseded` when another entry links
+    /// to it with `supersedes`.
+    EntryStatus,
+    |value| MemoryError::invalid_argument("status", format!("unknown status '{value}'")),
+    {
+        Active => "active",
+        Superseded => "superseded",
+    }
+);
+
+string_enum!(
+    /// What accepting a suggestion does: create a link, or generalise a group of entries.
+    SuggestionKind,
+    |value| MemoryError::invalid_argument("kind", format!("unknown suggestion kind '{value}'; expected link or generalize")),
+    {
+        Link => "link",
+        Generalize => "generalize",
+    }
+);
+
+string_enum!(
+    /// Where a suggestion is in its life. Rejected ones are kept so they never come back.
+    SuggestionStatus,
+    |value| MemoryError::invalid_argument("status", format!("unknown suggestion status '{value}'")),
+    {
+        Pending => "pending",
+        Accepted => "accepted",
+        Rejected => "rejected",
+        Superseded => "superseded",
+    }
+);
+
+/// One knowledge-base entry, exactly as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: Ulid,
+    #[serde(rename = "type")]
+    pub entry_type: EntryType,
+    pub title: String,
+    #[serde(default)]
+    pub content: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    pub confidence: u8,
+    pub memory_type: MemoryType,
+    pub status: EntryStatus,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    #[serde(default)]
+    pub last_accessed: Option<Timestamp>,
+    #[serde(default)]
+    pub access_count: u64,
+    /// The write sequence number of the last change to an indexed field. The search index
+    /// records the highest one it holds, which is how a stale index is detected.
+    #[serde(default)]
+    pub seq: u64,
+}
+
+/// A directed, typed link between two entries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    pub id: Ulid,
+    pub source: Ulid,
+    pub target: Ulid,
+    pub relation: RelationType,
+    pub created_at: Timestamp,
+}
+
+/// A pending (or resolved) proposal computed when an entry is added.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suggestion {
+    pub id: Ulid,
+    pub kind: SuggestionKind,
+    /// Two entries for a link suggestion (new entry first), three or more for a
+    /// generalisation.
+    pub entries: Vec<Ulid>,
+    pub score: f32,
+    pub reason: String,
+    pub status: SuggestionStatus,
+    pub created_at: Timestamp,
+    #[serde(default)]
+    pub resolved_at: Option<Timestamp>,
+}
+
+impl Suggestion {
+    /// The identity of what is suggested, independent of when: the kind and the sorted ids.
+    pub fn key(kind: SuggestionKind, entries: &[Ulid]) -> String {
+        let mut ids: Vec<String> = entries.iter().map(Ulid::to_string).collect();
+        ids.sort();
+        format!("{}:{}", kind.as_str(), ids.join(","))
+    }
+}
+
+/// Normalises one tag to kebab-case: lowercase ASCII letters and digits joined by single
+/// dashes. Returns `None` when nothing is left.
+pub fn normalize_tag(tag: &str) -> Option<String> {
+    let mut out = String::with_capacity(tag.len());
+    let mut dash = false;
+    for c in tag.trim().chars() {
+        let c = fold_char(c);
+        if c.is_ascii_alphanumeric() {
+            if dash && !out.is_empty() {
+                out.push('-');
+            }
+            dash = false;
+            out.push(c.to_ascii_lowercase());
+        } else {
+            // Separators, punctuation and anything else become one dash.
+            dash = true;
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Normalises a tag list: kebab-case, empty ones dropped, duplicates removed, order kept.
+pub fn normalize_tags<S: AsRef<str>>(tags: &[S]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for tag in tags {
+        if let Some(t) = normalize_tag(tag.as_ref())
+            && !out.contains(&t)
+        {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// Folds the common accented Latin letters to ASCII so `sécurité` tags as `securite`.
+fn fold_char(c: char) -> char {
+    match c {
+        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' | 'À' | 'Á' | 'Â' | 'Ã' | 'Ä' | 'Å' => 'a',
+        'ç' | 'Ç' => 'c',
+        'è' | 'é' | 'ê' | 'ë' | 'È' | 'É' | 'Ê' | 'Ë' => 'e',
+        'ì' | 'í' | 'î' | 'ï' | 'Ì' | 'Í' | 'Î' | 'Ï' => 'i',
+        'ñ' | 'Ñ' => 'n',
+        'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'Ò' | 'Ó' | 'Ô' | 'Õ' | 'Ö' => 'o',
+        'ù' | 'ú' | 'û' | 'ü' | 'Ù' | 'Ú' | 'Û' | 'Ü' => 'u',
+        'ý' | 'ÿ' | 'Ý' => 'y',
+        other => other,
+    }
+}
+
+/// Cuts `context` as spec 003 says: over 10,000 characters, keep the first 8,000.
+/// Returns the text to store and whether it was cut.
+pub fn limit_context(context: String) -> (String, bool) {
+    if context.chars().count() <= CONTEXT_LIMIT_CHARS {
+        return (context, false);
+    }
+    let cut: String = context.chars().take(CONTEXT_TRUNCATED_CHARS).collect();
+    (cut, true)
+}
+
+/// An id as typed by a user: a full ULID or a prefix, normalised to the canonical
+/// Crockford alphabet (upper case; `I`/`L` read as `1`, `O` as `0`).
+pub fn normalize_id_input(input: &str) -> String {
+    input
+        .trim()
+        .chars()
+        .map(|c| match c.to_ascii_uppercase() {
+            'I' | 'L' => '1',
+            'O' => '0',
+            other => other,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_kebab_case() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("CORS", Some("cors")),
+            ("  Safari iOS ", Some("safari-ios")),
+            ("snake_case_tag", Some("snake-case-tag")),
+            ("--Already-Kebab--", Some("already-kebab")),
+            ("sécurité", Some("securite")),
+            ("C++", Some("c")),
+            ("???", None),
+            ("", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(normalize_tag(input).as_deref(), *want, "tag {input:?}");
+        }
+        assert_eq!(
+            normalize_tags(&["Auth", "auth", " AUTH ", "api"]),
+            ["auth", "api"]
+        );
+    }
+
+    #[test]
+    fn enums_parse_case_insensitively_and_reject_typos() {
+        assert_eq!("Bug".parse::<EntryType>().unwrap(), EntryType::Bug);
+        assert_eq!(
+            "derived_from".parse::<RelationType>().unwrap(),
+            RelationType::DerivedFrom
+        );
+        assert!(matches!(
+            "bugg".parse::<EntryType>(),
+            Err(MemoryError::InvalidEntryType { .. })
+        ));
+        assert!(matches!(
+            "parent".parse::<RelationType>(),
+            Err(MemoryError::InvalidRelationType { .. })
+        ));
+    }
+
+    #[test]
+    fn context_is_cut_over_the_limit_only() {
+        let exact = "x".repeat(CONTEXT_LIMIT_CHARS);
+        assert_eq!(limit_context(exact.clone()), (exact, false));
+        let long = "é".repeat(CONTEXT_LIMIT_CHARS + 1);
+        let (cut, truncated) = limit_context(long);
+        assert!(truncated);
+        assert_eq!(cut.chars().count(), CONTEXT_TRUNCATED_CHARS);
+    }
+}

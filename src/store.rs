@@ -1,0 +1,260 @@
+//! The data dir: where it is, who owns it, which format it is in, and the sled database in it.
+//!
+//! Invariant: one process holds a data dir at a time. The holder keeps an exclusive lock on
+//! `tandem.lock` (with its pid written in it) for as long as it runs; a second process gets
+//! [`StoreError::Locked`] naming that pid, never a sled panic.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The on-disk format this binary reads and writes. Bump it when a stored record changes
+/// in a way an older binary would misread.
+pub const FORMAT_VERSION: u32 = 1;
+
+const LOCK_FILE: &str = "tandem.lock";
+const FORMAT_FILE: &str = "format.json";
+const DB_DIR: &str = "db";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the data dir {dir} is in use by another tandem process (pid {pid}); stop it, or point TANDEM_HOME elsewhere"
+    )]
+    Locked { dir: PathBuf, pid: String },
+
+    #[error(
+        "the data dir {dir} has format {found}, newer than this tandem understands ({supported}); upgrade tandem"
+    )]
+    NewerFormat {
+        dir: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+
+    #[error("cannot use the data dir {dir}: {source}")]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("unreadable {file}: {message}")]
+    BadFormatFile { file: PathBuf, message: String },
+
+    #[error("database error: {0}")]
+    Sled(#[from] sled::Error),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct FormatFile {
+    format: u32,
+    created_by: String,
+}
+
+/// An open, locked data dir with its sled database.
+pub struct Store {
+    dir: PathBuf,
+    db: sled::Db,
+    /// Held for the life of the store: the OS lock is released when this closes.
+    _lock: File,
+}
+
+impl Store {
+    /// Opens (creating if needed, mode 0700) the data dir and takes its lock.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let io = |source| StoreError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        create_private_dir(dir).map_err(io)?;
+        let lock = lock_dir(dir)?;
+        check_format(dir)?;
+        let db = sled::Config::new()
+            .path(dir.join(DB_DIR))
+            .flush_every_ms(Some(500))
+            .open()?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            db,
+            _lock: lock,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+
+    /// Makes every write so far durable. Called before a write is acknowledged.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Err(e) = self.db.flush() {
+            tracing::error!("flushing the database on close failed: {e}");
+        }
+    }
+}
+
+/// Creates `dir` and its parents; the data dir itself is made private (0700).
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+fn lock_dir(dir: &Path) -> Result<File, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let io = |source| StoreError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            // The holder writes its pid right after locking; a read that races it gets "".
+            let _ = file.read_to_string(&mut pid);
+            let pid = pid.trim();
+            return Err(StoreError::Locked {
+                dir: dir.to_path_buf(),
+                pid: if pid.is_empty() {
+                    "unknown".into()
+                } else {
+                    pid.into()
+                },
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io(e)),
+    }
+    file.set_len(0).map_err(io)?;
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    writeln!(file, "{}", std::process::id()).map_err(io)?;
+    file.sync_data().map_err(io)?;
+    Ok(file)
+}
+
+fn check_format(dir: &Path) -> Result<(), StoreError> {
+    let path = dir.join(FORMAT_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => {
+            let found: FormatFile =
+                serde_json::from_str(&text).map_err(|e| StoreError::BadFormatFile {
+                    file: path.clone(),
+                    message: e.to_string(),
+                })?;
+            if found.format > FORMAT_VERSION {
+                return Err(StoreError::NewerFormat {
+                    dir: dir.to_path_buf(),
+                    found: found.format,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let format = FormatFile {
+                format: FORMAT_VERSION,
+                created_by: format!("tandem {}", env!("CARGO_PKG_VERSION")),
+            };
+            let text = serde_json::to_string_pretty(&format).expect("plain struct serialises");
+            write_atomically(&path, text.as_bytes()).map_err(|source| StoreError::Io {
+                dir: dir.to_path_buf(),
+                source,
+            })
+        }
+        Err(source) => Err(StoreError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Writes a small file so that a crash leaves either the old or the new content.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(parent) = path.parent() {
+        File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_open_names_the_holder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home");
+        let _first = Store::open(&dir).unwrap();
+        match Store::open(&dir) {
+            Err(StoreError::Locked { pid, .. }) => {
+                assert_eq!(pid, std::process::id().to_string())
+            }
+            Err(other) => panic!("expected Locked, got {other}"),
+            Ok(_) => panic!("a second open must fail"),
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700);
+        }
+    }
+
+    #[test]
+    fn newer_format_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        fs::write(
+            dir.join(FORMAT_FILE),
+            r#"{"format": 99, "created_by": "tandem 9.0.0"}"#,
+        )
+        .unwrap();
+        let err = Store::open(dir).err().expect("must fail");
+        assert!(
+            matches!(err, StoreError::NewerFormat { found: 99, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("upgrade tandem"));
+    }
+
+    #[test]
+    fn reopen_after_close_works() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        store.db().insert("k", "v").unwrap();
+        store.flush().unwrap();
+        drop(store);
+        let store = Store::open(tmp.path()).unwrap();
+        assert_eq!(store.db().get("k").unwrap().unwrap(), "v".as_bytes());
+    }
+}
