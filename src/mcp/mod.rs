@@ -1,1 +1,351 @@
-//! MCP face
+//! The MCP face: the memory's nine `rekall_*` tools and its entries as resources, served
+//! with rmcp.
+//!
+//! API boundary: this module only translates. Arguments are parsed into the core's request
+//! types, results are the core's (whose JSON is the spec-003 contract), and a core error
+//! becomes a tool result with `isError` and the spec's error object. Protocol errors are
+//! only for requests that cannot be routed (an unknown tool or resource).
+
+mod params;
+
+use std::sync::{Arc, LazyLock};
+
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation, JsonObject,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::memory::{self, EntryDetails, Memory, MemoryError, NewEntry, SearchQuery};
+use params::*;
+
+/// What the agent is told at connection: the spec's "three lines".
+pub const INSTRUCTIONS: &str = "Tandem memory: a shared knowledge base of bugs, patterns, decisions, pitfalls, configs and references.\n\
+Call `rekall_help()` once at the start of a session: it explains when to search, what to capture and how to cite.\n\
+Search (`rekall_search`) before solving a problem; capture (`rekall_add`) what you learned after.";
+
+/// URI template of a memory entry resource.
+pub const ENTRY_URI_TEMPLATE: &str = "tandem://memory/{id}";
+const ENTRY_URI_PREFIX: &str = "tandem://memory/";
+/// How many recent entries `resources/list` shows (all are readable through the template).
+const LISTED_RESOURCES: usize = 50;
+
+/// The MCP server of one connection. Cheap to clone.
+#[derive(Clone)]
+pub struct TandemServer {
+    memory: Arc<Memory>,
+}
+
+impl TandemServer {
+    pub fn new(memory: Arc<Memory>) -> TandemServer {
+        TandemServer { memory }
+    }
+}
+
+/// The tool list, built once: names, descriptions, input and output schemas.
+pub static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
+    let read_only = || ToolAnnotations::new().read_only(true);
+    vec![
+        Tool::new(
+            "rekall_help",
+            "Guide to using the memory: workflows, proactive triggers and citation format. Call once at the start of a session.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<HelpParams>()
+        .with_output_schema::<memory::HelpOutcome>()
+        .with_annotations(read_only()),
+        Tool::new(
+            "rekall_search",
+            "Search the knowledge base. Returns compact results (id, title, score, snippet); use rekall_show(id) for details.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<SearchParams>()
+        .with_output_schema::<memory::SearchOutcome>()
+        .with_annotations(read_only()),
+        Tool::new(
+            "rekall_add",
+            "Add an entry (bug, pattern, decision, pitfall, config, reference). Returns similar entries and how many suggestions were created.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<AddParams>()
+        .with_output_schema::<memory::AddOutcome>(),
+        Tool::new(
+            "rekall_show",
+            "Full details of an entry: content, metadata, access statistics and links. Use after rekall_search.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<ShowParams>()
+        .with_output_schema::<EntryDetails>(),
+        Tool::new(
+            "rekall_suggest_links",
+            "Pending link suggestions between similar entries.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<SuggestParams>()
+        .with_output_schema::<memory::LinkSuggestions>()
+        .with_annotations(read_only()),
+        Tool::new(
+            "rekall_suggest_generalize",
+            "Pending generalisation suggestions: groups of similar entries that could become one semantic entry.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<SuggestParams>()
+        .with_output_schema::<memory::GeneralizeSuggestions>()
+        .with_annotations(read_only()),
+        Tool::new(
+            "rekall_link",
+            "Create a link between two entries.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<LinkParams>()
+        .with_output_schema::<memory::LinkOutcome>(),
+        Tool::new(
+            "rekall_accept_suggestion",
+            "Accept a suggestion: creates the link, or returns the command that generalises.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<SuggestionParams>()
+        .with_output_schema::<memory::AcceptOutcome>(),
+        Tool::new(
+            "rekall_reject_suggestion",
+            "Reject a suggestion; it will not come back.",
+            JsonObject::new(),
+        )
+        .with_input_schema::<SuggestionParams>()
+        .with_output_schema::<memory::RejectOutcome>(),
+    ]
+});
+
+/// Runs one tool on the core. `None` when no tool has that name.
+fn dispatch(memory: &Memory, name: &str, args: JsonObject) -> Option<Result<Value, MemoryError>> {
+    Some(match name {
+        "rekall_help" => parse::<HelpParams>(args)
+            .and_then(|p| memory::help::guide(p.topic.as_deref()))
+            .map(json),
+        "rekall_search" => parse::<SearchParams>(args).and_then(|p| {
+            let q = SearchQuery {
+                query: p.query,
+                context: p.context,
+                limit: p.limit,
+                entry_type: p.entry_type.as_deref().map(str::parse).transpose()?,
+                project: p.project,
+            };
+            memory.search(&q).map(json)
+        }),
+        "rekall_add" => parse::<AddParams>(args).and_then(|p| {
+            let new = NewEntry {
+                entry_type: Some(p.entry_type.parse()?),
+                title: p.title,
+                content: p.content.unwrap_or_default(),
+                tags: p.tags.unwrap_or_default(),
+                context: p.context,
+                project: p.project,
+                confidence: p.confidence,
+                memory_type: p.memory_type.as_deref().map(str::parse).transpose()?,
+            };
+            memory.add(new).map(json)
+        }),
+        "rekall_show" => parse::<ShowParams>(args).and_then(|p| memory.show(&p.id).map(json)),
+        "rekall_suggest_links" => {
+            parse::<SuggestParams>(args).and_then(|p| memory.link_suggestions(p.limit).map(json))
+        }
+        "rekall_suggest_generalize" => parse::<SuggestParams>(args)
+            .and_then(|p| memory.generalize_suggestions(p.limit).map(json)),
+        "rekall_link" => parse::<LinkParams>(args).and_then(|p| {
+            let relation = match p.relation_type.as_deref() {
+                Some(r) => r.parse()?,
+                None => memory::RelationType::Related,
+            };
+            memory.link(&p.source_id, &p.target_id, relation).map(json)
+        }),
+        "rekall_accept_suggestion" => {
+            parse::<SuggestionParams>(args).and_then(|p| memory.accept(&p.suggestion_id).map(json))
+        }
+        "rekall_reject_suggestion" => {
+            parse::<SuggestionParams>(args).and_then(|p| memory.reject(&p.suggestion_id).map(json))
+        }
+        _ => return None,
+    })
+}
+
+fn parse<T: DeserializeOwned>(args: JsonObject) -> Result<T, MemoryError> {
+    serde_json::from_value(Value::Object(args))
+        .map_err(|e| MemoryError::invalid_argument("arguments", e.to_string()))
+}
+
+fn json<T: Serialize>(value: T) -> Value {
+    serde_json::to_value(value).expect("core results serialise to JSON")
+}
+
+/// A core error as a tool result: `isError`, the spec's error object as structured content
+/// and as text.
+fn tool_error(e: &MemoryError) -> CallToolResult {
+    if e.code() == "INTERNAL_ERROR" {
+        tracing::error!("tool failed: {e}");
+    }
+    CallToolResult::structured_error(e.to_json())
+}
+
+impl ServerHandler for TandemServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("tandem", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(TOOLS.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if !TOOLS.iter().any(|t| t.name == name) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{name}'"),
+                None,
+            ));
+        }
+        let memory = self.memory.clone();
+        let args = request.arguments.unwrap_or_default();
+        let tool = name.clone();
+        let outcome = tokio::task::spawn_blocking(move || dispatch(&memory, &tool, args)).await;
+        let result = match outcome {
+            Ok(Some(Ok(value))) => CallToolResult::structured(value),
+            Ok(Some(Err(e))) => tool_error(&e),
+            Ok(None) => unreachable!("the tool name was checked against TOOLS"),
+            Err(join) => {
+                // A panic in the core answers this call with an error; the server goes on.
+                tracing::error!("tool {name} panicked: {join}");
+                let e = MemoryError::Corrupt(format!("tool {name} failed unexpectedly"));
+                CallToolResult::structured_error(serde_json::json!({
+                    "error": {"code": "INTERNAL_ERROR", "message": e.to_string(), "details": {}}
+                }))
+            }
+        };
+        Ok(result.into())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(ENTRY_URI_TEMPLATE, "memory-entry")
+                .with_title("Memory entry")
+                .with_description("A knowledge-base entry by ID (full ULID or a prefix of 5+ characters), as Markdown")
+                .with_mime_type("text/markdown"),
+        ]))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let memory = self.memory.clone();
+        let recent = tokio::task::spawn_blocking(move || memory.recent(LISTED_RESOURCES))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(ListResourcesResult::with_all_items(
+            recent
+                .into_iter()
+                .map(|e| {
+                    Resource::new(format!("{ENTRY_URI_PREFIX}{}", e.id), e.id.to_string())
+                        .with_title(format!("[{}] {}", e.entry_type, e.title))
+                        .with_mime_type("text/markdown")
+                })
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.clone();
+        let Some(id) = uri.strip_prefix(ENTRY_URI_PREFIX).map(str::to_string) else {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource '{uri}': memory entries are {ENTRY_URI_TEMPLATE}"),
+                None,
+            ));
+        };
+        let memory = self.memory.clone();
+        let details = tokio::task::spawn_blocking(move || memory.show(&id))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        match details {
+            Ok(d) => Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(render_markdown(&d), uri).with_mime_type("text/markdown"),
+            ])
+            .into()),
+            Err(e @ (MemoryError::EntryNotFound { .. } | MemoryError::AmbiguousId { .. })) => Err(
+                ErrorData::resource_not_found(e.to_string(), Some(e.to_json())),
+            ),
+            Err(e) => Err(ErrorData::invalid_params(e.to_string(), Some(e.to_json()))),
+        }
+    }
+}
+
+/// An entry as a readable Markdown document (resources; editors reuse it).
+pub fn render_markdown(d: &EntryDetails) -> String {
+    let mut s = format!("# {}\n\n", d.title);
+    s.push_str(&format!(
+        "`{}` · {} · {} · confidence {}/5 · {}\n",
+        d.id, d.entry_type, d.memory_type, d.confidence, d.status
+    ));
+    if !d.tags.is_empty() {
+        s.push_str(&format!("tags: {}\n", d.tags.join(", ")));
+    }
+    if let Some(p) = &d.project {
+        s.push_str(&format!("project: {p}\n"));
+    }
+    s.push_str(&format!(
+        "created {} · updated {} · accessed {} times\n\n",
+        d.created_at, d.updated_at, d.access_count
+    ));
+    s.push_str(&d.content);
+    s.push('\n');
+    if !d.links.outgoing.is_empty() || !d.links.incoming.is_empty() {
+        s.push_str("\n## Links\n");
+        for l in &d.links.outgoing {
+            s.push_str(&format!(
+                "- {} → [{}] {}\n",
+                l.relation_type, l.target_id, l.target_title
+            ));
+        }
+        for l in &d.links.incoming {
+            s.push_str(&format!(
+                "- ← {} [{}] {}\n",
+                l.relation_type, l.source_id, l.source_title
+            ));
+        }
+    }
+    if let Some(c) = &d.context {
+        s.push_str("\n## Context\n");
+        s.push_str(c);
+        s.push('\n');
+    }
+    s
+}

@@ -334,6 +334,15 @@ impl MemoryIndex {
 
     /// Analyses `text` into index terms, in order, with repeats.
     pub fn terms(&self, text: &str) -> Vec<String> {
+        self.terms_with_words(text)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect()
+    }
+
+    /// Analyses `text` into `(term, the word as written)` pairs: terms are stemmed, and
+    /// what a person reads is the word.
+    pub fn terms_with_words<'t>(&self, text: &'t str) -> Vec<(String, &'t str)> {
         let mut analyzer = self
             .index
             .tokenizers()
@@ -342,7 +351,8 @@ impl MemoryIndex {
         let mut stream = analyzer.token_stream(text);
         let mut out = Vec::new();
         while let Some(token) = stream.next() {
-            out.push(token.text.clone());
+            let word = text.get(token.offset_from..token.offset_to).unwrap_or("");
+            out.push((token.text.clone(), word));
         }
         out
     }

@@ -604,10 +604,9 @@ impl Memory {
                 entries: pair.to_vec(),
                 score: s.score,
                 reason: format!(
-                    "Similar {} and {} entries (lexical similarity {:.2}); shared terms: {}",
-                    entry.entry_type,
-                    s.entry.entry_type,
+                    "Lexical similarity {:.2} with a {} entry; shared terms: {}",
                     s.score,
+                    s.entry.entry_type,
                     s.shared_terms.join(", ")
                 ),
                 status: SuggestionStatus::Pending,

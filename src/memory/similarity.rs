@@ -54,7 +54,8 @@ pub fn find_similar(memory: &Memory, entry: &Entry) -> Result<Vec<Similar>, Memo
             })
             .collect()
     };
-    let mine = weigh(term_freqs(memory, entry));
+    let (my_tf, words) = term_freqs(memory, entry);
+    let mine = weigh(my_tf);
     if mine.is_empty() {
         return Ok(Vec::new());
     }
@@ -78,8 +79,12 @@ pub fn find_similar(memory: &Memory, entry: &Entry) -> Result<Vec<Similar>, Memo
         let Some(other) = memory.get(&id)? else {
             continue;
         };
-        let theirs = weigh(term_freqs(memory, &other));
+        let theirs = weigh(term_freqs(memory, &other).0);
         let (score, shared) = cosine(&mine, &theirs);
+        let shared = shared
+            .into_iter()
+            .map(|t| words.get(&t).cloned().unwrap_or(t))
+            .collect();
         if score >= SIMILAR_MIN {
             out.push(Similar {
                 entry: other,
@@ -96,20 +101,27 @@ pub fn find_similar(memory: &Memory, entry: &Entry) -> Result<Vec<Similar>, Memo
     Ok(out)
 }
 
-fn term_freqs(memory: &Memory, entry: &Entry) -> HashMap<String, f32> {
+/// Weighted term frequencies of an entry, and for each term the word as first written
+/// (lower-cased), to show people words rather than stems.
+fn term_freqs(memory: &Memory, entry: &Entry) -> (HashMap<String, f32>, HashMap<String, String>) {
     let idx = memory.idx();
     let mut tf: HashMap<String, f32> = HashMap::new();
-    for t in idx
-        .terms(&entry.title)
-        .into_iter()
-        .chain(idx.terms(&entry.tags.join(" ")))
-    {
-        *tf.entry(t).or_default() += TITLE_WEIGHT;
+    let mut words: HashMap<String, String> = HashMap::new();
+    let tags = entry.tags.join(" ");
+    let weighted = [
+        (entry.title.as_str(), TITLE_WEIGHT),
+        (tags.as_str(), TITLE_WEIGHT),
+        (entry.content.as_str(), 1.0),
+    ];
+    for (text, weight) in weighted {
+        for (term, word) in idx.terms_with_words(text) {
+            words
+                .entry(term.clone())
+                .or_insert_with(|| word.to_lowercase());
+            *tf.entry(term).or_default() += weight;
+        }
     }
-    for t in idx.terms(&entry.content) {
-        *tf.entry(t).or_default() += 1.0;
-    }
-    tf
+    (tf, words)
 }
 
 fn cosine(a: &HashMap<String, f32>, b: &HashMap<String, f32>) -> (f32, Vec<String>) {

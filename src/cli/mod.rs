@@ -1,0 +1,126 @@
+//! The command line: argument parsing (clap), dispatch, exit codes.
+//!
+//! Only this module prints. Errors go to stderr as one line (`tandem: ...`, with the spec's
+//! code where there is one) and exit 1; usage errors exit 2 (clap).
+
+mod memory;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use tandem::config::{self, Config};
+use tandem::memory::{Memory, MemoryError, Progress};
+use tandem::store::Store;
+
+#[derive(Parser)]
+#[command(
+    name = "tandem",
+    version,
+    about = "One sidecar between your coding agent and your editor: memory, task tracking and an MCP hub",
+    long_about = None,
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP on stdio (add `tandem mcp` to your agent's MCP configuration).
+    Mcp,
+    /// The knowledge base: add, search, show, link, review suggestions, share.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            match e.downcast_ref::<MemoryError>() {
+                Some(m) => eprintln!("tandem: {} ({})", m, m.code()),
+                None => eprintln!("tandem: {e:#}"),
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = Config::from_env()?;
+    let log = config::init_logging(&config)
+        .with_context(|| format!("cannot open the log in {}", config.log_dir().display()))?;
+    tracing::debug!(
+        "tandem {} logging to {}",
+        env!("CARGO_PKG_VERSION"),
+        log.display()
+    );
+    match cli.command {
+        Command::Mcp => serve_mcp(&config),
+        Command::Memory(cmd) => memory::run(&config, cmd),
+    }
+}
+
+/// Opens the data dir and the memory, reporting an index rebuild through `progress`.
+fn open_memory(config: &Config, progress: &dyn Progress) -> anyhow::Result<Arc<Memory>> {
+    let store = Arc::new(Store::open(&config.home)?);
+    Ok(Arc::new(Memory::open(store, progress)?))
+}
+
+fn serve_mcp(config: &Config) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let memory = open_memory(config, &LogProgress)?;
+        tracing::info!("serving MCP on stdio (data dir {})", config.home.display());
+        let server = tandem::mcp::TandemServer::new(memory.clone());
+        let service = rmcp::ServiceExt::serve(server, rmcp::transport::stdio())
+            .await
+            .context("MCP session failed to start")?;
+        let cancel = service.cancellation_token();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("signal received; closing the MCP session");
+            cancel.cancel();
+        });
+        let reason = service.waiting().await;
+        tracing::info!("MCP session ended: {reason:?}");
+        anyhow::Ok(())
+    })?;
+    // Dropping the runtime and then the memory flushes sled and commits the index.
+    drop(runtime);
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Index rebuilds of a protocol face go to the log (stdout is the protocol's).
+struct LogProgress;
+
+impl Progress for LogProgress {
+    fn start(&self, total: u64, reason: &str) {
+        tracing::info!("rebuilding the search index ({total} entries): {reason}");
+    }
+    fn finish(&self) {
+        tracing::info!("search index rebuilt");
+    }
+}
