@@ -1,4 +1,5 @@
 //! All integration tests, in one binary (one link step, shared helpers).
 
+mod mcp_stdio;
 mod memory_core;
 mod util;

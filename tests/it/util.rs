@@ -46,3 +46,97 @@ pub fn entry(t: EntryType, title: &str, content: &str, tags: &[&str]) -> NewEntr
         ..NewEntry::default()
     }
 }
+
+/// The binary under test.
+pub fn tandem_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tandem")
+}
+
+impl TestHome {
+    /// A `tandem` command that sees only this home: `TANDEM_HOME`, `HOME`, XDG dirs.
+    pub fn command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(tandem_bin());
+        self.isolate(cmd.as_std_mut());
+        cmd.kill_on_drop(true);
+        cmd
+    }
+
+    /// The same, as a blocking `std` command.
+    pub fn std_command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(tandem_bin());
+        self.isolate(&mut cmd);
+        cmd
+    }
+
+    fn isolate(&self, cmd: &mut std::process::Command) {
+        let root = self.dir.path();
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("TANDEM_HOME", self.tandem_home())
+            .env("HOME", root.join("home"))
+            .env("XDG_DATA_HOME", root.join("xdg/data"))
+            .env("XDG_CONFIG_HOME", root.join("xdg/config"))
+            .env("XDG_STATE_HOME", root.join("xdg/state"))
+            .env("XDG_CACHE_HOME", root.join("xdg/cache"))
+            .env("TANDEM_LOG", "debug");
+    }
+
+    /// Starts `tandem mcp` and connects the rmcp client to it over stdio.
+    pub async fn mcp(&self) -> McpClient {
+        let mut cmd = self.command();
+        cmd.arg("mcp");
+        let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+        let pid = transport.id();
+        let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+        McpClient { client, pid }
+    }
+}
+
+/// A live MCP session with a `tandem mcp` child.
+pub struct McpClient {
+    pub client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    pub pid: Option<u32>,
+}
+
+impl McpClient {
+    /// Calls a tool; returns `(is_error, structured content)`.
+    pub async fn call(&self, tool: &str, args: serde_json::Value) -> (bool, serde_json::Value) {
+        let r = self.try_call(tool, args).await.unwrap();
+        let structured = r.structured_content.clone().expect("every result is structured");
+        // The text rendering says the same as the structured content.
+        let text = r.content[0].as_text().expect("a text block").text.clone();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), structured);
+        (r.is_error == Some(true), structured)
+    }
+
+    pub async fn try_call(
+        &self,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> Result<rmcp::model::CallToolResult, rmcp::ServiceError> {
+        let serde_json::Value::Object(map) = args else { panic!("arguments must be an object") };
+        self.client
+            .call_tool(rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(map))
+            .await
+    }
+
+    /// Calls a tool that must succeed.
+    pub async fn ok(&self, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        let (is_error, v) = self.call(tool, args.clone()).await;
+        assert!(!is_error, "{tool}({args}) failed: {v}");
+        v
+    }
+
+    /// Calls a tool that must fail; returns its error code.
+    pub async fn err(&self, tool: &str, args: serde_json::Value) -> String {
+        let (is_error, v) = self.call(tool, args.clone()).await;
+        assert!(is_error, "{tool}({args}) should fail, got {v}");
+        let message = v["error"]["message"].as_str().unwrap_or("");
+        assert!(!message.is_empty(), "error without a message: {v}");
+        v["error"]["code"].as_str().unwrap().to_string()
+    }
+
+    pub async fn close(self) {
+        self.client.cancel().await.unwrap();
+    }
+}
