@@ -277,7 +277,7 @@ impl MemoryIndex {
             self.write_doc(&mut w, &entry)?;
             w.pending.clear();
             n += 1;
-            if n % 1000 == 0 {
+            if n.is_multiple_of(1000) {
                 progress(n);
             }
         }

@@ -19,7 +19,10 @@ const TOOLS: [&str; 9] = [
 
 async fn add(c: &McpClient, t: &str, title: &str, content: &str, tags: &[&str]) -> String {
     let out = c
-        .ok("rekall_add", json!({"type": t, "title": title, "content": content, "tags": tags}))
+        .ok(
+            "rekall_add",
+            json!({"type": t, "title": title, "content": content, "tags": tags}),
+        )
         .await;
     out["id"].as_str().unwrap().to_string()
 }
@@ -30,7 +33,12 @@ async fn initialize_lists_nine_tools_with_schemas_and_instructions() {
     let c = home.mcp().await;
     let info = c.client.peer_info().unwrap();
     assert_eq!(info.server_info.as_ref().unwrap().name, "tandem");
-    assert!(info.instructions.as_deref().unwrap().contains("rekall_help()"));
+    assert!(
+        info.instructions
+            .as_deref()
+            .unwrap()
+            .contains("rekall_help()")
+    );
     let tools = c.client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, TOOLS);
@@ -39,8 +47,15 @@ async fn initialize_lists_nine_tools_with_schemas_and_instructions() {
         assert!(t.description.is_some());
     }
     let schema = |name: &str| {
-        serde_json::to_value(tools.iter().find(|t| t.name == name).unwrap().input_schema.as_ref())
-            .unwrap()
+        serde_json::to_value(
+            tools
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap()
+                .input_schema
+                .as_ref(),
+        )
+        .unwrap()
     };
     let add = schema("rekall_add");
     assert_eq!(add["required"], json!(["type", "title"]));
@@ -55,7 +70,14 @@ async fn initialize_lists_nine_tools_with_schemas_and_instructions() {
     let link = schema("rekall_link");
     assert_eq!(link["properties"]["relation_type"]["default"], "related");
     let text = add.to_string();
-    for v in ["bug", "pattern", "decision", "pitfall", "config", "reference"] {
+    for v in [
+        "bug",
+        "pattern",
+        "decision",
+        "pitfall",
+        "config",
+        "reference",
+    ] {
         assert!(text.contains(&format!("\"{v}\"")), "type enum lacks {v}");
     }
     c.close().await;
@@ -67,12 +89,29 @@ async fn every_tool_end_to_end() {
     let c = home.mcp().await;
 
     let help = c.ok("rekall_help", json!({})).await;
-    assert_eq!(help["topics_available"], json!(["search", "capture", "links", "citations", "all"]));
-    for section in ["Search workflow", "Capture workflow", "Links", "Citations", "Proactive triggers"] {
-        assert!(help["guide"].as_str().unwrap().contains(section), "guide lacks {section}");
+    assert_eq!(
+        help["topics_available"],
+        json!(["search", "capture", "links", "citations", "all"])
+    );
+    for section in [
+        "Search workflow",
+        "Capture workflow",
+        "Links",
+        "Citations",
+        "Proactive triggers",
+    ] {
+        assert!(
+            help["guide"].as_str().unwrap().contains(section),
+            "guide lacks {section}"
+        );
     }
     let only_links = c.ok("rekall_help", json!({"topic": "links"})).await;
-    assert!(!only_links["guide"].as_str().unwrap().contains("Capture workflow"));
+    assert!(
+        !only_links["guide"]
+            .as_str()
+            .unwrap()
+            .contains("Capture workflow")
+    );
 
     let cors = add(&c, "bug", "Fix CORS Safari header", "Safari rejects some CORS headers on preflight; send Access-Control-Allow-Headers explicitly.", &["CORS", "Safari"]).await;
     let added = c
@@ -94,18 +133,30 @@ async fn every_tool_end_to_end() {
     let second = added["id"].as_str().unwrap().to_string();
 
     let found = c
-        .ok("rekall_search", json!({"query": "safari preflight", "context": "iPhone login", "limit": 3}))
+        .ok(
+            "rekall_search",
+            json!({"query": "safari preflight", "context": "iPhone login", "limit": 3}),
+        )
         .await;
     assert_eq!(found["query"], "safari preflight");
     assert_eq!(found["total"], 2);
-    assert_eq!(found["results"][0]["id"], second.as_str(), "context favours the iOS entry: {found}");
+    assert_eq!(
+        found["results"][0]["id"],
+        second.as_str(),
+        "context favours the iOS entry: {found}"
+    );
     let r = &found["results"][0];
     for field in ["id", "type", "title", "score", "snippet", "tags"] {
         assert!(r.get(field).is_some(), "search result lacks {field}");
     }
     assert!(r.get("content").is_none(), "search results are compact");
     assert!(found["hint"].as_str().unwrap().contains("rekall_show"));
-    let filtered = c.ok("rekall_search", json!({"query": "safari", "type": "pattern"})).await;
+    let filtered = c
+        .ok(
+            "rekall_search",
+            json!({"query": "safari", "type": "pattern"}),
+        )
+        .await;
     assert_eq!(filtered["total"], 0);
 
     let shown = c.ok("rekall_show", json!({"id": &second[..12]})).await;
@@ -113,42 +164,80 @@ async fn every_tool_end_to_end() {
     assert_eq!(shown["project"], "webapp");
     assert_eq!(shown["confidence"], 4);
     assert_eq!(shown["access_count"], 1);
-    assert_eq!(shown["embeddings"], json!({"summary": false, "context": false}));
+    assert_eq!(
+        shown["embeddings"],
+        json!({"summary": false, "context": false})
+    );
 
     let links = c.ok("rekall_suggest_links", json!({"limit": 5})).await;
     assert_eq!(links["total_pending"], 1);
     let s = &links["suggestions"][0];
     assert_eq!(s["entry_a"]["id"], second.as_str());
     assert_eq!(s["entry_b"]["id"], cors.as_str());
-    let accepted = c.ok("rekall_accept_suggestion", json!({"suggestion_id": s["id"]})).await;
+    let accepted = c
+        .ok(
+            "rekall_accept_suggestion",
+            json!({"suggestion_id": s["id"]}),
+        )
+        .await;
     assert_eq!(accepted["accepted"], true);
     assert_eq!(accepted["suggestion_type"], "link");
-    assert_eq!(accepted["link_created"], json!({"source_id": second, "target_id": cors}));
+    assert_eq!(
+        accepted["link_created"],
+        json!({"source_id": second, "target_id": cors})
+    );
     assert_eq!(accepted["generalize_command"], json!(null));
     let shown = c.ok("rekall_show", json!({"id": cors})).await;
     assert_eq!(shown["links"]["incoming"][0]["source_id"], second.as_str());
     assert_eq!(shown["links"]["incoming"][0]["relation_type"], "related");
 
-    let third = add(&c, "bug", "Safari CORS headers rejected again", "Safari rejects CORS preflight headers again on iOS; list the allowed headers explicitly.", &["cors", "safari"]).await;
+    let third = add(
+        &c,
+        "bug",
+        "Safari CORS headers rejected again",
+        "Safari rejects CORS preflight headers again on iOS; list the allowed headers explicitly.",
+        &["cors", "safari"],
+    )
+    .await;
     let gens = c.ok("rekall_suggest_generalize", json!({})).await;
     assert_eq!(gens["total_pending"], 1, "{gens}");
-    assert_eq!(gens["suggestions"][0]["entries"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        gens["suggestions"][0]["entries"].as_array().unwrap().len(),
+        3
+    );
     let accepted = c
-        .ok("rekall_accept_suggestion", json!({"suggestion_id": gens["suggestions"][0]["id"]}))
+        .ok(
+            "rekall_accept_suggestion",
+            json!({"suggestion_id": gens["suggestions"][0]["id"]}),
+        )
         .await;
     assert_eq!(accepted["suggestion_type"], "generalize");
     let command = accepted["generalize_command"].as_str().unwrap();
     assert!(command.starts_with("tandem memory generalize") && command.contains(&third));
 
     let pending = c.ok("rekall_suggest_links", json!({})).await;
-    let id = pending["suggestions"][0]["id"].as_str().unwrap().to_string();
-    let rejected = c.ok("rekall_reject_suggestion", json!({"suggestion_id": id})).await;
+    let id = pending["suggestions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rejected = c
+        .ok("rekall_reject_suggestion", json!({"suggestion_id": id}))
+        .await;
     assert_eq!(rejected, json!({"rejected": true, "suggestion_id": id}));
     let after = c.ok("rekall_suggest_links", json!({})).await;
-    assert!(after["suggestions"].as_array().unwrap().iter().all(|s| s["id"] != id.as_str()));
+    assert!(
+        after["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["id"] != id.as_str())
+    );
 
     let linked = c
-        .ok("rekall_link", json!({"source_id": third, "target_id": cors, "relation_type": "supersedes"}))
+        .ok(
+            "rekall_link",
+            json!({"source_id": third, "target_id": cors, "relation_type": "supersedes"}),
+        )
         .await;
     assert_eq!(linked["created"], true);
     assert_eq!(linked["relation_type"], "supersedes");
@@ -164,42 +253,119 @@ async fn every_error_code_as_a_tool_error() {
     let c = home.mcp().await;
     let a = add(&c, "bug", "First entry", "alpha", &[]).await;
     let b = add(&c, "pattern", "Second entry", "beta", &[]).await;
-    c.ok("rekall_link", json!({"source_id": a, "target_id": b})).await;
+    c.ok("rekall_link", json!({"source_id": a, "target_id": b}))
+        .await;
     let missing = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
     let cases = [
         ("rekall_show", json!({"id": missing}), "ENTRY_NOT_FOUND"),
-        ("rekall_link", json!({"source_id": a, "target_id": missing}), "ENTRY_NOT_FOUND"),
-        ("rekall_accept_suggestion", json!({"suggestion_id": missing}), "SUGGESTION_NOT_FOUND"),
-        ("rekall_reject_suggestion", json!({"suggestion_id": "nope"}), "SUGGESTION_NOT_FOUND"),
-        ("rekall_add", json!({"type": "bugg", "title": "x"}), "INVALID_ENTRY_TYPE"),
-        ("rekall_search", json!({"query": "x", "type": "idea"}), "INVALID_ENTRY_TYPE"),
-        ("rekall_link", json!({"source_id": a, "target_id": b, "relation_type": "parent"}), "INVALID_RELATION_TYPE"),
-        ("rekall_link", json!({"source_id": a, "target_id": b}), "LINK_ALREADY_EXISTS"),
-        ("rekall_link", json!({"source_id": a, "target_id": a}), "SELF_LINK_ERROR"),
-        ("rekall_add", json!({"type": "bug", "title": "x".repeat(101)}), "INVALID_ARGUMENT"),
+        (
+            "rekall_link",
+            json!({"source_id": a, "target_id": missing}),
+            "ENTRY_NOT_FOUND",
+        ),
+        (
+            "rekall_accept_suggestion",
+            json!({"suggestion_id": missing}),
+            "SUGGESTION_NOT_FOUND",
+        ),
+        (
+            "rekall_reject_suggestion",
+            json!({"suggestion_id": "nope"}),
+            "SUGGESTION_NOT_FOUND",
+        ),
+        (
+            "rekall_add",
+            json!({"type": "bugg", "title": "x"}),
+            "INVALID_ENTRY_TYPE",
+        ),
+        (
+            "rekall_search",
+            json!({"query": "x", "type": "idea"}),
+            "INVALID_ENTRY_TYPE",
+        ),
+        (
+            "rekall_link",
+            json!({"source_id": a, "target_id": b, "relation_type": "parent"}),
+            "INVALID_RELATION_TYPE",
+        ),
+        (
+            "rekall_link",
+            json!({"source_id": a, "target_id": b}),
+            "LINK_ALREADY_EXISTS",
+        ),
+        (
+            "rekall_link",
+            json!({"source_id": a, "target_id": a}),
+            "SELF_LINK_ERROR",
+        ),
+        (
+            "rekall_add",
+            json!({"type": "bug", "title": "x".repeat(101)}),
+            "INVALID_ARGUMENT",
+        ),
         ("rekall_add", json!({"type": "bug"}), "INVALID_ARGUMENT"),
-        ("rekall_add", json!({"type": "bug", "title": "x", "confidence": 9}), "INVALID_ARGUMENT"),
-        ("rekall_add", json!({"type": "bug", "title": "x", "tags": "not-a-list"}), "INVALID_ARGUMENT"),
-        ("rekall_add", json!({"type": "bug", "title": "x", "memory_type": "dream"}), "INVALID_ARGUMENT"),
-        ("rekall_add", json!({"type": "bug", "title": "x", "colour": "red"}), "INVALID_ARGUMENT"),
-        ("rekall_search", json!({"query": "x", "limit": 21}), "INVALID_ARGUMENT"),
-        ("rekall_search", json!({"query": "x", "limit": "five"}), "INVALID_ARGUMENT"),
+        (
+            "rekall_add",
+            json!({"type": "bug", "title": "x", "confidence": 9}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "rekall_add",
+            json!({"type": "bug", "title": "x", "tags": "not-a-list"}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "rekall_add",
+            json!({"type": "bug", "title": "x", "memory_type": "dream"}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "rekall_add",
+            json!({"type": "bug", "title": "x", "colour": "red"}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "rekall_search",
+            json!({"query": "x", "limit": 21}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "rekall_search",
+            json!({"query": "x", "limit": "five"}),
+            "INVALID_ARGUMENT",
+        ),
         ("rekall_search", json!({}), "INVALID_ARGUMENT"),
         ("rekall_show", json!({"id": "01AB"}), "INVALID_ARGUMENT"),
-        ("rekall_suggest_links", json!({"limit": 0}), "INVALID_ARGUMENT"),
-        ("rekall_suggest_generalize", json!({"limit": 51}), "INVALID_ARGUMENT"),
-        ("rekall_help", json!({"topic": "everything"}), "INVALID_ARGUMENT"),
+        (
+            "rekall_suggest_links",
+            json!({"limit": 0}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "rekall_suggest_generalize",
+            json!({"limit": 51}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "rekall_help",
+            json!({"topic": "everything"}),
+            "INVALID_ARGUMENT",
+        ),
     ];
     for (tool, args, code) in cases {
         assert_eq!(c.err(tool, args.clone()).await, code, "{tool}({args})");
     }
     // The error details say what was wrong.
-    let (_, v) = c.call("rekall_add", json!({"type": "bugg", "title": "x"})).await;
+    let (_, v) = c
+        .call("rekall_add", json!({"type": "bugg", "title": "x"}))
+        .await;
     assert_eq!(v["error"]["details"]["value"], "bugg");
     // An unknown tool cannot be routed: a protocol error, and the session goes on.
     assert!(c.try_call("rekall_nope", json!({})).await.is_err());
     // Nothing half-written: exactly the two good entries exist.
-    let all = c.ok("rekall_search", json!({"query": "entry", "limit": 20})).await;
+    let all = c
+        .ok("rekall_search", json!({"query": "entry", "limit": 20}))
+        .await;
     assert_eq!(all["total"], 2);
     c.close().await;
 }
@@ -208,22 +374,40 @@ async fn every_error_code_as_a_tool_error() {
 async fn entries_are_resources() {
     let home = TestHome::new();
     let c = home.mcp().await;
-    let id = add(&c, "decision", "Use sled for storage", "Pure Rust, transactions.", &["storage"]).await;
+    let id = add(
+        &c,
+        "decision",
+        "Use sled for storage",
+        "Pure Rust, transactions.",
+        &["storage"],
+    )
+    .await;
     let templates = c.client.list_all_resource_templates().await.unwrap();
     assert_eq!(templates[0].uri_template, "tandem://memory/{id}");
     let listed = c.client.list_all_resources().await.unwrap();
     assert_eq!(listed[0].uri, format!("tandem://memory/{id}"));
     let read = c
         .client
-        .read_resource(ReadResourceRequestParams::new(format!("tandem://memory/{}", &id[..12])))
+        .read_resource(ReadResourceRequestParams::new(format!(
+            "tandem://memory/{}",
+            &id[..12]
+        )))
         .await
         .unwrap();
     let text = serde_json::to_value(&read.contents[0]).unwrap();
-    assert!(text["text"].as_str().unwrap().starts_with("# Use sled for storage"), "{text}");
+    assert!(
+        text["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Use sled for storage"),
+        "{text}"
+    );
     assert_eq!(text["mimeType"], "text/markdown");
     let missing = c
         .client
-        .read_resource(ReadResourceRequestParams::new("tandem://memory/01ARZ3NDEKTSV4RRFFQ69G5FAV"))
+        .read_resource(ReadResourceRequestParams::new(
+            "tandem://memory/01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        ))
         .await;
     assert!(missing.is_err());
     c.close().await;
@@ -234,9 +418,27 @@ async fn restart_keeps_entries_links_and_suggestions() {
     let home = TestHome::new();
     let (a, b) = {
         let c = home.mcp().await;
-        let a = add(&c, "pitfall", "Tokio mutex across await", "Holding a std mutex across await deadlocks.", &["tokio"]).await;
-        let b = add(&c, "pitfall", "Tokio mutex held across await points", "A std mutex guard held across await deadlocks the runtime.", &["tokio"]).await;
-        c.ok("rekall_link", json!({"source_id": a, "target_id": b, "relation_type": "contradicts"})).await;
+        let a = add(
+            &c,
+            "pitfall",
+            "Tokio mutex across await",
+            "Holding a std mutex across await deadlocks.",
+            &["tokio"],
+        )
+        .await;
+        let b = add(
+            &c,
+            "pitfall",
+            "Tokio mutex held across await points",
+            "A std mutex guard held across await deadlocks the runtime.",
+            &["tokio"],
+        )
+        .await;
+        c.ok(
+            "rekall_link",
+            json!({"source_id": a, "target_id": b, "relation_type": "contradicts"}),
+        )
+        .await;
         c.close().await;
         (a, b)
     };
@@ -245,7 +447,10 @@ async fn restart_keeps_entries_links_and_suggestions() {
     assert_eq!(found["total"], 2);
     let shown = c.ok("rekall_show", json!({"id": a})).await;
     assert_eq!(shown["links"]["outgoing"][0]["target_id"], b.as_str());
-    assert_eq!(shown["links"]["outgoing"][0]["relation_type"], "contradicts");
+    assert_eq!(
+        shown["links"]["outgoing"][0]["relation_type"],
+        "contradicts"
+    );
     let pending = c.ok("rekall_suggest_links", json!({})).await;
     assert_eq!(pending["total_pending"], 1);
     c.close().await;
@@ -271,7 +476,11 @@ async fn stateless_2026_client_uses_server_discover() {
     meta.set_client_info(Implementation::new("stateless-test", "1.0.0"));
     meta.set_client_capabilities(ClientCapabilities::default());
     let discovered = client.discover(meta).await.unwrap();
-    assert!(discovered.supported_versions.contains(&ProtocolVersion::V_2026_07_28));
+    assert!(
+        discovered
+            .supported_versions
+            .contains(&ProtocolVersion::V_2026_07_28)
+    );
     assert_eq!(discovered.server_info().unwrap().name, "tandem");
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(tools.len(), 9);
@@ -303,12 +512,19 @@ async fn a_second_process_is_refused_with_the_holders_pid() {
     let home = TestHome::new();
     let c = home.mcp().await;
     c.ok("rekall_help", json!({})).await;
-    let out = home.std_command().args(["memory", "search", "x"]).output().unwrap();
+    let out = home
+        .std_command()
+        .args(["memory", "search", "x"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let pid = c.pid.unwrap();
     assert!(stderr.contains(&format!("pid {pid}")), "{stderr}");
-    assert!(stderr.contains("in use by another tandem process"), "{stderr}");
+    assert!(
+        stderr.contains("in use by another tandem process"),
+        "{stderr}"
+    );
     assert!(out.stdout.is_empty());
     c.close().await;
 }

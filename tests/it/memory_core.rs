@@ -162,13 +162,14 @@ fn search_filters_and_context() {
     let memory = home.memory();
     fixture(&memory);
     // (query, type filter, project filter, context, expected titles)
-    let cases: Vec<(
-        &str,
+    type Case<'a> = (
+        &'a str,
         Option<EntryType>,
-        Option<&str>,
-        Option<&str>,
-        Vec<&str>,
-    )> = vec![
+        Option<&'a str>,
+        Option<&'a str>,
+        Vec<&'a str>,
+    );
+    let cases: Vec<Case> = vec![
         (
             "cors",
             Some(EntryType::Pattern),
@@ -357,11 +358,7 @@ fn ids_resolve_by_prefix() {
             .resolve(&input)
             .map(|e| e.id.to_string())
             .map_err(|e| e.code());
-        assert_eq!(
-            got.as_deref().map_err(|e| *e),
-            want.map(|s| s),
-            "input {input:?}"
-        );
+        assert_eq!(got.as_deref().map_err(|e| *e), want, "input {input:?}");
     }
     if shared.len() >= 5 {
         match memory.resolve(&shared) {

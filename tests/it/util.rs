@@ -102,10 +102,16 @@ impl McpClient {
     /// Calls a tool; returns `(is_error, structured content)`.
     pub async fn call(&self, tool: &str, args: serde_json::Value) -> (bool, serde_json::Value) {
         let r = self.try_call(tool, args).await.unwrap();
-        let structured = r.structured_content.clone().expect("every result is structured");
+        let structured = r
+            .structured_content
+            .clone()
+            .expect("every result is structured");
         // The text rendering says the same as the structured content.
         let text = r.content[0].as_text().expect("a text block").text.clone();
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), structured);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            structured
+        );
         (r.is_error == Some(true), structured)
     }
 
@@ -114,9 +120,13 @@ impl McpClient {
         tool: &str,
         args: serde_json::Value,
     ) -> Result<rmcp::model::CallToolResult, rmcp::ServiceError> {
-        let serde_json::Value::Object(map) = args else { panic!("arguments must be an object") };
+        let serde_json::Value::Object(map) = args else {
+            panic!("arguments must be an object")
+        };
         self.client
-            .call_tool(rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(map))
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(map),
+            )
             .await
     }
 

@@ -1,0 +1,136 @@
+"""`tandem mcp` driven by the official Python MCP SDK (a real third-party client).
+
+The SDK validates every structured result against the tool's declared outputSchema, so
+these tests also check that Tandem's outputs match its schemas.
+"""
+
+import json
+import os
+import tempfile
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+TANDEM = os.environ.get("TANDEM_BIN", os.path.join(os.path.dirname(__file__), "../../target/debug/tandem"))
+
+
+@pytest.fixture
+def params():
+    with tempfile.TemporaryDirectory(prefix="tandem-py") as root:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "TANDEM_HOME": os.path.join(root, "tandem-home"),
+            "HOME": os.path.join(root, "home"),
+            "XDG_DATA_HOME": os.path.join(root, "xdg/data"),
+            "XDG_CONFIG_HOME": os.path.join(root, "xdg/config"),
+            "XDG_STATE_HOME": os.path.join(root, "xdg/state"),
+        }
+        yield StdioServerParameters(command=os.path.abspath(TANDEM), args=["mcp"], env=env)
+
+
+async def session_run(params, body):
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            return await body(session, init)
+
+
+@pytest.mark.anyio
+async def test_tools_listed_and_instructions(params):
+    async def body(session, init):
+        assert init.server_info.name == "tandem"
+        assert "rekall_help()" in init.instructions
+        tools = (await session.list_tools()).tools
+        assert [t.name for t in tools] == [
+            "rekall_help", "rekall_search", "rekall_add", "rekall_show",
+            "rekall_suggest_links", "rekall_suggest_generalize", "rekall_link",
+            "rekall_accept_suggestion", "rekall_reject_suggestion",
+        ]
+        assert all(t.output_schema for t in tools)
+
+    await session_run(params, body)
+
+
+@pytest.mark.anyio
+async def test_add_search_show_link_with_schema_validation(params):
+    async def body(session, _):
+        help_ = await session.call_tool("rekall_help", {"topic": "search"})
+        assert not help_.is_error
+        assert "Search workflow" in help_.structured_content["guide"]
+
+        a = await session.call_tool("rekall_add", {
+            "type": "bug", "title": "Fix timeout authentication API",
+            "content": "The default 30s timeout is too short for the auth API.",
+            "tags": ["Timeout", "auth api"], "project": "myapp", "confidence": 4,
+        })
+        assert not a.is_error, a
+        assert a.structured_content["tags"] == ["timeout", "auth-api"]
+        b = await session.call_tool("rekall_add", {
+            "type": "bug", "title": "Auth API timeout under load",
+            "content": "Under load the auth API timeout of 30s is too short; raise it.",
+            "tags": ["timeout", "auth-api"],
+        })
+        assert b.structured_content["similar_entries"][0]["id"] == a.structured_content["id"]
+
+        found = await session.call_tool("rekall_search", {"query": "auth timeout", "project": "myapp"})
+        assert found.structured_content["total"] == 1
+        assert found.structured_content["results"][0]["title"] == "Fix timeout authentication API"
+        # The text rendering carries the same JSON for clients without structured content.
+        assert json.loads(found.content[0].text) == found.structured_content
+
+        shown = await session.call_tool("rekall_show", {"id": a.structured_content["id"][:10]})
+        assert shown.structured_content["confidence"] == 4
+        assert shown.structured_content["project"] == "myapp"
+
+        linked = await session.call_tool("rekall_link", {
+            "source_id": b.structured_content["id"], "target_id": a.structured_content["id"],
+            "relation_type": "derived_from",
+        })
+        assert linked.structured_content["created"] is True
+
+        sugg = await session.call_tool("rekall_suggest_links", {})
+        assert sugg.structured_content["total_pending"] == 1
+        gen = await session.call_tool("rekall_suggest_generalize", {"limit": 3})
+        assert gen.structured_content["total_pending"] == 0
+        rejected = await session.call_tool("rekall_reject_suggestion",
+                                           {"suggestion_id": sugg.structured_content["suggestions"][0]["id"]})
+        assert rejected.structured_content["rejected"] is True
+
+    await session_run(params, body)
+
+
+@pytest.mark.anyio
+async def test_errors_are_tool_errors_with_spec_codes(params):
+    async def body(session, _):
+        cases = [
+            ("rekall_show", {"id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}, "ENTRY_NOT_FOUND"),
+            ("rekall_add", {"type": "feature", "title": "x"}, "INVALID_ENTRY_TYPE"),
+            ("rekall_accept_suggestion", {"suggestion_id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}, "SUGGESTION_NOT_FOUND"),
+            ("rekall_search", {"query": "x", "limit": 100}, "INVALID_ARGUMENT"),
+        ]
+        for tool, args, code in cases:
+            r = await session.call_tool(tool, args)
+            assert r.is_error, (tool, args)
+            err = json.loads(r.content[0].text)["error"]
+            assert err["code"] == code, (tool, args, err)
+            assert err["message"]
+
+    await session_run(params, body)
+
+
+@pytest.mark.anyio
+async def test_entry_resource(params):
+    async def body(session, _):
+        a = await session.call_tool("rekall_add", {"type": "reference", "title": "BM25 explained", "content": "k1 and b."})
+        templates = (await session.list_resource_templates()).resource_templates
+        assert templates[0].uri_template == "tandem://memory/{id}"
+        res = await session.read_resource(f"tandem://memory/{a.structured_content['id']}")
+        assert res.contents[0].text.startswith("# BM25 explained")
+
+    await session_run(params, body)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
