@@ -1,1 +1,647 @@
-fn main() {}
+//! Memory benchmark: prints figures, asserts nothing about time.
+//!
+//! For each size (default 10,000 and 100,000 entries; `TANDEM_BENCH_SIZES=1000,5000` to
+//! change), it loads a generated knowledge base of realistic entries and measures:
+//! - in process: bulk load, add latency (durable, with similarity and suggestions), search
+//!   latency, index and database size, peak RSS;
+//! - over stdio through `tandem mcp`: cold start to the first answered search, search and add
+//!   latency, the server's peak RSS;
+//! - the same stdio workload against `@modelcontextprotocol/server-memory` (npm, installed
+//!   under `.test-deps/npm` by `scripts/bench`), and the ratios.
+//!
+//! Run with `scripts/bench` (or `cargo bench --bench memory`).
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tandem::memory::{EntryType, Memory, NewEntry, NoProgress, SearchQuery};
+use tandem::store::Store;
+
+const ADDS: usize = 300;
+const SEARCHES: usize = 1000;
+const STDIO_SEARCHES: usize = 500;
+const STDIO_ADDS: usize = 200;
+/// The reference server re-reads its whole file on every call: cap its runs by time.
+const REFERENCE_BUDGET: Duration = Duration::from_secs(60);
+
+fn main() {
+    let sizes: Vec<usize> = std::env::var("TANDEM_BENCH_SIZES")
+        .unwrap_or_else(|_| "10000,100000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let reference = reference_server();
+    if reference.is_none() {
+        println!(
+            "note: @modelcontextprotocol/server-memory not found under .test-deps/npm; run scripts/bench to install it"
+        );
+    }
+    for n in sizes {
+        let report = runtime.block_on(bench_size(n, reference.as_deref()));
+        report.print();
+    }
+}
+
+struct Report {
+    n: usize,
+    load: Duration,
+    add: Stats,
+    search: Stats,
+    index_bytes: u64,
+    db_bytes: u64,
+    rss_in_process_kb: u64,
+    tandem: StdioFigures,
+    reference: Option<StdioFigures>,
+}
+
+struct StdioFigures {
+    cold_start: Duration,
+    search: Stats,
+    add: Stats,
+    peak_rss_kb: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Stats {
+    n: usize,
+    p50: Duration,
+    p99: Duration,
+}
+
+impl Stats {
+    fn of(mut samples: Vec<Duration>) -> Stats {
+        samples.sort();
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        Stats {
+            n: samples.len(),
+            p50: at(0.50),
+            p99: at(0.99),
+        }
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn ratio(theirs: Duration, ours: Duration) -> String {
+    format!(
+        "{:.1}x",
+        theirs.as_secs_f64() / ours.as_secs_f64().max(1e-9)
+    )
+}
+
+impl Report {
+    fn print(&self) {
+        let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+        println!("\n## {} entries", self.n);
+        println!("| figure | tandem | server-memory | ratio |");
+        println!("|---|---|---|---|");
+        println!(
+            "| bulk load (import, in process) | {:.2} s | | |",
+            self.load.as_secs_f64()
+        );
+        println!(
+            "| add p50 / p99 (in process, durable, n={}) | {} / {} | | |",
+            self.add.n,
+            ms(self.add.p50),
+            ms(self.add.p99)
+        );
+        println!(
+            "| search p50 / p99 (in process, n={}) | {} / {} | | |",
+            self.search.n,
+            ms(self.search.p50),
+            ms(self.search.p99)
+        );
+        let t = &self.tandem;
+        let line = |name: &str, ours: Duration, theirs: Option<Duration>| match theirs {
+            Some(th) => println!(
+                "| {name} | {} | {} | {} |",
+                ms(ours),
+                ms(th),
+                ratio(th, ours)
+            ),
+            None => println!("| {name} | {} | n/a | |", ms(ours)),
+        };
+        let r = self.reference.as_ref();
+        line(
+            "cold start to first search answer (stdio)",
+            t.cold_start,
+            r.map(|r| r.cold_start),
+        );
+        line(
+            &format!(
+                "search p50 over stdio (n={}{})",
+                t.search.n,
+                r.map(|r| format!("/{}", r.search.n)).unwrap_or_default()
+            ),
+            t.search.p50,
+            r.map(|r| r.search.p50),
+        );
+        line(
+            "search p99 over stdio",
+            t.search.p99,
+            r.map(|r| r.search.p99),
+        );
+        line(
+            &format!(
+                "add p50 over stdio (n={}{})",
+                t.add.n,
+                r.map(|r| format!("/{}", r.add.n)).unwrap_or_default()
+            ),
+            t.add.p50,
+            r.map(|r| r.add.p50),
+        );
+        line("add p99 over stdio", t.add.p99, r.map(|r| r.add.p99));
+        match r {
+            Some(r) => println!(
+                "| server peak RSS | {} | {} | {:.1}x |",
+                mb(t.peak_rss_kb * 1000),
+                mb(r.peak_rss_kb * 1000),
+                r.peak_rss_kb as f64 / t.peak_rss_kb.max(1) as f64
+            ),
+            None => println!("| server peak RSS | {} | n/a | |", mb(t.peak_rss_kb * 1000)),
+        }
+        println!(
+            "| bench process peak RSS (in process phase) | {} | | |",
+            mb(self.rss_in_process_kb * 1000)
+        );
+        println!(
+            "| index size / database size | {} / {} | | |",
+            mb(self.index_bytes),
+            mb(self.db_bytes)
+        );
+    }
+}
+
+async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
+    eprintln!("bench: {n} entries: generating");
+    let dir = tempfile::Builder::new()
+        .prefix("tandem-bench")
+        .tempdir()
+        .unwrap();
+    let home = dir.path().join("tandem-home");
+    let mut corpus = Corpus::new(42);
+    let entries: Vec<Generated> = (0..n).map(|_| corpus.entry()).collect();
+
+    // ---- in process ----
+    let export = dir.path().join("entries.jsonl");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&export).unwrap());
+        for (i, e) in entries.iter().enumerate() {
+            writeln!(f, "{}", e.tandem_record(i)).unwrap();
+        }
+    }
+    let store = Arc::new(Store::open(&home).unwrap());
+    let memory = Memory::open(store, &NoProgress).unwrap();
+    eprintln!("bench: {n} entries: loading");
+    let t = Instant::now();
+    let report = memory
+        .import(&mut std::io::BufReader::new(
+            std::fs::File::open(&export).unwrap(),
+        ))
+        .unwrap();
+    let load = t.elapsed();
+    assert_eq!(report.entries_added as usize, n);
+
+    eprintln!("bench: {n} entries: adds and searches in process");
+    let mut adds = Vec::with_capacity(ADDS);
+    for _ in 0..ADDS {
+        let e = corpus.entry();
+        let t = Instant::now();
+        memory.add(e.new_entry()).unwrap();
+        adds.push(t.elapsed());
+    }
+    let queries: Vec<String> = (0..SEARCHES).map(|_| corpus.query()).collect();
+    // One warm-up search commits what the adds left pending.
+    memory
+        .search(&SearchQuery {
+            query: queries[0].clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    let mut searches = Vec::with_capacity(SEARCHES);
+    for q in &queries {
+        let t = Instant::now();
+        memory
+            .search(&SearchQuery {
+                query: q.clone(),
+                ..Default::default()
+            })
+            .unwrap();
+        searches.push(t.elapsed());
+    }
+    let index_bytes = memory.index_size();
+    let rss_in_process_kb = peak_rss_kb(std::process::id());
+    drop(memory);
+    let db_bytes = dir_size(&home.join("db"));
+
+    // ---- over stdio ----
+    eprintln!("bench: {n} entries: tandem mcp over stdio");
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+    cmd.arg("mcp")
+        .env("TANDEM_HOME", &home)
+        .env("TANDEM_LOG", "warn");
+    let tandem = stdio_workload(
+        cmd,
+        &queries,
+        &mut corpus,
+        |q| ("rekall_search", json!({"query": q})),
+        |e| ("rekall_add", json!({"type": e.entry_type.as_str(), "title": e.title, "content": e.content, "tags": e.tags})),
+        Duration::from_secs(600),
+    )
+    .await;
+
+    let reference = match reference {
+        Some(script) => {
+            eprintln!("bench: {n} entries: server-memory over stdio");
+            let file = dir.path().join("server-memory.jsonl");
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+            for (i, e) in entries.iter().enumerate() {
+                writeln!(f, "{}", e.reference_record(i)).unwrap();
+            }
+            drop(f);
+            let mut cmd = tokio::process::Command::new("node");
+            cmd.arg(script)
+                .env("MEMORY_FILE_PATH", &file)
+                .stderr(Stdio::null());
+            let mut k = 0usize;
+            Some(
+                stdio_workload(
+                    cmd,
+                    &queries,
+                    &mut corpus,
+                    |q| ("search_nodes", json!({"query": q})),
+                    |e| {
+                        k += 1;
+                        (
+                            "create_entities",
+                            json!({"entities": [{"name": format!("{} #{k}", e.title), "entityType": e.entry_type.as_str(), "observations": [e.content]}]}),
+                        )
+                    },
+                    REFERENCE_BUDGET,
+                )
+                .await,
+            )
+        }
+        None => None,
+    };
+
+    Report {
+        n,
+        load,
+        add: Stats::of(adds),
+        search: Stats::of(searches),
+        index_bytes,
+        db_bytes,
+        rss_in_process_kb,
+        tandem,
+        reference,
+    }
+}
+
+async fn stdio_workload(
+    mut cmd: tokio::process::Command,
+    queries: &[String],
+    corpus: &mut Corpus,
+    search: impl Fn(&str) -> (&'static str, Value),
+    mut add: impl FnMut(&Generated) -> (&'static str, Value),
+    budget: Duration,
+) -> StdioFigures {
+    cmd.kill_on_drop(true);
+    let start = Instant::now();
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let pid = transport.id().unwrap();
+    let client: RunningService<RoleClient, ()> = ().serve(transport).await.unwrap();
+    let (tool, args) = search(&queries[0]);
+    call(&client, tool, args).await;
+    let cold_start = start.elapsed();
+
+    let mut searches = Vec::new();
+    let began = Instant::now();
+    for q in queries.iter().cycle().skip(1).take(STDIO_SEARCHES) {
+        let (tool, args) = search(q);
+        let t = Instant::now();
+        call(&client, tool, args).await;
+        searches.push(t.elapsed());
+        if began.elapsed() > budget && searches.len() >= 10 {
+            break;
+        }
+    }
+    let mut adds = Vec::new();
+    let began = Instant::now();
+    for _ in 0..STDIO_ADDS {
+        let e = corpus.entry();
+        let (tool, args) = add(&e);
+        let t = Instant::now();
+        call(&client, tool, args).await;
+        adds.push(t.elapsed());
+        if began.elapsed() > budget && adds.len() >= 10 {
+            break;
+        }
+    }
+    let peak_rss_kb = peak_rss_kb(pid);
+    client.cancel().await.unwrap();
+    StdioFigures {
+        cold_start,
+        search: Stats::of(searches),
+        add: Stats::of(adds),
+        peak_rss_kb,
+    }
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) {
+    let Value::Object(map) = args else {
+        unreachable!()
+    };
+    let r = client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(map))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{tool} failed: {r:?}");
+}
+
+fn peak_rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn reference_server() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script =
+        root.join(".test-deps/npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    script.exists().then_some(script)
+}
+
+/// A generated entry.
+struct Generated {
+    entry_type: EntryType,
+    title: String,
+    content: String,
+    tags: Vec<String>,
+    project: String,
+}
+
+impl Generated {
+    fn new_entry(&self) -> NewEntry {
+        NewEntry {
+            entry_type: Some(self.entry_type),
+            title: self.title.clone(),
+            content: self.content.clone(),
+            tags: self.tags.clone(),
+            project: Some(self.project.clone()),
+            ..Default::default()
+        }
+    }
+
+    fn tandem_record(&self, i: usize) -> Value {
+        let ts = "2026-01-01T00:00:00Z";
+        json!({
+            "record": "entry",
+            "id": ulid::Ulid::from_parts(1_700_000_000_000 + i as u64, i as u128).to_string(),
+            "type": self.entry_type.as_str(),
+            "title": self.title,
+            "content": self.content,
+            "tags": self.tags,
+            "project": self.project,
+            "confidence": 3,
+            "memory_type": "episodic",
+            "status": "active",
+            "created_at": ts,
+            "updated_at": ts,
+            "access_count": 0,
+        })
+    }
+
+    fn reference_record(&self, i: usize) -> Value {
+        json!({
+            "type": "entity",
+            "name": format!("{} #{i}", self.title),
+            "entityType": self.entry_type.as_str(),
+            "observations": [self.content],
+        })
+    }
+}
+
+/// Deterministic generator of developer-knowledge text.
+struct Corpus {
+    state: u64,
+    words: Vec<String>,
+}
+
+const STEMS: &[&str] = &[
+    "auth",
+    "token",
+    "cache",
+    "timeout",
+    "retry",
+    "socket",
+    "query",
+    "index",
+    "schema",
+    "migration",
+    "deploy",
+    "build",
+    "compile",
+    "linker",
+    "async",
+    "await",
+    "mutex",
+    "thread",
+    "pool",
+    "queue",
+    "header",
+    "cors",
+    "safari",
+    "chrome",
+    "render",
+    "layout",
+    "style",
+    "config",
+    "env",
+    "secret",
+    "docker",
+    "kernel",
+    "memory",
+    "leak",
+    "panic",
+    "error",
+    "parse",
+    "json",
+    "yaml",
+    "toml",
+    "route",
+    "handler",
+    "session",
+    "cookie",
+    "redirect",
+    "proxy",
+    "tls",
+    "cert",
+    "dns",
+    "latency",
+    "bench",
+    "profile",
+    "trace",
+    "log",
+    "metric",
+    "alert",
+    "test",
+    "fixture",
+    "mock",
+    "snapshot",
+    "git",
+    "rebase",
+    "merge",
+    "branch",
+    "commit",
+    "diff",
+    "patch",
+    "review",
+    "lint",
+    "format",
+    "api",
+    "client",
+    "server",
+    "stream",
+    "buffer",
+    "encode",
+    "decode",
+    "unicode",
+    "locale",
+    "time",
+];
+const SUFFIXES: &[&str] = &[
+    "", "s", "er", "ing", "ed", "ion", "ment", "ness", "al", "ity", "ize", "or", "ure", "ive",
+    "able",
+];
+const GLUE: &[&str] = &[
+    "the", "a", "when", "with", "under", "after", "before", "on", "in", "for", "because", "so",
+    "and", "but", "fails", "breaks", "needs", "uses", "returns", "drops",
+];
+const TYPES: [EntryType; 6] = [
+    EntryType::Bug,
+    EntryType::Pattern,
+    EntryType::Decision,
+    EntryType::Pitfall,
+    EntryType::Config,
+    EntryType::Reference,
+];
+
+impl Corpus {
+    fn new(seed: u64) -> Corpus {
+        let mut words = Vec::new();
+        for s in STEMS {
+            for x in SUFFIXES {
+                words.push(format!("{s}{x}"));
+            }
+        }
+        for i in 0..800 {
+            words.push(
+                format!(
+                    "{}{}",
+                    STEMS[i % STEMS.len()],
+                    ["x", "ql", "io", "db", "rs", "js", "ts", "go"][i % 8]
+                ) + &i.to_string(),
+            );
+        }
+        Corpus {
+            state: seed.max(1),
+            words,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        // Zipf-like: small indexes far more often, as in real vocabularies.
+        let r = (self.next() % 10_000) as f64 / 10_000.0;
+        let i = ((items.len() as f64).powf(r) - 1.0) as usize;
+        &items[i.min(items.len() - 1)]
+    }
+
+    fn word(&mut self) -> String {
+        if self.next() % 4 == 0 {
+            GLUE[(self.next() % GLUE.len() as u64) as usize].to_string()
+        } else {
+            let words = std::mem::take(&mut self.words);
+            let w = self.pick(&words).clone();
+            self.words = words;
+            w
+        }
+    }
+
+    fn sentence(&mut self, n: usize) -> String {
+        (0..n).map(|_| self.word()).collect::<Vec<_>>().join(" ")
+    }
+
+    fn entry(&mut self) -> Generated {
+        let title_words = 4 + (self.next() % 5) as usize;
+        let mut title = self.sentence(title_words);
+        title.truncate(100);
+        let content_words = 60 + (self.next() % 80) as usize;
+        let content = self.sentence(content_words) + ".";
+        let tags = (0..3)
+            .map(|_| STEMS[(self.next() % STEMS.len() as u64) as usize].to_string())
+            .collect();
+        Generated {
+            entry_type: TYPES[(self.next() % 6) as usize],
+            title,
+            content,
+            tags,
+            project: format!("project{}", self.next() % 20),
+        }
+    }
+
+    fn query(&mut self) -> String {
+        let n = 2 + (self.next() % 2) as usize;
+        let words = std::mem::take(&mut self.words);
+        let q = (0..n)
+            .map(|_| self.pick(&words).clone())
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.words = words;
+        q
+    }
+}

@@ -79,7 +79,8 @@ fn serve_mcp(config: &Config) -> anyhow::Result<()> {
         let memory = open_memory(config, &LogProgress)?;
         tracing::info!("serving MCP on stdio (data dir {})", config.home.display());
         let server = tandem::mcp::TandemServer::new(memory.clone());
-        let service = rmcp::ServiceExt::serve(server, rmcp::transport::stdio())
+        let io = tandem::mcp::transport::framed(tokio::io::stdin(), tokio::io::stdout());
+        let service = rmcp::ServiceExt::serve(server, io)
             .await
             .context("MCP session failed to start")?;
         let cancel = service.cancellation_token();

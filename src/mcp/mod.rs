@@ -7,6 +7,7 @@
 //! only for requests that cannot be routed (an unknown tool or resource).
 
 mod params;
+pub mod transport;
 
 use std::sync::{Arc, LazyLock};
 

@@ -528,3 +528,52 @@ async fn a_second_process_is_refused_with_the_holders_pid() {
     assert!(out.stdout.is_empty());
     c.close().await;
 }
+
+#[tokio::test]
+async fn broken_json_rpc_gets_errors_and_the_session_goes_on() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let home = TestHome::new();
+    let mut child = home
+        .command()
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    let mut input = format!("{init}\n");
+    input.push_str("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    input.push_str("this is { not json\n");
+    input.push_str("{\"no\": \"jsonrpc\"}\n");
+    input.push_str(&format!("{}\n", "x".repeat(17 * 1024 * 1024)));
+    input.push_str("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"rekall_help\",\"arguments\":{}}}\n");
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    stdin.flush().await.unwrap();
+    let mut codes = Vec::new();
+    let mut answered_help = false;
+    while let Some(line) = stdout.next_line().await.unwrap() {
+        let v: serde_json::Value =
+            serde_json::from_str(&line).expect("stdout carries only JSON-RPC");
+        if let Some(code) = v["error"]["code"].as_i64() {
+            codes.push(code);
+        }
+        if v["id"] == 2 {
+            assert!(v["result"]["structuredContent"]["guide"].is_string());
+            answered_help = true;
+            break;
+        }
+    }
+    assert!(answered_help);
+    codes.sort();
+    assert_eq!(
+        codes,
+        [-32700, -32600, -32600],
+        "parse error, wrong shape, oversized"
+    );
+    drop(stdin);
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "stdin closed: a clean exit");
+}
