@@ -1,5 +1,6 @@
 //! All integration tests, in one binary (one link step, shared helpers).
 
+mod cli;
 mod crash;
 mod mcp_stdio;
 mod memory_core;

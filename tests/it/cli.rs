@@ -1,0 +1,208 @@
+//! The `tandem memory` CLI, run as a user would.
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::util::TestHome;
+
+fn run(home: &TestHome, args: &[&str]) -> Output {
+    home.std_command().args(args).output().unwrap()
+}
+
+fn ok(home: &TestHome, args: &[&str]) -> String {
+    let out = run(home, args);
+    assert!(
+        out.status.success(),
+        "tandem {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(home: &TestHome, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    serde_json::from_str(&ok(home, &args)).unwrap()
+}
+
+#[test]
+fn add_search_show_link_suggest_as_a_user() {
+    let home = TestHome::new();
+    let a = json(
+        &home,
+        &[
+            "memory",
+            "add",
+            "-t",
+            "bug",
+            "--title",
+            "Fix CORS Safari header",
+            "--content",
+            "Safari rejects CORS preflight headers.",
+            "--tag",
+            "CORS,Safari",
+        ],
+    );
+    assert_eq!(a["tags"], serde_json::json!(["cors", "safari"]));
+    let a_id = a["id"].as_str().unwrap();
+    let b = json(
+        &home,
+        &[
+            "memory",
+            "add",
+            "-t",
+            "bug",
+            "--title",
+            "CORS preflight rejected by Safari",
+            "--content",
+            "Safari rejects the CORS preflight headers again.",
+            "--project",
+            "web",
+        ],
+    );
+    assert_eq!(b["similar_entries"][0]["id"], a_id);
+
+    let table = ok(&home, &["memory", "search", "safari cors"]);
+    assert!(
+        table.contains("Fix CORS Safari header") && table.contains("2 of 2 matching entries"),
+        "{table}"
+    );
+    let found = json(&home, &["memory", "search", "cors", "--project", "web"]);
+    assert_eq!(found["total"], 1);
+
+    let shown = ok(&home, &["memory", "show", &a_id[..12]]);
+    assert!(shown.starts_with("# Fix CORS Safari header"), "{shown}");
+
+    let suggestions = json(&home, &["memory", "suggestions"]);
+    let sid = suggestions["links"]["suggestions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let accepted = json(&home, &["memory", "accept", &sid]);
+    assert_eq!(accepted["suggestion_type"], "link");
+    let shown = json(&home, &["memory", "show", a_id]);
+    assert_eq!(shown["links"]["incoming"].as_array().unwrap().len(), 1);
+
+    let linked = ok(
+        &home,
+        &[
+            "memory",
+            "link",
+            a_id,
+            b["id"].as_str().unwrap(),
+            "--relation",
+            "contradicts",
+        ],
+    );
+    assert!(linked.contains("-[contradicts]->"), "{linked}");
+}
+
+#[test]
+fn errors_exit_1_with_the_code_on_stderr() {
+    let home = TestHome::new();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["memory", "show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+            "ENTRY_NOT_FOUND",
+        ),
+        (
+            &["memory", "accept", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+            "SUGGESTION_NOT_FOUND",
+        ),
+        (&["memory", "search", "x", "-n", "50"], "INVALID_ARGUMENT"),
+        (
+            &["memory", "add", "-t", "bug", "--title", &"t".repeat(101)],
+            "INVALID_ARGUMENT",
+        ),
+    ];
+    for (args, code) in cases {
+        let out = run(&home, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("tandem: ") && stderr.contains(code),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    // An unknown enum value is a usage error (clap), exit 2, naming the allowed values.
+    let out = run(&home, &["memory", "add", "-t", "bugg", "--title", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pitfall"));
+}
+
+#[test]
+fn export_import_and_reindex_between_homes() {
+    let alice = TestHome::new();
+    ok(
+        &alice,
+        &[
+            "memory",
+            "add",
+            "-t",
+            "decision",
+            "--title",
+            "Use sled",
+            "--content",
+            "Pure Rust storage.",
+        ],
+    );
+    ok(
+        &alice,
+        &[
+            "memory",
+            "add",
+            "-t",
+            "pitfall",
+            "--title",
+            "Mutex across await",
+            "--content",
+            "Deadlocks.",
+        ],
+    );
+    let file = alice.path().join("team.jsonl");
+    let out = run(&alice, &["memory", "export", file.to_str().unwrap()]);
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 2);
+    let stdout_export = ok(&alice, &["memory", "export"]);
+    assert_eq!(stdout_export.lines().count(), 2);
+
+    let bob = TestHome::new();
+    let report = json(&bob, &["memory", "import", file.to_str().unwrap()]);
+    assert_eq!(report["entries_added"], 2);
+    assert_eq!(json(&bob, &["memory", "search", "sled"])["total"], 1);
+    let reindexed = ok(&bob, &["memory", "reindex"]);
+    assert_eq!(reindexed.trim(), "indexed 2 entries");
+    assert_eq!(json(&bob, &["memory", "search", "deadlocks"])["total"], 1);
+}
+
+#[test]
+fn data_dir_is_private_and_has_a_format_version() {
+    let home = TestHome::new();
+    ok(&home, &["memory", "search", "anything"]);
+    let dir = home.tandem_home();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
+    let format: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("format.json")).unwrap()).unwrap();
+    assert_eq!(format["format"], 1);
+    assert!(dir.join("logs/tandem.log").exists());
+    std::fs::write(
+        dir.join("format.json"),
+        r#"{"format": 7, "created_by": "tandem 9"}"#,
+    )
+    .unwrap();
+    let out = run(&home, &["memory", "search", "anything"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("format 7, newer than this tandem understands")
+    );
+}
