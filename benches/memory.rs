@@ -324,7 +324,10 @@ async fn stdio_workload(
 ) -> StdioFigures {
     cmd.kill_on_drop(true);
     let start = Instant::now();
-    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let pid = transport.id().unwrap();
     let client: RunningService<RoleClient, ()> = ().serve(transport).await.unwrap();
     let (tool, args) = search(&queries[0]);

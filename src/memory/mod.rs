@@ -79,7 +79,7 @@ pub struct Memory {
     meta: sled::Tree,
     index: Arc<MemoryIndex>,
     /// Serialises writers: an add reads the index and the suggestions, then writes.
-    write_lock: Mutex<()>,
+    write_lock: Mutex<similarity::SimilarityCache>,
 }
 
 impl Memory {
@@ -98,7 +98,7 @@ impl Memory {
             meta: db.open_tree("memory.meta")?,
             index,
             store,
-            write_lock: Mutex::new(()),
+            write_lock: Mutex::new(similarity::SimilarityCache::default()),
         };
         memory.bring_index_up_to_date(&state, progress)?;
         Ok(memory)
@@ -174,7 +174,7 @@ impl Memory {
         &self.index
     }
 
-    fn lock_writes(&self) -> std::sync::MutexGuard<'_, ()> {
+    fn lock_writes(&self) -> std::sync::MutexGuard<'_, similarity::SimilarityCache> {
         self.write_lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -258,10 +258,16 @@ impl Memory {
         let now = now();
         let key = entry.id.to_string();
         let updated = self.entries.update_and_fetch(&key, |old| {
-            let mut e: Entry = decode(old?).ok()?;
-            e.access_count += 1;
-            e.last_accessed = Some(now);
-            Some(encode(&e))
+            // Returning None would delete the key: an unreadable record is left as it is.
+            let old = old?;
+            match decode::<Entry>(old) {
+                Ok(mut e) => {
+                    e.access_count += 1;
+                    e.last_accessed = Some(now);
+                    Some(encode(&e))
+                }
+                Err(_) => Some(old.to_vec()),
+            }
         })?;
         // Access statistics are not flushed: losing the last half-second of them in a
         // crash loses no knowledge.
@@ -497,7 +503,7 @@ impl Memory {
             .map(|p| p.trim().to_string())
             .filter(|p| !p.is_empty());
 
-        let guard = self.lock_writes();
+        let mut guard = self.lock_writes();
         let now = now();
         let id = next_id();
         let seq = self.current_seq()? + 1;
@@ -519,7 +525,7 @@ impl Memory {
             seq,
         };
 
-        let similar = similarity::find_similar(self, &entry)?;
+        let similar = similarity::find_similar(self, &mut guard, &entry)?;
         let suggestions = self.plan_suggestions(&entry, &similar, no_suggest, now)?;
         let created = suggestions.new.len() as u32;
 
@@ -1088,7 +1094,8 @@ impl Memory {
             records.push(record);
         }
         let mut report = ImportReport::default();
-        let _guard = self.lock_writes();
+        let mut guard = self.lock_writes();
+        guard.clear_entries();
         let mut seq = self.current_seq()?;
         let mut count = self.entry_count()?;
         let mut to_index = Vec::new();
