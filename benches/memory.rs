@@ -248,7 +248,7 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     let index_bytes = memory.index_size();
     let rss_in_process_kb = peak_rss_kb(std::process::id());
     drop(memory);
-    let db_bytes = dir_size(&home.join("db"));
+    let db_bytes = tandem::store::dir_size(&home.join("db"));
 
     // ---- over stdio ----
     eprintln!("bench: {n} entries: tandem mcp over stdio");
@@ -386,20 +386,6 @@ fn peak_rss_kb(pid: u32) -> u64 {
                 .find(|l| l.starts_with("VmHWM:"))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn dir_size(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_size(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
         })
         .unwrap_or(0)
 }

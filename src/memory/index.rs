@@ -473,7 +473,7 @@ impl MemoryIndex {
 
     /// Disk space used by the index, in bytes.
     pub fn size_on_disk(&self) -> u64 {
-        dir_size(&self.dir)
+        crate::store::dir_size(&self.dir)
     }
 }
 
@@ -576,19 +576,4 @@ fn spawn_idle_committer(index: Weak<MemoryIndex>) {
     if let Err(e) = spawned {
         tracing::warn!("no background index committer ({e}); reads will commit instead");
     }
-}
-
-fn dir_size(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_size(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }

@@ -858,18 +858,24 @@ impl Memory {
         decode(&bytes.ok_or_else(not_found)?)
     }
 
-    /// Accepts a suggestion: creates its link, or returns the command that generalises.
-    pub fn accept(&self, suggestion_id: &str) -> Result<AcceptOutcome> {
-        let _guard = self.lock_writes();
-        let mut s = self.suggestion(suggestion_id)?;
+    /// A pending suggestion, marked `status` (not yet stored). Caller holds the write lock.
+    fn resolve_pending(&self, id: &str, status: SuggestionStatus) -> Result<Suggestion> {
+        let mut s = self.suggestion(id)?;
         if s.status != SuggestionStatus::Pending {
             return Err(MemoryError::SuggestionAlreadyResolved {
                 id: s.id.to_string(),
                 status: s.status.to_string(),
             });
         }
-        s.status = SuggestionStatus::Accepted;
+        s.status = status;
         s.resolved_at = Some(now());
+        Ok(s)
+    }
+
+    /// Accepts a suggestion: creates its link, or returns the command that generalises.
+    pub fn accept(&self, suggestion_id: &str) -> Result<AcceptOutcome> {
+        let _guard = self.lock_writes();
+        let s = self.resolve_pending(suggestion_id, SuggestionStatus::Accepted)?;
         let outcome = match s.kind {
             SuggestionKind::Link => {
                 let a = self.get(&s.entries[0])?;
@@ -922,15 +928,7 @@ impl Memory {
     /// Rejects a suggestion; it is remembered so it never comes back.
     pub fn reject(&self, suggestion_id: &str) -> Result<RejectOutcome> {
         let _guard = self.lock_writes();
-        let mut s = self.suggestion(suggestion_id)?;
-        if s.status != SuggestionStatus::Pending {
-            return Err(MemoryError::SuggestionAlreadyResolved {
-                id: s.id.to_string(),
-                status: s.status.to_string(),
-            });
-        }
-        s.status = SuggestionStatus::Rejected;
-        s.resolved_at = Some(now());
+        let s = self.resolve_pending(suggestion_id, SuggestionStatus::Rejected)?;
         self.suggestions.insert(s.id.to_string(), encode(&s))?;
         self.store.flush()?;
         Ok(RejectOutcome {
