@@ -50,12 +50,15 @@ pub struct SimilarityCache {
     df: HashMap<String, u64>,
     /// The document count the `df` entries were read at.
     df_docs: u64,
+    /// Each entry's tf-idf vector length, valid while `df` is.
+    norms: HashMap<Ulid, f32>,
 }
 
 impl SimilarityCache {
     /// Forgets every entry's term frequencies (their text may have changed).
     pub fn clear_entries(&mut self) {
         self.tf.clear();
+        self.norms.clear();
     }
 
     fn doc_freq(&mut self, idx: &MemoryIndex, searcher: &Searcher, n_docs: u64, term: &str) -> u64 {
@@ -63,6 +66,7 @@ impl SimilarityCache {
             || self.df.len() > MAX_CACHED_TERMS
         {
             self.df.clear();
+            self.norms.clear();
             self.df_docs = n_docs;
         }
         if let Some(&df) = self.df.get(term) {
@@ -76,8 +80,33 @@ impl SimilarityCache {
     fn remember(&mut self, id: Ulid, tf: Arc<Tf>) {
         if self.tf.len() >= MAX_CACHED_ENTRIES {
             self.tf.clear();
+            self.norms.clear();
         }
         self.tf.insert(id, tf);
+    }
+
+    /// The length of an entry's tf-idf vector.
+    fn norm(
+        &mut self,
+        idx: &MemoryIndex,
+        searcher: &Searcher,
+        n_docs: u64,
+        id: Ulid,
+        tf: &Tf,
+    ) -> f32 {
+        if let Some(&n) = self.norms.get(&id) {
+            return n;
+        }
+        let n = tf
+            .iter()
+            .map(|(t, f)| {
+                let w = weight(*f, idf(n_docs, self.doc_freq(idx, searcher, n_docs, t)));
+                w * w
+            })
+            .sum::<f32>()
+            .sqrt();
+        self.norms.insert(id, n);
+        n
     }
 }
 
@@ -99,27 +128,26 @@ pub fn find_similar(
     let searcher = idx.committed_searcher();
     let pending = idx.pending();
     let n_docs = idx.num_docs(&searcher) + pending.len() as u64 + 1;
-    let weigh = |cache: &mut SimilarityCache, tf: &Tf| -> HashMap<String, f32> {
-        tf.iter()
-            .map(|(t, f)| {
-                let w = idf(n_docs, cache.doc_freq(idx, &searcher, n_docs, t));
-                (t.clone(), (1.0 + f.ln()) * w)
-            })
-            .collect()
-    };
     let (my_tf, words) = term_freqs(idx, entry);
-    let my_tf = Arc::new(my_tf);
-    let mine = weigh(cache, &my_tf);
-    cache.remember(entry.id, my_tf);
-    if mine.is_empty() {
+    // The new entry's terms with their idf and tf-idf weight.
+    let mine: HashMap<&str, (f32, f32)> = my_tf
+        .iter()
+        .map(|(t, f)| {
+            let idf = idf(n_docs, cache.doc_freq(idx, &searcher, n_docs, t));
+            (t.as_str(), (idf, weight(*f, idf)))
+        })
+        .collect();
+    let my_norm = mine.values().map(|(_, w)| w * w).sum::<f32>().sqrt();
+    if mine.is_empty() || my_norm == 0.0 {
+        cache.remember(entry.id, Arc::new(my_tf));
         return Ok(Vec::new());
     }
-    let mut heaviest: Vec<(&String, &f32)> = mine.iter().collect();
-    heaviest.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let mut heaviest: Vec<(&str, f32)> = mine.iter().map(|(t, (_, w))| (*t, *w)).collect();
+    heaviest.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     let query: Vec<(String, f32)> = heaviest
         .iter()
         .take(QUERY_TERMS)
-        .map(|(t, _)| ((*t).clone(), 1.0))
+        .map(|(t, _)| (t.to_string(), 1.0))
         .collect();
     let plan = idx.plan(&query, None, None);
     let (hits, _) = idx.search(&searcher, &plan, CANDIDATES)?;
@@ -142,11 +170,24 @@ pub fn find_similar(
                 (tf, Some(other))
             }
         };
-        let theirs = weigh(cache, &tf);
-        let (score, shared) = cosine(&mine, &theirs);
+        // The dot product only needs the shared terms, whose idf is already known.
+        let mut contributions: Vec<(&str, f32)> = tf
+            .iter()
+            .filter_map(|(t, f)| {
+                mine.get(t.as_str())
+                    .map(|(idf, w)| (t.as_str(), w * weight(*f, *idf)))
+            })
+            .collect();
+        if contributions.is_empty() {
+            continue;
+        }
+        let dot: f32 = contributions.iter().map(|(_, c)| c).sum();
+        let their_norm = cache.norm(idx, &searcher, n_docs, id, &tf);
+        let score = (dot / (my_norm * their_norm.max(f32::EPSILON))).clamp(0.0, 1.0);
         if score < SIMILAR_MIN {
             continue;
         }
+        contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
         let other = match fetched.take() {
             Some(e) => e,
             None => match memory.get(&id)? {
@@ -157,12 +198,14 @@ pub fn find_similar(
         out.push(Similar {
             entry: other,
             score,
-            shared_terms: shared
-                .into_iter()
-                .map(|t| words.get(&t).cloned().unwrap_or(t))
+            shared_terms: contributions
+                .iter()
+                .take(3)
+                .map(|(t, _)| words.get(*t).cloned().unwrap_or_else(|| t.to_string()))
                 .collect(),
         });
     }
+    cache.remember(entry.id, Arc::new(my_tf));
     out.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -193,23 +236,7 @@ fn term_freqs(idx: &MemoryIndex, entry: &Entry) -> (Tf, HashMap<String, String>)
     (tf, words)
 }
 
-fn cosine(a: &HashMap<String, f32>, b: &HashMap<String, f32>) -> (f32, Vec<String>) {
-    let norm = |v: &HashMap<String, f32>| v.values().map(|w| w * w).sum::<f32>().sqrt();
-    let (na, nb) = (norm(a), norm(b));
-    if na == 0.0 || nb == 0.0 {
-        return (0.0, Vec::new());
-    }
-    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    let mut contributions: Vec<(&String, f32)> = small
-        .iter()
-        .filter_map(|(t, w)| large.get(t).map(|w2| (t, w * w2)))
-        .collect();
-    let dot: f32 = contributions.iter().map(|(_, c)| c).sum();
-    contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
-    let shared = contributions
-        .iter()
-        .take(3)
-        .map(|(t, _)| (*t).clone())
-        .collect();
-    ((dot / (na * nb)).clamp(0.0, 1.0), shared)
+/// A term's tf-idf weight.
+fn weight(tf: f32, idf: f32) -> f32 {
+    (1.0 + tf.ln()) * idf
 }
