@@ -251,6 +251,9 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     let db_bytes = tandem::store::dir_size(&home.join("db"));
 
     // ---- over stdio ----
+    // Over stdio, both servers get the same one-word queries of distinctive words: the
+    // reference server matches the query as one substring and returns every match in full.
+    let stdio_queries: Vec<String> = (0..STDIO_SEARCHES + 1).map(|_| corpus.rare_word()).collect();
     eprintln!("bench: {n} entries: tandem mcp over stdio");
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
     cmd.arg("mcp")
@@ -258,7 +261,7 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
         .env("TANDEM_LOG", "warn");
     let tandem = stdio_workload(
         cmd,
-        &queries,
+        &stdio_queries,
         &mut corpus,
         |q| ("rekall_search", json!({"query": q})),
         |e| ("rekall_add", json!({"type": e.entry_type.as_str(), "title": e.title, "content": e.content, "tags": e.tags})),
@@ -283,7 +286,7 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
             Some(
                 stdio_workload(
                     cmd,
-                    &queries,
+                    &stdio_queries,
                     &mut corpus,
                     |q| ("search_nodes", json!({"query": q})),
                     |e| {
@@ -621,6 +624,13 @@ impl Corpus {
             tags,
             project: format!("project{}", self.next() % 20),
         }
+    }
+
+    /// One of the numbered, rarer words.
+    fn rare_word(&mut self) -> String {
+        let first_rare = STEMS.len() * SUFFIXES.len();
+        let i = first_rare + (self.next() as usize) % (self.words.len() - first_rare);
+        self.words[i].clone()
     }
 
     fn query(&mut self) -> String {
