@@ -253,7 +253,9 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     // ---- over stdio ----
     // Over stdio, both servers get the same one-word queries of distinctive words: the
     // reference server matches the query as one substring and returns every match in full.
-    let stdio_queries: Vec<String> = (0..STDIO_SEARCHES + 1).map(|_| corpus.rare_word()).collect();
+    let stdio_queries: Vec<String> = (0..STDIO_SEARCHES + 1)
+        .map(|_| corpus.rare_word())
+        .collect();
     eprintln!("bench: {n} entries: tandem mcp over stdio");
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
     cmd.arg("mcp")

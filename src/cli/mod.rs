@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use tandem::config::{self, Config};
+use tandem::mcp::LazyMemory;
 use tandem::memory::{Memory, MemoryError, Progress};
 use tandem::store::Store;
 
@@ -76,9 +77,20 @@ fn serve_mcp(config: &Config) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let memory = open_memory(config, &LogProgress)?;
+        let home = config.home.clone();
+        let memory = LazyMemory::new(move || {
+            let store = Arc::new(Store::open(&home)?);
+            Memory::open(store, &LogProgress)
+        });
+        // Open in the background while the session starts; tools wait for it.
+        let warm = memory.clone();
+        tokio::spawn(async move {
+            if let Err(e) = warm.get().await {
+                tracing::error!("cannot open the memory: {e}");
+            }
+        });
         tracing::info!("serving MCP on stdio (data dir {})", config.home.display());
-        let server = tandem::mcp::TandemServer::new(memory.clone());
+        let server = tandem::mcp::TandemServer::new(memory);
         let io = tandem::mcp::transport::framed(tokio::io::stdin(), tokio::io::stdout());
         let service = rmcp::ServiceExt::serve(server, io)
             .await

@@ -40,12 +40,50 @@ const LISTED_RESOURCES: usize = 50;
 /// The MCP server of one connection. Cheap to clone.
 #[derive(Clone)]
 pub struct TandemServer {
-    memory: Arc<Memory>,
+    memory: Arc<LazyMemory>,
 }
 
 impl TandemServer {
-    pub fn new(memory: Arc<Memory>) -> TandemServer {
+    pub fn new(memory: Arc<LazyMemory>) -> TandemServer {
         TandemServer { memory }
+    }
+}
+
+type Opener = Box<dyn Fn() -> Result<Memory, MemoryError> + Send + Sync>;
+
+/// The memory, opened on first use (and warmed up in the background by the caller), so a
+/// session answers `initialize` at once whatever the size of the data dir. A failed open
+/// (the data dir held by another process, say) is a tool error, and is tried again on the
+/// next call.
+pub struct LazyMemory {
+    cell: tokio::sync::OnceCell<Arc<Memory>>,
+    open: Opener,
+}
+
+impl LazyMemory {
+    pub fn new(
+        open: impl Fn() -> Result<Memory, MemoryError> + Send + Sync + 'static,
+    ) -> Arc<LazyMemory> {
+        Arc::new(LazyMemory {
+            cell: tokio::sync::OnceCell::new(),
+            open: Box::new(open),
+        })
+    }
+
+    /// The open memory, opening it first if needed.
+    pub async fn get(self: &Arc<Self>) -> Result<Arc<Memory>, MemoryError> {
+        let this = self.clone();
+        self.cell
+            .get_or_try_init(|| async move {
+                match tokio::task::spawn_blocking(move || (this.open)()).await {
+                    Ok(opened) => opened.map(Arc::new),
+                    Err(e) => Err(MemoryError::Corrupt(format!(
+                        "opening the memory failed: {e}"
+                    ))),
+                }
+            })
+            .await
+            .cloned()
     }
 }
 
@@ -126,9 +164,6 @@ pub static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
 /// Runs one tool on the core. `None` when no tool has that name.
 fn dispatch(memory: &Memory, name: &str, args: JsonObject) -> Option<Result<Value, MemoryError>> {
     Some(match name {
-        "rekall_help" => parse::<HelpParams>(args)
-            .and_then(|p| memory::help::guide(p.topic.as_deref()))
-            .map(json),
         "rekall_search" => parse::<SearchParams>(args).and_then(|p| {
             let q = SearchQuery {
                 query: p.query,
@@ -225,8 +260,22 @@ impl ServerHandler for TandemServer {
                 None,
             ));
         }
-        let memory = self.memory.clone();
         let args = request.arguments.unwrap_or_default();
+        if name == "rekall_help" {
+            // The guide needs no data: it answers even while the memory opens.
+            let result = parse::<HelpParams>(args)
+                .and_then(|p| memory::help::guide(p.topic.as_deref()))
+                .map(json);
+            return Ok(match result {
+                Ok(v) => CallToolResult::structured(v),
+                Err(e) => tool_error(&e),
+            }
+            .into());
+        }
+        let memory = match self.memory.get().await {
+            Ok(m) => m,
+            Err(e) => return Ok(tool_error(&e).into()),
+        };
         let tool = name.clone();
         let outcome = tokio::task::spawn_blocking(move || dispatch(&memory, &tool, args)).await;
         let result = match outcome {
@@ -263,7 +312,11 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let memory = self.memory.clone();
+        let memory = self
+            .memory
+            .get()
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
         let recent = tokio::task::spawn_blocking(move || memory.recent(LISTED_RESOURCES))
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
@@ -292,7 +345,11 @@ impl ServerHandler for TandemServer {
                 None,
             ));
         };
-        let memory = self.memory.clone();
+        let memory = self
+            .memory
+            .get()
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
         let details = tokio::task::spawn_blocking(move || memory.show(&id))
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;

@@ -526,6 +526,20 @@ async fn a_second_process_is_refused_with_the_holders_pid() {
         "{stderr}"
     );
     assert!(out.stdout.is_empty());
+    // A second MCP session on the same data dir starts, and its tools say why they cannot
+    // work; its help still answers.
+    let second = home.mcp().await;
+    second.ok("rekall_help", json!({})).await;
+    let (is_error, v) = second.call("rekall_search", json!({"query": "x"})).await;
+    assert!(is_error);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {pid}")),
+        "{v}"
+    );
+    second.close().await;
     c.close().await;
 }
 
