@@ -596,7 +596,7 @@ impl Corpus {
     }
 
     fn word(&mut self) -> String {
-        if self.next() % 4 == 0 {
+        if self.next().is_multiple_of(4) {
             GLUE[(self.next() % GLUE.len() as u64) as usize].to_string()
         } else {
             let words = std::mem::take(&mut self.words);
