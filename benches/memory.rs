@@ -44,7 +44,8 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let reference = reference_server();
+    let reference =
+        reference_server().filter(|_| std::env::var_os("TANDEM_BENCH_NO_REFERENCE").is_none());
     if reference.is_none() {
         println!(
             "note: @modelcontextprotocol/server-memory not found under .test-deps/npm; run scripts/bench to install it"
@@ -69,6 +70,9 @@ struct Report {
 }
 
 struct StdioFigures {
+    /// Spawn to the `initialize` answer.
+    first_answer: Duration,
+    /// Spawn to the first answered search.
     cold_start: Duration,
     search: Stats,
     add: Stats,
@@ -139,7 +143,12 @@ impl Report {
         };
         let r = self.reference.as_ref();
         line(
-            "cold start to first search answer (stdio)",
+            "spawn to first answer (initialize, stdio)",
+            t.first_answer,
+            r.map(|r| r.first_answer),
+        );
+        line(
+            "spawn to first search answer (stdio)",
             t.cold_start,
             r.map(|r| r.cold_start),
         );
@@ -335,6 +344,7 @@ async fn stdio_workload(
         .unwrap();
     let pid = transport.id().unwrap();
     let client: RunningService<RoleClient, ()> = ().serve(transport).await.unwrap();
+    let first_answer = start.elapsed();
     let (tool, args) = search(&queries[0]);
     call(&client, tool, args).await;
     let cold_start = start.elapsed();
@@ -365,6 +375,7 @@ async fn stdio_workload(
     let peak_rss_kb = peak_rss_kb(pid);
     client.cancel().await.unwrap();
     StdioFigures {
+        first_answer,
         cold_start,
         search: Stats::of(searches),
         add: Stats::of(adds),

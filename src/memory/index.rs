@@ -17,26 +17,24 @@ use std::time::{Duration, Instant};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
-    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+    FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::snippet::{Snippet, SnippetGenerator};
 use tantivy::tokenizer::{
     AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
     StopWordFilter, TextAnalyzer,
 };
-use tantivy::{
-    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term, doc,
-};
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc};
 use ulid::Ulid;
 
 use super::model::{Entry, EntryType};
 
 /// Bump when the schema or the analyzer changes: an index of another version is rebuilt.
-const SCHEMA_VERSION: u32 = 1;
+const SCHEMA_VERSION: u32 = 2;
 const ANALYZER: &str = "tandem_en";
 const WRITER_MEMORY: usize = 32 * 1024 * 1024;
 /// Uncommitted writes beyond this are committed at once rather than waiting for a pause.
-const MAX_PENDING: usize = 256;
+const MAX_PENDING: usize = 128;
 /// A dirty index is committed by the background thread once writes pause this long.
 const IDLE_COMMIT: Duration = Duration::from_millis(150);
 
@@ -72,6 +70,9 @@ impl TextField {
 #[derive(Debug, Clone, Copy)]
 struct Fields {
     id: Field,
+    /// The ULID's two halves as fast fields: a hit's id without touching the doc store.
+    id_hi: Field,
+    id_lo: Field,
     entry_type: Field,
     project: Field,
     title: Field,
@@ -99,7 +100,9 @@ fn schema() -> (Schema, Fields) {
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
-        id: b.add_text_field("id", STRING | STORED),
+        id: b.add_text_field("id", STRING),
+        id_hi: b.add_u64_field("id_hi", FAST),
+        id_lo: b.add_u64_field("id_lo", FAST),
         entry_type: b.add_text_field("type", STRING),
         project: b.add_text_field("project", STRING),
         title: b.add_text_field("title", text.clone()),
@@ -234,12 +237,24 @@ impl MemoryIndex {
         Ok(())
     }
 
+    /// Adds or replaces many entries and commits once (imports).
+    pub fn upsert_batch(&self, entries: &[Entry]) -> tantivy::Result<()> {
+        let mut w = self.lock();
+        for entry in entries {
+            self.write_doc(&mut w, entry)?;
+        }
+        self.commit_locked(&mut w)
+    }
+
     fn write_doc(&self, w: &mut Writer, entry: &Entry) -> tantivy::Result<()> {
         let f = &self.fields;
         let id = entry.id.to_string();
         w.writer.delete_term(Term::from_field_text(f.id, &id));
+        let (hi, lo) = ((entry.id.0 >> 64) as u64, entry.id.0 as u64);
         let mut document = doc!(
             f.id => id,
+            f.id_hi => hi,
+            f.id_lo => lo,
             f.entry_type => entry.entry_type.as_str(),
             f.title => entry.title.as_str(),
             f.content => entry.content.as_str(),
@@ -365,10 +380,26 @@ impl MemoryIndex {
         entry_type: Option<EntryType>,
         project: Option<&str>,
     ) -> SearchPlan {
+        self.plan_in(&FIELD_BOOSTS, terms, entry_type, project)
+    }
+
+    /// A plan for "entries like this one": the entry's own fields only (not the
+    /// conversation context), no filters.
+    pub fn plan_similar(&self, terms: &[(String, f32)]) -> SearchPlan {
+        self.plan_in(&FIELD_BOOSTS[..3], terms, None, None)
+    }
+
+    fn plan_in(
+        &self,
+        fields: &[(TextField, f32)],
+        terms: &[(String, f32)],
+        entry_type: Option<EntryType>,
+        project: Option<&str>,
+    ) -> SearchPlan {
         let f = &self.fields;
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (term, weight) in terms {
-            for (field, boost) in FIELD_BOOSTS {
+            for &(field, boost) in fields {
                 let q = TermQuery::new(
                     Term::from_field_text(f.text(field), term),
                     IndexRecordOption::WithFreqs,
@@ -379,8 +410,14 @@ impl MemoryIndex {
                 ));
             }
         }
-        let mut must: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];
+        let text = BooleanQuery::new(should);
+        if entry_type.is_none() && project.is_none() {
+            // Unwrapped, a pure disjunction lets tantivy prune with block-max WAND.
+            return SearchPlan {
+                query: Box::new(text),
+            };
+        }
+        let mut must: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(text))];
         if let Some(t) = entry_type {
             must.push((
                 Occur::Must,
@@ -415,21 +452,40 @@ impl MemoryIndex {
             &plan.query,
             &(TopDocs::with_limit(limit.max(1)).order_by_score(), Count),
         )?;
+        Ok((self.hits(searcher, top)?, total))
+    }
+
+    /// The top `limit` hits only: no total, so the search can skip what cannot rank.
+    pub fn top(
+        &self,
+        searcher: &Searcher,
+        plan: &SearchPlan,
+        limit: usize,
+    ) -> tantivy::Result<Vec<Hit>> {
+        let top = searcher.search(
+            &plan.query,
+            &TopDocs::with_limit(limit.max(1)).order_by_score(),
+        )?;
+        self.hits(searcher, top)
+    }
+
+    fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> tantivy::Result<Vec<Hit>> {
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
             if let Some(id) = self.id_of(searcher, addr)? {
                 hits.push(Hit { id, score });
             }
         }
-        Ok((hits, total))
+        Ok(hits)
     }
 
     fn id_of(&self, searcher: &Searcher, addr: DocAddress) -> tantivy::Result<Option<Ulid>> {
-        let doc: TantivyDocument = searcher.doc(addr)?;
-        Ok(doc
-            .get_first(self.fields.id)
-            .and_then(|v| v.as_str())
-            .and_then(|s| Ulid::from_string(s).ok()))
+        let fast = searcher.segment_reader(addr.segment_ord).fast_fields();
+        let hi = fast.u64("id_hi")?.first(addr.doc_id);
+        let lo = fast.u64("id_lo")?.first(addr.doc_id);
+        Ok(hi
+            .zip(lo)
+            .map(|(hi, lo)| Ulid(((hi as u128) << 64) | lo as u128)))
     }
 
     /// Snippet generators for the fields a snippet may come from.

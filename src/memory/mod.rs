@@ -1151,10 +1151,11 @@ impl Memory {
             report.links_added += 1;
         }
         self.store.flush()?;
-        for entry in &to_index {
-            self.index_after_write(entry);
+        if let Err(e) = self.idx().upsert_batch(&to_index) {
+            tracing::error!(
+                "indexing the import failed ({e}); it is stored and will be indexed at the next start"
+            );
         }
-        self.idx().commit()?;
         Ok(report)
     }
 

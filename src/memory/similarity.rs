@@ -24,7 +24,7 @@ use super::{Memory, MemoryError, SIMILAR_MIN};
 /// How many BM25 candidates are scored.
 const CANDIDATES: usize = 20;
 /// How many of the new entry's heaviest terms make the candidate query.
-const QUERY_TERMS: usize = 24;
+const QUERY_TERMS: usize = 16;
 /// Title and tag words count this many times a content word.
 const TITLE_WEIGHT: f32 = 2.0;
 /// Cache sizes beyond which a cache starts over.
@@ -149,8 +149,8 @@ pub fn find_similar(
         .take(QUERY_TERMS)
         .map(|(t, _)| (t.to_string(), 1.0))
         .collect();
-    let plan = idx.plan(&query, None, None);
-    let (hits, _) = idx.search(&searcher, &plan, CANDIDATES)?;
+    let plan = idx.plan_similar(&query);
+    let hits = idx.top(&searcher, &plan, CANDIDATES)?;
 
     let mut seen: Vec<Ulid> = vec![entry.id];
     let mut out = Vec::new();
