@@ -24,7 +24,7 @@ use super::{Memory, MemoryError, SIMILAR_MIN};
 /// How many BM25 candidates are scored.
 const CANDIDATES: usize = 20;
 /// How many of the new entry's heaviest terms make the candidate query.
-const QUERY_TERMS: usize = 16;
+const QUERY_TERMS: usize = 10;
 /// Title and tag words count this many times a content word.
 const TITLE_WEIGHT: f32 = 2.0;
 /// Cache sizes beyond which a cache starts over.
