@@ -8,3 +8,4 @@ pub mod config;
 pub mod mcp;
 pub mod memory;
 pub mod store;
+pub mod tasks;

@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use tandem::config::{self, Config};
-use tandem::mcp::LazyMemory;
+use tandem::mcp::{Core, LazyCore};
 use tandem::memory::{Memory, MemoryError, Progress};
 use tandem::store::Store;
 
@@ -31,7 +31,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve MCP on stdio (add `tandem mcp` to your agent's MCP configuration).
-    Mcp,
+    Mcp {
+        /// The workspace tasks are tracked in (default: the current directory's git
+        /// toplevel, else the current directory).
+        #[arg(long)]
+        workspace: Option<std::path::PathBuf>,
+    },
     /// The knowledge base: add, search, show, link, review suggestions, share.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
@@ -61,7 +66,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         log.display()
     );
     match cli.command {
-        Command::Mcp => serve_mcp(&config),
+        Command::Mcp { workspace } => serve_mcp(&config, workspace),
         Command::Memory(cmd) => memory::run(&config, cmd),
     }
 }
@@ -72,16 +77,13 @@ fn open_memory(config: &Config, progress: &dyn Progress) -> anyhow::Result<Arc<M
     Ok(Arc::new(Memory::open(store, progress)?))
 }
 
-fn serve_mcp(config: &Config) -> anyhow::Result<()> {
+fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let home = config.home.clone();
-        let memory = LazyMemory::new(move || {
-            let store = Arc::new(Store::open(&home)?);
-            Memory::open(store, &LogProgress)
-        });
+        let memory = LazyCore::new(move || Core::open(&home, &LogProgress));
         // Open in the background while the session starts; tools wait for it.
         let warm = memory.clone();
         tokio::spawn(async move {
@@ -90,7 +92,7 @@ fn serve_mcp(config: &Config) -> anyhow::Result<()> {
             }
         });
         tracing::info!("serving MCP on stdio (data dir {})", config.home.display());
-        let server = tandem::mcp::TandemServer::new(memory);
+        let server = tandem::mcp::TandemServer::new(memory, workspace_root(workspace)?);
         let io = tandem::mcp::transport::framed(tokio::io::stdin(), tokio::io::stdout());
         let service = rmcp::ServiceExt::serve(server, io)
             .await
@@ -108,6 +110,21 @@ fn serve_mcp(config: &Config) -> anyhow::Result<()> {
     // Dropping the runtime and then the memory flushes sled and commits the index.
     drop(runtime);
     Ok(())
+}
+
+/// A workspace is a canonical root: the git toplevel where there is one.
+fn workspace_root(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
+    let dir = match dir {
+        Some(d) => d,
+        None => std::env::current_dir().context("no current directory")?,
+    };
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("workspace {} does not exist", dir.display()))?;
+    Ok(match tandem::tasks::git::discover(&dir) {
+        Some(repo) => tandem::tasks::git::workdir(&repo),
+        None => dir,
+    })
 }
 
 async fn shutdown_signal() {

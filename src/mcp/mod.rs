@@ -9,6 +9,7 @@
 mod params;
 pub mod transport;
 
+use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 
 use rmcp::handler::server::ServerHandler;
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::memory::{self, EntryDetails, Memory, MemoryError, NewEntry, SearchQuery};
+use crate::tasks::{self, TaskError, Tasks};
 use params::*;
 
 /// What the agent is told at connection: the spec's "three lines".
@@ -40,38 +42,65 @@ const LISTED_RESOURCES: usize = 50;
 /// The MCP server of one connection. Cheap to clone.
 #[derive(Clone)]
 pub struct TandemServer {
-    memory: Arc<LazyMemory>,
+    core: Arc<LazyCore>,
+    /// The workspace root tasks are tracked in (the git toplevel where there is one).
+    workspace: Arc<PathBuf>,
 }
 
 impl TandemServer {
-    pub fn new(memory: Arc<LazyMemory>) -> TandemServer {
-        TandemServer { memory }
+    pub fn new(core: Arc<LazyCore>, workspace: PathBuf) -> TandemServer {
+        TandemServer {
+            core,
+            workspace: Arc::new(workspace),
+        }
     }
 }
 
-type Opener = Box<dyn Fn() -> Result<Memory, MemoryError> + Send + Sync>;
+/// The core services one data dir holds.
+pub struct Core {
+    pub memory: Memory,
+    pub tasks: Tasks,
+}
 
-/// The memory, opened on first use (and warmed up in the background by the caller), so a
+impl Core {
+    /// Opens the data dir (taking its lock) and every service in it.
+    pub fn open(
+        home: &std::path::Path,
+        progress: &dyn memory::Progress,
+    ) -> Result<Core, MemoryError> {
+        let store = Arc::new(crate::store::Store::open(home)?);
+        let tasks = Tasks::open(store.clone()).map_err(|e| match e {
+            TaskError::Store(e) => MemoryError::Store(e),
+            other => MemoryError::Corrupt(other.to_string()),
+        })?;
+        let memory = Memory::open(store, progress)?;
+        Ok(Core { memory, tasks })
+    }
+}
+
+type Opener = Box<dyn Fn() -> Result<Core, MemoryError> + Send + Sync>;
+
+/// The core, opened on first use (and warmed up in the background by the caller), so a
 /// session answers `initialize` at once whatever the size of the data dir. A failed open
 /// (the data dir held by another process, say) is a tool error, and is tried again on the
 /// next call.
-pub struct LazyMemory {
-    cell: tokio::sync::OnceCell<Arc<Memory>>,
+pub struct LazyCore {
+    cell: tokio::sync::OnceCell<Arc<Core>>,
     open: Opener,
 }
 
-impl LazyMemory {
+impl LazyCore {
     pub fn new(
-        open: impl Fn() -> Result<Memory, MemoryError> + Send + Sync + 'static,
-    ) -> Arc<LazyMemory> {
-        Arc::new(LazyMemory {
+        open: impl Fn() -> Result<Core, MemoryError> + Send + Sync + 'static,
+    ) -> Arc<LazyCore> {
+        Arc::new(LazyCore {
             cell: tokio::sync::OnceCell::new(),
             open: Box::new(open),
         })
     }
 
-    /// The open memory, opening it first if needed.
-    pub async fn get(self: &Arc<Self>) -> Result<Arc<Memory>, MemoryError> {
+    /// The open core, opening it first if needed.
+    pub async fn get(self: &Arc<Self>) -> Result<Arc<Core>, MemoryError> {
         let this = self.clone();
         self.cell
             .get_or_try_init(|| async move {
@@ -158,56 +187,217 @@ pub static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
         )
         .with_input_schema::<SuggestionParams>()
         .with_output_schema::<memory::RejectOutcome>(),
+        Tool::new("start_workflow", "Initialize a new workflow tracking session", JsonObject::new())
+            .with_input_schema::<StartWorkflowParams>()
+            .with_output_schema::<tasks::WorkflowStarted>(),
+        Tool::new(
+            "start_task",
+            "Start a new task (or a subtask, with parent_task_id) and snapshot the workspace (git HEAD, or file checksums outside git)",
+            JsonObject::new(),
+        )
+        .with_input_schema::<StartTaskParams>()
+        .with_output_schema::<tasks::TaskStarted>(),
+        Tool::new("log_decision", "Log an important architectural decision (0-3 per task)", JsonObject::new())
+            .with_input_schema::<LogDecisionParams>()
+            .with_output_schema::<tasks::Logged>(),
+        Tool::new("log_issue", "Log an issue encountered during execution (0-3 per task)", JsonObject::new())
+            .with_input_schema::<LogIssueParams>()
+            .with_output_schema::<tasks::Logged>(),
+        Tool::new("log_milestone", "Log a milestone for real-time UI updates (max 5 per task)", JsonObject::new())
+            .with_input_schema::<LogMilestoneParams>()
+            .with_output_schema::<tasks::Logged>(),
+        Tool::new(
+            "complete_task",
+            "Complete a task: computes the files changed since start_task (commits, uncommitted and untracked changes) and checks them against the declared areas",
+            JsonObject::new(),
+        )
+        .with_input_schema::<CompleteTaskParams>()
+        .with_output_schema::<tasks::TaskCompleted>(),
     ]
 });
 
+/// A tool's failure: a core error with its code.
+enum ToolError {
+    Memory(MemoryError),
+    Tasks(TaskError),
+}
+
+impl From<MemoryError> for ToolError {
+    fn from(e: MemoryError) -> Self {
+        ToolError::Memory(e)
+    }
+}
+
+impl From<TaskError> for ToolError {
+    fn from(e: TaskError) -> Self {
+        ToolError::Tasks(e)
+    }
+}
+
+impl ToolError {
+    fn code(&self) -> &'static str {
+        match self {
+            ToolError::Memory(e) => e.code(),
+            ToolError::Tasks(e) => e.code(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            ToolError::Memory(e) => e.to_json(),
+            ToolError::Tasks(e) => e.to_json(),
+        }
+    }
+}
+
 /// Runs one tool on the core. `None` when no tool has that name.
-fn dispatch(memory: &Memory, name: &str, args: JsonObject) -> Option<Result<Value, MemoryError>> {
+fn dispatch(
+    core: &Core,
+    workspace: &std::path::Path,
+    name: &str,
+    args: JsonObject,
+) -> Option<Result<Value, ToolError>> {
+    let memory = &core.memory;
+    if let Some(result) = dispatch_tasks(&core.tasks, workspace, name, &args) {
+        return Some(result);
+    }
+    Some(
+        match name {
+            "rekall_search" => parse::<SearchParams>(args).and_then(|p| {
+                let q = SearchQuery {
+                    query: p.query,
+                    context: p.context,
+                    limit: p.limit,
+                    entry_type: p.entry_type.as_deref().map(str::parse).transpose()?,
+                    project: p.project,
+                };
+                memory.search(&q).map(json)
+            }),
+            "rekall_add" => parse::<AddParams>(args).and_then(|p| {
+                let new = NewEntry {
+                    entry_type: Some(p.entry_type.parse()?),
+                    title: p.title,
+                    content: p.content.unwrap_or_default(),
+                    tags: p.tags.unwrap_or_default(),
+                    context: p.context,
+                    project: p.project,
+                    confidence: p.confidence,
+                    memory_type: p.memory_type.as_deref().map(str::parse).transpose()?,
+                };
+                memory.add(new).map(json)
+            }),
+            "rekall_show" => parse::<ShowParams>(args).and_then(|p| memory.show(&p.id).map(json)),
+            "rekall_suggest_links" => parse::<SuggestParams>(args)
+                .and_then(|p| memory.link_suggestions(p.limit).map(json)),
+            "rekall_suggest_generalize" => parse::<SuggestParams>(args)
+                .and_then(|p| memory.generalize_suggestions(p.limit).map(json)),
+            "rekall_link" => parse::<LinkParams>(args).and_then(|p| {
+                let relation = match p.relation_type.as_deref() {
+                    Some(r) => r.parse()?,
+                    None => memory::RelationType::Related,
+                };
+                memory.link(&p.source_id, &p.target_id, relation).map(json)
+            }),
+            "rekall_accept_suggestion" => parse::<SuggestionParams>(args)
+                .and_then(|p| memory.accept(&p.suggestion_id).map(json)),
+            "rekall_reject_suggestion" => parse::<SuggestionParams>(args)
+                .and_then(|p| memory.reject(&p.suggestion_id).map(json)),
+            _ => return None,
+        }
+        .map_err(ToolError::from),
+    )
+}
+
+/// The task-tracking tools. `None` when `name` is not one of them.
+fn dispatch_tasks(
+    t: &Tasks,
+    workspace: &std::path::Path,
+    name: &str,
+    args: &JsonObject,
+) -> Option<Result<Value, ToolError>> {
+    let args = args.clone();
     Some(match name {
-        "rekall_search" => parse::<SearchParams>(args).and_then(|p| {
-            let q = SearchQuery {
-                query: p.query,
-                context: p.context,
-                limit: p.limit,
-                entry_type: p.entry_type.as_deref().map(str::parse).transpose()?,
-                project: p.project,
-            };
-            memory.search(&q).map(json)
+        "start_workflow" => parse_tool(args).and_then(|p: StartWorkflowParams| {
+            Ok(json(t.start_workflow(
+                workspace,
+                tasks::NewWorkflow {
+                    name: p.name,
+                    description: p.description,
+                    plan: p.plan.unwrap_or_default(),
+                },
+            )?))
         }),
-        "rekall_add" => parse::<AddParams>(args).and_then(|p| {
-            let new = NewEntry {
-                entry_type: Some(p.entry_type.parse()?),
-                title: p.title,
-                content: p.content.unwrap_or_default(),
-                tags: p.tags.unwrap_or_default(),
-                context: p.context,
-                project: p.project,
-                confidence: p.confidence,
-                memory_type: p.memory_type.as_deref().map(str::parse).transpose()?,
-            };
-            memory.add(new).map(json)
+        "start_task" => parse_tool(args).and_then(|p: StartTaskParams| {
+            Ok(json(t.start_task(
+                workspace,
+                tasks::NewTask {
+                    workflow_id: p.workflow_id,
+                    parent_task_id: p.parent_task_id,
+                    name: p.name,
+                    goal: p.goal,
+                    areas: p.areas.unwrap_or_default(),
+                },
+            )?))
         }),
-        "rekall_show" => parse::<ShowParams>(args).and_then(|p| memory.show(&p.id).map(json)),
-        "rekall_suggest_links" => {
-            parse::<SuggestParams>(args).and_then(|p| memory.link_suggestions(p.limit).map(json))
-        }
-        "rekall_suggest_generalize" => parse::<SuggestParams>(args)
-            .and_then(|p| memory.generalize_suggestions(p.limit).map(json)),
-        "rekall_link" => parse::<LinkParams>(args).and_then(|p| {
-            let relation = match p.relation_type.as_deref() {
-                Some(r) => r.parse()?,
-                None => memory::RelationType::Related,
-            };
-            memory.link(&p.source_id, &p.target_id, relation).map(json)
+        "log_decision" => parse_tool(args).and_then(|p: LogDecisionParams| {
+            Ok(json(t.log_decision(tasks::NewDecision {
+                task_id: p.task_id,
+                category: p.category.parse()?,
+                question: p.question,
+                options_considered: p.options_considered.unwrap_or_default(),
+                chosen: p.chosen,
+                reasoning: p.reasoning,
+                trade_offs: p.trade_offs,
+            })?))
         }),
-        "rekall_accept_suggestion" => {
-            parse::<SuggestionParams>(args).and_then(|p| memory.accept(&p.suggestion_id).map(json))
-        }
-        "rekall_reject_suggestion" => {
-            parse::<SuggestionParams>(args).and_then(|p| memory.reject(&p.suggestion_id).map(json))
-        }
+        "log_issue" => parse_tool(args).and_then(|p: LogIssueParams| {
+            Ok(json(t.log_issue(tasks::NewIssue {
+                task_id: p.task_id,
+                issue_type: p.issue_type.parse()?,
+                description: p.description,
+                resolution: p.resolution,
+                requires_human_review: p.requires_human_review.unwrap_or(false),
+            })?))
+        }),
+        "log_milestone" => parse_tool(args).and_then(|p: LogMilestoneParams| {
+            Ok(json(t.log_milestone(tasks::NewMilestone {
+                task_id: p.task_id,
+                message: p.message,
+                progress: p.progress,
+                metadata: p.metadata.map(Value::Object),
+            })?))
+        }),
+        "complete_task" => parse_tool(args).and_then(|p: CompleteTaskParams| {
+            let status: tasks::CompletionStatus = p.status.parse()?;
+            let metadata = match p.metadata {
+                Some(m) => Some(tasks::CompletionMetadata {
+                    packages_added: m.packages_added.unwrap_or_default(),
+                    packages_removed: m.packages_removed.unwrap_or_default(),
+                    commands_executed: m.commands_executed.unwrap_or_default(),
+                    tests_status: m.tests_status.as_deref().map(str::parse).transpose()?,
+                }),
+                None => None,
+            };
+            Ok(json(t.complete_task(tasks::Completion {
+                task_id: p.task_id,
+                status,
+                outcome: tasks::Outcome {
+                    summary: p.outcome.summary,
+                    achievements: p.outcome.achievements.unwrap_or_default(),
+                    limitations: p.outcome.limitations.unwrap_or_default(),
+                    manual_review_needed: p.outcome.manual_review_needed.unwrap_or(false),
+                    manual_review_reason: p.outcome.manual_review_reason,
+                    next_steps: p.outcome.next_steps.unwrap_or_default(),
+                },
+                metadata,
+            })?))
+        }),
         _ => return None,
     })
+}
+
+fn parse_tool<T: DeserializeOwned>(args: JsonObject) -> Result<T, ToolError> {
+    parse(args).map_err(ToolError::from)
 }
 
 fn parse<T: DeserializeOwned>(args: JsonObject) -> Result<T, MemoryError> {
@@ -221,9 +411,9 @@ fn json<T: Serialize>(value: T) -> Value {
 
 /// A core error as a tool result: `isError`, the spec's error object as structured content
 /// and as text.
-fn tool_error(e: &MemoryError) -> CallToolResult {
+fn tool_error(e: &ToolError) -> CallToolResult {
     if e.code() == "INTERNAL_ERROR" {
-        tracing::error!("tool failed: {e}");
+        tracing::error!("tool failed: {}", e.to_json());
     }
     CallToolResult::structured_error(e.to_json())
 }
@@ -268,16 +458,18 @@ impl ServerHandler for TandemServer {
                 .map(json);
             return Ok(match result {
                 Ok(v) => CallToolResult::structured(v),
-                Err(e) => tool_error(&e),
+                Err(e) => tool_error(&e.into()),
             }
             .into());
         }
-        let memory = match self.memory.get().await {
-            Ok(m) => m,
-            Err(e) => return Ok(tool_error(&e).into()),
+        let core = match self.core.get().await {
+            Ok(c) => c,
+            Err(e) => return Ok(tool_error(&e.into()).into()),
         };
         let tool = name.clone();
-        let outcome = tokio::task::spawn_blocking(move || dispatch(&memory, &tool, args)).await;
+        let workspace = self.workspace.clone();
+        let outcome =
+            tokio::task::spawn_blocking(move || dispatch(&core, &workspace, &tool, args)).await;
         let result = match outcome {
             Ok(Some(Ok(value))) => CallToolResult::structured(value),
             Ok(Some(Err(e))) => tool_error(&e),
@@ -312,12 +504,12 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let memory = self
-            .memory
+        let core = self
+            .core
             .get()
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
-        let recent = tokio::task::spawn_blocking(move || memory.recent(LISTED_RESOURCES))
+        let recent = tokio::task::spawn_blocking(move || core.memory.recent(LISTED_RESOURCES))
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
@@ -345,12 +537,12 @@ impl ServerHandler for TandemServer {
                 None,
             ));
         };
-        let memory = self
-            .memory
+        let core = self
+            .core
             .get()
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
-        let details = tokio::task::spawn_blocking(move || memory.show(&id))
+        let details = tokio::task::spawn_blocking(move || core.memory.show(&id))
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         match details {

@@ -109,3 +109,114 @@ pub struct SuggestionParams {
     /// ID of the suggestion.
     pub suggestion_id: String,
 }
+
+// ---- task tracking (spec 004) ----
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartWorkflowParams {
+    /// Short workflow name (e.g., 'Auth system refactor').
+    pub name: String,
+    /// Detailed description of the workflow goal.
+    pub description: Option<String>,
+    /// Optional implementation plan as steps.
+    pub plan: Option<Vec<crate::tasks::PlanStep>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartTaskParams {
+    /// Parent workflow ID.
+    pub workflow_id: String,
+    /// Parent task ID (null if top-level task).
+    pub parent_task_id: Option<String>,
+    /// Task name (e.g., 'Implement Stripe integration').
+    pub name: String,
+    /// Precise goal of this task.
+    pub goal: String,
+    /// Code areas this task will touch (e.g., ['auth', 'api']): path segments, path prefixes or globs.
+    pub areas: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogDecisionParams {
+    pub task_id: String,
+    #[schemars(with = "crate::tasks::DecisionCategory")]
+    pub category: String,
+    /// The decision question (e.g., 'Which auth library to use?').
+    pub question: String,
+    /// Options evaluated (e.g., ['NextAuth', 'Clerk', 'Custom']).
+    pub options_considered: Option<Vec<String>>,
+    /// Chosen option.
+    pub chosen: String,
+    /// Why this choice (1-2 sentences).
+    pub reasoning: String,
+    /// Accepted compromises (optional).
+    pub trade_offs: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogIssueParams {
+    pub task_id: String,
+    #[serde(rename = "type")]
+    #[schemars(with = "crate::tasks::IssueType")]
+    pub issue_type: String,
+    /// Description of the issue.
+    pub description: String,
+    /// How the issue was resolved/worked around.
+    pub resolution: String,
+    /// Does a human need to review this resolution?
+    pub requires_human_review: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogMilestoneParams {
+    pub task_id: String,
+    /// Short message (e.g., 'Running tests...').
+    pub message: String,
+    /// Estimated progress (0-100).
+    #[schemars(range(min = 0, max = 100))]
+    pub progress: Option<f64>,
+    /// Optional additional data.
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeParams {
+    /// Summary of what was accomplished (2-4 sentences).
+    pub summary: String,
+    /// Concrete achievements (empty array if none).
+    pub achievements: Option<Vec<String>>,
+    /// Limitations/compromises (empty array if none).
+    pub limitations: Option<Vec<String>>,
+    /// Does a human need to review before continuing?
+    pub manual_review_needed: Option<bool>,
+    /// Why manual review is needed.
+    pub manual_review_reason: Option<String>,
+    /// Suggested next steps (optional).
+    pub next_steps: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionMetadataParams {
+    pub packages_added: Option<Vec<String>>,
+    pub packages_removed: Option<Vec<String>>,
+    pub commands_executed: Option<Vec<String>>,
+    #[schemars(with = "Option<crate::tasks::TestsStatus>")]
+    pub tests_status: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteTaskParams {
+    pub task_id: String,
+    #[schemars(with = "crate::tasks::CompletionStatus")]
+    pub status: String,
+    pub outcome: OutcomeParams,
+    pub metadata: Option<CompletionMetadataParams>,
+}

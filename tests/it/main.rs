@@ -4,4 +4,5 @@ mod cli;
 mod crash;
 mod mcp_stdio;
 mod memory_core;
+mod tasks_mcp;
 mod util;

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::util::{McpClient, TestHome};
 
-const TOOLS: [&str; 9] = [
+const TOOLS: [&str; 15] = [
     "rekall_help",
     "rekall_search",
     "rekall_add",
@@ -15,6 +15,12 @@ const TOOLS: [&str; 9] = [
     "rekall_link",
     "rekall_accept_suggestion",
     "rekall_reject_suggestion",
+    "start_workflow",
+    "start_task",
+    "log_decision",
+    "log_issue",
+    "log_milestone",
+    "complete_task",
 ];
 
 async fn add(c: &McpClient, t: &str, title: &str, content: &str, tags: &[&str]) -> String {
@@ -28,7 +34,7 @@ async fn add(c: &McpClient, t: &str, title: &str, content: &str, tags: &[&str]) 
 }
 
 #[tokio::test]
-async fn initialize_lists_nine_tools_with_schemas_and_instructions() {
+async fn initialize_lists_every_tool_with_schemas_and_instructions() {
     let home = TestHome::new();
     let c = home.mcp().await;
     let info = c.client.peer_info().unwrap();
@@ -483,7 +489,7 @@ async fn stateless_2026_client_uses_server_discover() {
     );
     assert_eq!(discovered.server_info().unwrap().name, "tandem");
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 9);
+    assert_eq!(tools.len(), TOOLS.len());
     let added = client
         .call_tool(
             rmcp::model::CallToolRequestParams::new("rekall_add").with_arguments(

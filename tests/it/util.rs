@@ -25,7 +25,6 @@ impl TestHome {
         self.dir.path().join("tandem-home")
     }
 
-    #[allow(dead_code)]
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -83,8 +82,14 @@ impl TestHome {
 
     /// Starts `tandem mcp` and connects the rmcp client to it over stdio.
     pub async fn mcp(&self) -> McpClient {
+        self.mcp_in(&self.path().join("home")).await
+    }
+
+    /// Starts `tandem mcp` for the workspace `dir`.
+    pub async fn mcp_in(&self, dir: &Path) -> McpClient {
+        std::fs::create_dir_all(dir).unwrap();
         let mut cmd = self.command();
-        cmd.arg("mcp");
+        cmd.arg("mcp").arg("--workspace").arg(dir);
         let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
         let pid = transport.id();
         let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
@@ -149,4 +154,43 @@ impl McpClient {
     pub async fn close(self) {
         self.client.cancel().await.unwrap();
     }
+}
+
+/// Runs the real `git` in `dir`, hermetically (no user config, fixed identity).
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Writes `files` (`path`, `content`) under `dir`, creating parent dirs.
+pub fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    for (path, content) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+}
+
+/// A git repository with `files` committed.
+pub fn repo_with(dir: &Path, files: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    write_files(dir, files);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "initial"]);
 }

@@ -1,0 +1,109 @@
+//! Snapshots outside git: a checksum of every file, and the changes against one.
+//!
+//! The walk respects `.gitignore`-style ignore files and skips build and dependency dirs.
+//! Content is hashed with xxh3; at completion a file whose size and modification time are
+//! unchanged is not read again.
+
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use ignore::WalkBuilder;
+
+use super::model::{ChecksumMap, FileStamp, FilesChanged};
+
+/// Directories never worth snapshotting, ignore files or not.
+const SKIPPED_DIRS: &[&str] = &[
+    "target",
+    "node_modules",
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".venv",
+    "dist",
+    "build",
+];
+
+/// Checksums every file under `root`. `previous` lets unchanged files (same size and mtime)
+/// keep their hash without being read.
+pub fn snapshot(root: &Path, previous: Option<&ChecksumMap>) -> std::io::Result<ChecksumMap> {
+    let mut map = ChecksumMap::new();
+    let walker = WalkBuilder::new(root)
+        .hidden(false)
+        .git_ignore(true)
+        .git_exclude(false)
+        .git_global(false)
+        .require_git(false)
+        .filter_entry(|e| {
+            !(e.file_type().is_some_and(|t| t.is_dir())
+                && e.file_name()
+                    .to_str()
+                    .is_some_and(|n| SKIPPED_DIRS.contains(&n)))
+        })
+        .build();
+    for entry in walker {
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(rel) = path.strip_prefix(root) else {
+            continue;
+        };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        let Ok(meta) = entry.metadata() else { continue };
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0);
+        let size = meta.len();
+        let hash = match previous.and_then(|p| p.get(&rel)) {
+            Some(old) if old.size == size && old.mtime_ns == mtime_ns => old.hash,
+            _ => match std::fs::read(path) {
+                Ok(bytes) => xxhash_rust::xxh3::xxh3_64(&bytes),
+                Err(_) => continue,
+            },
+        };
+        map.insert(
+            rel,
+            FileStamp {
+                size,
+                mtime_ns,
+                hash,
+            },
+        );
+    }
+    Ok(map)
+}
+
+/// A short digest of a whole map: the snapshot's id.
+pub fn digest(map: &ChecksumMap) -> String {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for (path, stamp) in map {
+        h.update(path.as_bytes());
+        h.update(&stamp.hash.to_le_bytes());
+    }
+    format!("{:016x}", h.digest())
+}
+
+/// What changed between two snapshots of the same root.
+pub fn compare(before: &ChecksumMap, after: &ChecksumMap) -> FilesChanged {
+    let mut out = FilesChanged::default();
+    for (path, stamp) in after {
+        match before.get(path) {
+            None => out.added.push(path.clone()),
+            Some(old) if old.hash != stamp.hash || old.size != stamp.size => {
+                out.modified.push(path.clone())
+            }
+            Some(_) => {}
+        }
+    }
+    out.deleted = before
+        .keys()
+        .filter(|p| !after.contains_key(*p))
+        .cloned()
+        .collect();
+    out
+}

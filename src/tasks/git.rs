@@ -1,0 +1,175 @@
+//! Git snapshots and the changes made since one (git2).
+//!
+//! The changed files are the union of (start commit → HEAD), (HEAD → working tree, staged
+//! and unstaged) and untracked, non-ignored files. Each path in that union is then classed by
+//! whether it existed at the start and exists now: added, modified or deleted (a file created
+//! and removed again during the task is not listed). Renames git detects are also reported.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use git2::{Delta, Diff, DiffFindOptions, DiffOptions, Oid, Repository, Tree};
+
+use super::model::{FilesChanged, Rename, Snapshot};
+
+/// The repository containing `dir`, if any.
+pub fn discover(dir: &Path) -> Option<Repository> {
+    Repository::discover(dir).ok().filter(|r| !r.is_bare())
+}
+
+/// The repository's working tree root.
+pub fn workdir(repo: &Repository) -> PathBuf {
+    repo.workdir()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| repo.path().to_path_buf())
+}
+
+/// HEAD at this moment.
+pub fn snapshot(repo: &Repository) -> Result<Snapshot, git2::Error> {
+    let (commit, branch) = match repo.head() {
+        Ok(head) => {
+            let commit = head.peel_to_commit()?.id().to_string();
+            let branch = head
+                .is_branch()
+                .then(|| head.shorthand().unwrap_or("").to_string());
+            (Some(commit), branch)
+        }
+        // No commit yet: the start is the empty tree.
+        Err(e) if e.code() == git2::ErrorCode::UnbornBranch => (None, None),
+        Err(e) => return Err(e),
+    };
+    Ok(Snapshot::Git {
+        repo_root: workdir(repo),
+        commit,
+        branch,
+    })
+}
+
+/// The changes since `start` (a commit id, `None` for the empty tree), with notes that
+/// explain anything unusual (history rewritten, start commit gone, no commit yet).
+pub fn changes_since(
+    repo: &Repository,
+    start: Option<&str>,
+) -> Result<(FilesChanged, Vec<String>), git2::Error> {
+    let mut notes = Vec::new();
+    let start_tree: Option<Tree<'_>> = match start {
+        None => None,
+        Some(id) => match Oid::from_str(id).and_then(|oid| repo.find_commit(oid)) {
+            Ok(commit) => Some(commit.tree()?),
+            Err(_) => {
+                notes.push(format!(
+                    "the start commit {} no longer exists (history rewritten and collected); only uncommitted changes are listed",
+                    short(id)
+                ));
+                None
+            }
+        },
+    };
+    let head = match repo.head() {
+        Ok(h) => Some(h.peel_to_commit()?),
+        Err(e) if e.code() == git2::ErrorCode::UnbornBranch => None,
+        Err(e) => return Err(e),
+    };
+    if let (Some(start_id), Some(head)) = (start, &head)
+        && let Ok(start_oid) = Oid::from_str(start_id)
+        && head.id() != start_oid
+        && repo.find_commit(start_oid).is_ok()
+        && !repo
+            .graph_descendant_of(head.id(), start_oid)
+            .unwrap_or(false)
+    {
+        notes.push(format!(
+            "HEAD ({}) does not descend from the start commit {} (rebase or reset during the task): changes are measured against the start commit's tree and may include work that is not this task's",
+            short(&head.id().to_string()),
+            short(start_id)
+        ));
+    }
+    if start.is_none() && head.is_none() {
+        notes.push("the repository has no commit yet: every file is new".into());
+    }
+    let head_tree = head.as_ref().map(|c| c.tree()).transpose()?;
+
+    let mut touched: BTreeSet<String> = BTreeSet::new();
+    let mut renamed: Vec<Rename> = Vec::new();
+    // Diff 1: what commits during the task changed.
+    let start_was_lost = start.is_some() && start_tree.is_none();
+    if !start_was_lost {
+        let mut opts = DiffOptions::new();
+        let mut committed =
+            repo.diff_tree_to_tree(start_tree.as_ref(), head_tree.as_ref(), Some(&mut opts))?;
+        collect(&mut committed, &mut touched, &mut renamed)?;
+    }
+    // Diff 2: HEAD to the working tree, staged and unstaged, with untracked files.
+    let mut opts = DiffOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_typechange(true);
+    let mut uncommitted =
+        repo.diff_tree_to_workdir_with_index(head_tree.as_ref(), Some(&mut opts))?;
+    collect(&mut uncommitted, &mut touched, &mut renamed)?;
+
+    // Class each touched path by existence at the start and now.
+    let root = workdir(repo);
+    let mut out = FilesChanged::default();
+    for path in touched {
+        let existed = match &start_tree {
+            Some(t) => t.get_path(Path::new(&path)).is_ok(),
+            None if start_was_lost => head_tree
+                .as_ref()
+                .is_some_and(|t| t.get_path(Path::new(&path)).is_ok()),
+            None => false,
+        };
+        let exists = root.join(&path).symlink_metadata().is_ok();
+        match (existed, exists) {
+            (false, true) => out.added.push(path),
+            (true, true) => out.modified.push(path),
+            (true, false) => out.deleted.push(path),
+            (false, false) => {}
+        }
+    }
+    renamed.retain(|r| out.deleted.contains(&r.from) && out.added.contains(&r.to));
+    renamed.sort_by(|a, b| a.to.cmp(&b.to));
+    renamed.dedup();
+    out.renamed = renamed;
+    Ok((out, notes))
+}
+
+fn collect(
+    diff: &mut Diff<'_>,
+    touched: &mut BTreeSet<String>,
+    renamed: &mut Vec<Rename>,
+) -> Result<(), git2::Error> {
+    let mut find = DiffFindOptions::new();
+    find.renames(true).for_untracked(true);
+    diff.find_similar(Some(&mut find))?;
+    for delta in diff.deltas() {
+        let old = delta
+            .old_file()
+            .path()
+            .map(|p| p.to_string_lossy().into_owned());
+        let new = delta
+            .new_file()
+            .path()
+            .map(|p| p.to_string_lossy().into_owned());
+        match delta.status() {
+            Delta::Renamed => {
+                if let (Some(from), Some(to)) = (old, new) {
+                    touched.insert(from.clone());
+                    touched.insert(to.clone());
+                    renamed.push(Rename { from, to });
+                }
+            }
+            Delta::Unmodified | Delta::Ignored => {}
+            _ => {
+                for p in [old, new].into_iter().flatten() {
+                    touched.insert(p);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(10)]
+}

@@ -1,0 +1,634 @@
+//! The task tracker (spec 004): workflows, tasks and subtasks, their decisions, issues and
+//! milestones, a snapshot at start (git commit, or checksums outside git) and, at
+//! completion, the files changed since and a check against the declared areas.
+//!
+//! Records live in sled (written, flushed, then acknowledged), like the memory's.
+
+mod checksum;
+pub mod git;
+pub mod model;
+mod scope;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use jiff::Timestamp;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use ulid::Ulid;
+
+pub use model::*;
+
+use crate::store::{Store, StoreError};
+
+/// Guidance of spec 004, said back to the agent when a task goes past it.
+pub const MAX_DECISIONS_HINT: usize = 3;
+pub const MAX_ISSUES_HINT: usize = 3;
+pub const MAX_MILESTONES_HINT: usize = 5;
+
+type Result<T, E = TaskError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("Workflow with ID '{id}' not found")]
+    WorkflowNotFound { id: String },
+    #[error("Task with ID '{id}' not found")]
+    TaskNotFound { id: String },
+    #[error("Task '{id}' was already completed ({state}) at {completed_at}")]
+    TaskAlreadyCompleted {
+        id: String,
+        state: String,
+        completed_at: String,
+    },
+    #[error("Parent task '{parent}' belongs to workflow '{parent_workflow}', not '{workflow}'")]
+    ParentInOtherWorkflow {
+        parent: String,
+        parent_workflow: String,
+        workflow: String,
+    },
+    #[error("Invalid {field} '{value}'; expected one of: {}", allowed.join(", "))]
+    InvalidEnum {
+        field: &'static str,
+        value: String,
+        allowed: Vec<&'static str>,
+    },
+    #[error("Invalid argument '{field}': {message}")]
+    InvalidArgument { field: String, message: String },
+    #[error("ID '{prefix}' matches several {what}: {}", candidates.join(", "))]
+    AmbiguousId {
+        prefix: String,
+        what: &'static str,
+        candidates: Vec<String>,
+    },
+    #[error("cannot snapshot {path}: {message}")]
+    Snapshot { path: PathBuf, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("corrupt task record: {0}")]
+    Corrupt(String),
+}
+
+impl From<sled::Error> for TaskError {
+    fn from(e: sled::Error) -> Self {
+        TaskError::Store(StoreError::Sled(e))
+    }
+}
+
+impl TaskError {
+    fn invalid(field: &str, message: impl Into<String>) -> TaskError {
+        TaskError::InvalidArgument {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The error code the tools answer with.
+    pub fn code(&self) -> &'static str {
+        match self {
+            TaskError::WorkflowNotFound { .. } => "WORKFLOW_NOT_FOUND",
+            TaskError::TaskNotFound { .. } => "TASK_NOT_FOUND",
+            TaskError::TaskAlreadyCompleted { .. } => "TASK_ALREADY_COMPLETED",
+            TaskError::ParentInOtherWorkflow { .. } => "PARENT_TASK_MISMATCH",
+            TaskError::InvalidEnum {
+                field: "status", ..
+            } => "INVALID_STATUS",
+            TaskError::InvalidEnum {
+                field: "category", ..
+            } => "INVALID_CATEGORY",
+            TaskError::InvalidEnum { field: "type", .. } => "INVALID_ISSUE_TYPE",
+            TaskError::InvalidEnum { .. } | TaskError::InvalidArgument { .. } => "INVALID_ARGUMENT",
+            TaskError::AmbiguousId { .. } => "AMBIGUOUS_ID",
+            TaskError::Snapshot { .. } => "SNAPSHOT_FAILED",
+            TaskError::Store(_) | TaskError::Corrupt(_) => "INTERNAL_ERROR",
+        }
+    }
+
+    pub fn details(&self) -> Value {
+        match self {
+            TaskError::WorkflowNotFound { id } | TaskError::TaskNotFound { id } => {
+                json!({ "id": id })
+            }
+            TaskError::TaskAlreadyCompleted {
+                id,
+                state,
+                completed_at,
+            } => {
+                json!({ "task_id": id, "status": state, "completed_at": completed_at })
+            }
+            TaskError::ParentInOtherWorkflow {
+                parent,
+                parent_workflow,
+                workflow,
+            } => json!({
+                "parent_task_id": parent, "parent_workflow_id": parent_workflow, "workflow_id": workflow,
+            }),
+            TaskError::InvalidEnum {
+                field,
+                value,
+                allowed,
+            } => {
+                json!({ "field": field, "value": value, "allowed": allowed })
+            }
+            TaskError::InvalidArgument { field, .. } => json!({ "field": field }),
+            TaskError::AmbiguousId {
+                prefix, candidates, ..
+            } => {
+                json!({ "prefix": prefix, "candidates": candidates })
+            }
+            TaskError::Snapshot { path, .. } => json!({ "path": path }),
+            TaskError::Store(_) | TaskError::Corrupt(_) => json!({}),
+        }
+    }
+
+    /// `{"error": {"code", "message", "details"}}`, as the memory tools answer.
+    pub fn to_json(&self) -> Value {
+        json!({ "error": { "code": self.code(), "message": self.to_string(), "details": self.details() } })
+    }
+}
+
+// ---- requests and results ----------------------------------------------------------
+
+#[derive(Debug, Clone, Default)]
+pub struct NewWorkflow {
+    pub name: String,
+    pub description: Option<String>,
+    pub plan: Vec<PlanStep>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    pub workflow_id: String,
+    pub parent_task_id: Option<String>,
+    pub name: String,
+    pub goal: String,
+    pub areas: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewDecision {
+    pub task_id: String,
+    pub category: DecisionCategory,
+    pub question: String,
+    pub options_considered: Vec<String>,
+    pub chosen: String,
+    pub reasoning: String,
+    pub trade_offs: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewIssue {
+    pub task_id: String,
+    pub issue_type: IssueType,
+    pub description: String,
+    pub resolution: String,
+    pub requires_human_review: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewMilestone {
+    pub task_id: String,
+    pub message: String,
+    pub progress: Option<f64>,
+    pub metadata: Option<Value>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub task_id: String,
+    pub status: CompletionStatus,
+    pub outcome: Outcome,
+    pub metadata: Option<CompletionMetadata>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkflowStarted {
+    pub workflow_id: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskStarted {
+    pub task_id: String,
+    pub snapshot_id: String,
+    /// `git` or `checksum`.
+    pub snapshot_type: String,
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Logged {
+    pub logged: bool,
+    pub id: String,
+    pub task_id: String,
+    /// How many of this kind the task has now.
+    pub count: u64,
+    /// Set when the task goes past the protocol's guidance (3 decisions, 3 issues, 5 milestones).
+    pub guidance: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskCompleted {
+    pub task_id: String,
+    pub duration_seconds: u64,
+    pub files_changed: FilesChanged,
+    pub verification: Verification,
+}
+
+// ---- the service ----------------------------------------------------------------------
+
+pub struct Tasks {
+    store: Arc<Store>,
+    workflows: sled::Tree,
+    tasks: sled::Tree,
+    events: sled::Tree,
+    checksums: sled::Tree,
+    /// Serialises writers: completion reads a task, diffs, then writes it.
+    write_lock: Mutex<()>,
+}
+
+impl Tasks {
+    pub fn open(store: Arc<Store>) -> Result<Tasks> {
+        let db = store.db();
+        Ok(Tasks {
+            workflows: db.open_tree("tasks.workflows")?,
+            tasks: db.open_tree("tasks.tasks")?,
+            events: db.open_tree("tasks.events")?,
+            checksums: db.open_tree("tasks.checksums")?,
+            store,
+            write_lock: Mutex::new(()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.write_lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn start_workflow(&self, workspace: &Path, req: NewWorkflow) -> Result<WorkflowStarted> {
+        let name = required("name", &req.name)?;
+        for (i, s) in req.plan.iter().enumerate() {
+            if s.step.trim().is_empty() || s.goal.trim().is_empty() {
+                return Err(TaskError::invalid(
+                    "plan",
+                    format!("step {} needs both step and goal", i + 1),
+                ));
+            }
+        }
+        let w = Workflow {
+            id: Ulid::new(),
+            name,
+            description: req.description.filter(|d| !d.trim().is_empty()),
+            plan: req.plan,
+            workspace: workspace.to_path_buf(),
+            created_at: now(),
+        };
+        self.workflows.insert(w.id.to_string(), encode(&w))?;
+        self.store.flush()?;
+        Ok(WorkflowStarted {
+            workflow_id: w.id.to_string(),
+            created_at: w.created_at.to_string(),
+        })
+    }
+
+    pub fn start_task(&self, workspace: &Path, req: NewTask) -> Result<TaskStarted> {
+        let name = required("name", &req.name)?;
+        let goal = required("goal", &req.goal)?;
+        let workflow: Workflow = self.find(&self.workflows, &req.workflow_id, "workflows")?;
+        let parent = match req
+            .parent_task_id
+            .as_deref()
+            .filter(|p| !p.trim().is_empty())
+        {
+            Some(p) => {
+                let parent: Task = self.find(&self.tasks, p, "tasks")?;
+                if parent.workflow_id != workflow.id {
+                    return Err(TaskError::ParentInOtherWorkflow {
+                        parent: parent.id.to_string(),
+                        parent_workflow: parent.workflow_id.to_string(),
+                        workflow: workflow.id.to_string(),
+                    });
+                }
+                Some(parent.id)
+            }
+            None => None,
+        };
+        let areas: Vec<String> = req
+            .areas
+            .iter()
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty())
+            .collect();
+        let id = Ulid::new();
+        let (snapshot, map) = take_snapshot(workspace)?;
+        let task = Task {
+            id,
+            workflow_id: workflow.id,
+            parent_task_id: parent,
+            name,
+            goal,
+            areas,
+            snapshot,
+            started_at: now(),
+            state: TaskState::Running,
+            completed_at: None,
+            outcome: None,
+            metadata: None,
+            files_changed: None,
+            verification: None,
+            progress: None,
+            last_message: None,
+        };
+        let _guard = self.lock();
+        if let Some(map) = &map {
+            self.checksums.insert(id.to_string(), encode(map))?;
+        }
+        self.tasks.insert(id.to_string(), encode(&task))?;
+        self.store.flush()?;
+        Ok(TaskStarted {
+            task_id: id.to_string(),
+            snapshot_id: task.snapshot.id(),
+            snapshot_type: task.snapshot.kind().into(),
+            started_at: task.started_at.to_string(),
+        })
+    }
+
+    pub fn log_decision(&self, req: NewDecision) -> Result<Logged> {
+        let decision = Decision {
+            id: Ulid::new().to_string(),
+            category: req.category,
+            question: required("question", &req.question)?,
+            options_considered: req.options_considered,
+            chosen: required("chosen", &req.chosen)?,
+            reasoning: required("reasoning", &req.reasoning)?,
+            trade_offs: req.trade_offs.filter(|t| !t.trim().is_empty()),
+            created_at: now().to_string(),
+        };
+        self.log(&req.task_id, TaskEvent::Decision(decision))
+    }
+
+    pub fn log_issue(&self, req: NewIssue) -> Result<Logged> {
+        let issue = IssueRecord {
+            id: Ulid::new().to_string(),
+            issue_type: req.issue_type,
+            description: required("description", &req.description)?,
+            resolution: required("resolution", &req.resolution)?,
+            requires_human_review: req.requires_human_review,
+            created_at: now().to_string(),
+        };
+        self.log(&req.task_id, TaskEvent::Issue(issue))
+    }
+
+    pub fn log_milestone(&self, req: NewMilestone) -> Result<Logged> {
+        if let Some(p) = req.progress
+            && !(0.0..=100.0).contains(&p)
+        {
+            return Err(TaskError::invalid(
+                "progress",
+                format!("progress must be between 0 and 100 (got {p})"),
+            ));
+        }
+        if let Some(m) = &req.metadata
+            && !m.is_object()
+        {
+            return Err(TaskError::invalid("metadata", "metadata must be an object"));
+        }
+        let milestone = Milestone {
+            id: Ulid::new().to_string(),
+            message: required("message", &req.message)?,
+            progress: req.progress,
+            metadata: req.metadata,
+            created_at: now().to_string(),
+        };
+        self.log(&req.task_id, TaskEvent::Milestone(milestone))
+    }
+
+    fn log(&self, task_id: &str, event: TaskEvent) -> Result<Logged> {
+        let _guard = self.lock();
+        let mut task: Task = self.find(&self.tasks, task_id, "tasks")?;
+        // Logging on a completed task is refused: its record is closed.
+        if task.state != TaskState::Running {
+            return Err(already_completed(&task));
+        }
+        let (id, kind, limit) = match &event {
+            TaskEvent::Decision(d) => (d.id.clone(), "decision", MAX_DECISIONS_HINT),
+            TaskEvent::Issue(i) => (i.id.clone(), "issue", MAX_ISSUES_HINT),
+            TaskEvent::Milestone(m) => (m.id.clone(), "milestone", MAX_MILESTONES_HINT),
+        };
+        if let TaskEvent::Milestone(m) = &event {
+            task.last_message = Some(m.message.clone());
+            if m.progress.is_some() {
+                task.progress = m.progress;
+            }
+            self.tasks.insert(task.id.to_string(), encode(&task))?;
+        }
+        self.events
+            .insert(format!("{}/{id}", task.id), encode(&event))?;
+        self.store.flush()?;
+        let count = self
+            .events_of(&task.id)?
+            .iter()
+            .filter(|e| event_kind(e) == kind)
+            .count() as u64;
+        let guidance = (count as usize > limit).then(|| {
+            format!("this task now has {count} {kind}s; the protocol suggests at most {limit}: log only what adds real value")
+        });
+        Ok(Logged {
+            logged: true,
+            id,
+            task_id: task.id.to_string(),
+            count,
+            guidance,
+        })
+    }
+
+    pub fn complete_task(&self, req: Completion) -> Result<TaskCompleted> {
+        if req.outcome.summary.trim().is_empty() {
+            return Err(TaskError::invalid(
+                "outcome.summary",
+                "the summary is empty",
+            ));
+        }
+        let _guard = self.lock();
+        let mut task: Task = self.find(&self.tasks, &req.task_id, "tasks")?;
+        if task.state != TaskState::Running {
+            return Err(already_completed(&task));
+        }
+        let (files, notes) = self.changes(&task)?;
+        let mut verification = scope::verify(&task.areas, files.all());
+        verification.warnings.extend(notes);
+        let completed_at = now();
+        let duration = (completed_at.as_second() - task.started_at.as_second()).max(0) as u64;
+        task.state = req.status.into();
+        task.completed_at = Some(completed_at);
+        task.outcome = Some(req.outcome);
+        task.metadata = req.metadata;
+        task.files_changed = Some(files.clone());
+        task.verification = Some(verification.clone());
+        self.tasks.insert(task.id.to_string(), encode(&task))?;
+        self.store.flush()?;
+        Ok(TaskCompleted {
+            task_id: task.id.to_string(),
+            duration_seconds: duration,
+            files_changed: files,
+            verification,
+        })
+    }
+
+    /// The files a task changed so far (or until it completed), with notes.
+    pub fn changes(&self, task: &Task) -> Result<(FilesChanged, Vec<String>)> {
+        match &task.snapshot {
+            Snapshot::Git {
+                repo_root, commit, ..
+            } => {
+                let repo = git2::Repository::open(repo_root).map_err(|e| TaskError::Snapshot {
+                    path: repo_root.clone(),
+                    message: e.message().to_string(),
+                })?;
+                git::changes_since(&repo, commit.as_deref()).map_err(|e| TaskError::Snapshot {
+                    path: repo_root.clone(),
+                    message: e.message().to_string(),
+                })
+            }
+            Snapshot::Checksum { root, .. } => {
+                let before: ChecksumMap = match self.checksums.get(task.id.to_string())? {
+                    Some(b) => decode(&b)?,
+                    None => {
+                        return Err(TaskError::Corrupt(format!(
+                            "task {} lost its checksum snapshot",
+                            task.id
+                        )));
+                    }
+                };
+                let after =
+                    checksum::snapshot(root, Some(&before)).map_err(|e| TaskError::Snapshot {
+                        path: root.clone(),
+                        message: e.to_string(),
+                    })?;
+                Ok((checksum::compare(&before, &after), Vec::new()))
+            }
+        }
+    }
+
+    /// A task by id (or prefix of 5+ characters).
+    pub fn task(&self, id: &str) -> Result<Task> {
+        self.find(&self.tasks, id, "tasks")
+    }
+
+    /// A task's decisions, issues and milestones, oldest first.
+    pub fn events_of(&self, task: &Ulid) -> Result<Vec<TaskEvent>> {
+        self.events
+            .scan_prefix(format!("{task}/"))
+            .values()
+            .map(|v| decode(&v?))
+            .collect()
+    }
+
+    fn find<T: serde::de::DeserializeOwned>(
+        &self,
+        tree: &sled::Tree,
+        input: &str,
+        what: &'static str,
+    ) -> Result<T> {
+        let not_found = || match what {
+            "workflows" => TaskError::WorkflowNotFound {
+                id: input.trim().into(),
+            },
+            _ => TaskError::TaskNotFound {
+                id: input.trim().into(),
+            },
+        };
+        let wanted = input.trim().to_ascii_uppercase();
+        if wanted.is_empty() {
+            return Err(not_found());
+        }
+        if let Ok(id) = Ulid::from_string(&wanted) {
+            return match tree.get(id.to_string())? {
+                Some(b) => decode(&b),
+                None => Err(not_found()),
+            };
+        }
+        if wanted.len() < 5 {
+            return Err(not_found());
+        }
+        let found: Vec<(sled::IVec, sled::IVec)> = tree
+            .scan_prefix(wanted.as_bytes())
+            .take(6)
+            .collect::<Result<_, _>>()?;
+        match found.len() {
+            0 => Err(not_found()),
+            1 => decode(&found[0].1),
+            _ => Err(TaskError::AmbiguousId {
+                prefix: input.trim().into(),
+                what,
+                candidates: found
+                    .iter()
+                    .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+                    .collect(),
+            }),
+        }
+    }
+}
+
+/// Snapshots `workspace`: HEAD of its git repository, else checksums of its files.
+fn take_snapshot(workspace: &Path) -> Result<(Snapshot, Option<ChecksumMap>)> {
+    let failed = |message: String| TaskError::Snapshot {
+        path: workspace.to_path_buf(),
+        message,
+    };
+    if let Some(repo) = git::discover(workspace) {
+        return git::snapshot(&repo)
+            .map(|s| (s, None))
+            .map_err(|e| failed(e.message().to_string()));
+    }
+    if !workspace.is_dir() {
+        return Err(failed("not a directory".into()));
+    }
+    let map = checksum::snapshot(workspace, None).map_err(|e| failed(e.to_string()))?;
+    let snapshot = Snapshot::Checksum {
+        root: workspace.to_path_buf(),
+        files: map.len(),
+        digest: checksum::digest(&map),
+    };
+    Ok((snapshot, Some(map)))
+}
+
+fn already_completed(task: &Task) -> TaskError {
+    TaskError::TaskAlreadyCompleted {
+        id: task.id.to_string(),
+        state: serde_json::to_value(task.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        completed_at: task.completed_at.map(|t| t.to_string()).unwrap_or_default(),
+    }
+}
+
+fn event_kind(e: &TaskEvent) -> &'static str {
+    match e {
+        TaskEvent::Decision(_) => "decision",
+        TaskEvent::Issue(_) => "issue",
+        TaskEvent::Milestone(_) => "milestone",
+    }
+}
+
+fn required(field: &str, value: &str) -> Result<String> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(TaskError::invalid(field, format!("{field} is empty")));
+    }
+    Ok(v.to_string())
+}
+
+fn now() -> Timestamp {
+    Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| Timestamp::now())
+}
+
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("task records serialise")
+}
+
+fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T> {
+    serde_json::from_slice(b).map_err(|e| TaskError::Corrupt(e.to_string()))
+}
