@@ -4,6 +4,7 @@
 //! code where there is one) and exit 1; usage errors exit 2 (clap).
 
 mod memory;
+mod tasks;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -40,6 +41,8 @@ enum Command {
     /// The knowledge base: add, search, show, link, review suggestions, share.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// Workflows and tasks the agent tracked: a tree, or one task in full.
+    Tasks(tasks::TasksArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -47,9 +50,12 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            match e.downcast_ref::<MemoryError>() {
-                Some(m) => eprintln!("tandem: {} ({})", m, m.code()),
-                None => eprintln!("tandem: {e:#}"),
+            if let Some(m) = e.downcast_ref::<MemoryError>() {
+                eprintln!("tandem: {} ({})", m, m.code());
+            } else if let Some(t) = e.downcast_ref::<tandem::tasks::TaskError>() {
+                eprintln!("tandem: {} ({})", t, t.code());
+            } else {
+                eprintln!("tandem: {e:#}");
             }
             ExitCode::FAILURE
         }
@@ -68,6 +74,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Mcp { workspace } => serve_mcp(&config, workspace),
         Command::Memory(cmd) => memory::run(&config, cmd),
+        Command::Tasks(args) => tasks::run(&config, args),
     }
 }
 

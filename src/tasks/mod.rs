@@ -632,3 +632,131 @@ fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T> {
     serde_json::from_slice(b).map_err(|e| TaskError::Corrupt(e.to_string()))
 }
+
+// ---- records for the editor and the CLI -------------------------------------------------
+
+/// A task with everything it logged and its subtasks: what an editor or `tandem tasks show`
+/// needs, in one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskRecord {
+    pub task_id: String,
+    pub workflow_id: String,
+    pub parent_task_id: Option<String>,
+    pub name: String,
+    pub goal: String,
+    pub areas: Vec<String>,
+    /// `running`, `success`, `partial_success` or `failed`.
+    pub status: TaskState,
+    pub snapshot_type: String,
+    pub snapshot_id: String,
+    pub started_at: String,
+    pub completed_at: Option<String>,
+    /// Until completion, or until now for a running task.
+    pub duration_seconds: u64,
+    pub progress: Option<f64>,
+    pub last_message: Option<String>,
+    pub outcome: Option<Outcome>,
+    pub metadata: Option<CompletionMetadata>,
+    pub files_changed: Option<FilesChanged>,
+    pub verification: Option<Verification>,
+    pub decisions: Vec<Decision>,
+    pub issues: Vec<IssueRecord>,
+    pub milestones: Vec<Milestone>,
+    pub subtasks: Vec<TaskRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkflowRecord {
+    pub workflow_id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub plan: Vec<PlanStep>,
+    pub workspace: String,
+    pub created_at: String,
+    /// Top-level tasks, each with its subtasks.
+    pub tasks: Vec<TaskRecord>,
+}
+
+impl Tasks {
+    fn all_tasks(&self) -> Result<Vec<Task>> {
+        self.tasks.iter().values().map(|v| decode(&v?)).collect()
+    }
+
+    /// One task's whole record, subtasks included.
+    pub fn record(&self, id: &str) -> Result<TaskRecord> {
+        let task = self.task(id)?;
+        let all = self.all_tasks()?;
+        self.build_record(&task, &all)
+    }
+
+    fn build_record(&self, task: &Task, all: &[Task]) -> Result<TaskRecord> {
+        let mut decisions = Vec::new();
+        let mut issues = Vec::new();
+        let mut milestones = Vec::new();
+        for e in self.events_of(&task.id)? {
+            match e {
+                TaskEvent::Decision(d) => decisions.push(d),
+                TaskEvent::Issue(i) => issues.push(i),
+                TaskEvent::Milestone(m) => milestones.push(m),
+            }
+        }
+        let mut subtasks = Vec::new();
+        for child in all.iter().filter(|t| t.parent_task_id == Some(task.id)) {
+            subtasks.push(self.build_record(child, all)?);
+        }
+        let end = task.completed_at.unwrap_or_else(now);
+        Ok(TaskRecord {
+            task_id: task.id.to_string(),
+            workflow_id: task.workflow_id.to_string(),
+            parent_task_id: task.parent_task_id.map(|p| p.to_string()),
+            name: task.name.clone(),
+            goal: task.goal.clone(),
+            areas: task.areas.clone(),
+            status: task.state,
+            snapshot_type: task.snapshot.kind().into(),
+            snapshot_id: task.snapshot.id(),
+            started_at: task.started_at.to_string(),
+            completed_at: task.completed_at.map(|t| t.to_string()),
+            duration_seconds: (end.as_second() - task.started_at.as_second()).max(0) as u64,
+            progress: task.progress,
+            last_message: task.last_message.clone(),
+            outcome: task.outcome.clone(),
+            metadata: task.metadata.clone(),
+            files_changed: task.files_changed.clone(),
+            verification: task.verification.clone(),
+            decisions,
+            issues,
+            milestones,
+            subtasks,
+        })
+    }
+
+    /// Every workflow (newest first) with its task tree; only those of `workspace` when given.
+    pub fn list(&self, workspace: Option<&Path>) -> Result<Vec<WorkflowRecord>> {
+        let all = self.all_tasks()?;
+        let mut out = Vec::new();
+        for v in self.workflows.iter().values().rev() {
+            let w: Workflow = decode(&v?)?;
+            if workspace.is_some_and(|ws| ws != w.workspace) {
+                continue;
+            }
+            let mut tasks = Vec::new();
+            for t in all
+                .iter()
+                .filter(|t| t.workflow_id == w.id && t.parent_task_id.is_none())
+            {
+                tasks.push(self.build_record(t, &all)?);
+            }
+            out.push(WorkflowRecord {
+                workflow_id: w.id.to_string(),
+                name: w.name,
+                description: w.description,
+                plan: w.plan,
+                workspace: w.workspace.display().to_string(),
+                created_at: w.created_at.to_string(),
+                tasks,
+            });
+        }
+        Ok(out)
+    }
+}

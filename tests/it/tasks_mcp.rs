@@ -353,3 +353,90 @@ async fn subtasks_logs_and_every_error() {
     assert_eq!(sub_done["task_id"], sub_id.as_str());
     c.close().await;
 }
+
+#[tokio::test]
+async fn the_cli_shows_the_tree_and_a_whole_record() {
+    let home = TestHome::new();
+    let repo = home.path().join("repo");
+    repo_with(&repo, &[("auth.ts", "a\n")]);
+    let c = home.mcp_in(&repo).await;
+    let (wid, task) = start(&c, &["auth"]).await;
+    let parent = task["task_id"].as_str().unwrap().to_string();
+    let sub = c.ok("start_task", json!({"workflow_id": wid, "parent_task_id": parent, "name": "Write tests", "goal": "Cover it"})).await;
+    c.ok(
+        "log_milestone",
+        json!({"task_id": sub["task_id"], "message": "Running tests…", "progress": 75}),
+    )
+    .await;
+    c.ok("log_decision", json!({"task_id": parent, "category": "architecture", "question": "Where?", "chosen": "middleware", "reasoning": "One place."})).await;
+    write_files(&repo, &[("auth.ts", "a2\n")]);
+    complete(&c, &parent).await;
+    c.close().await;
+
+    let out = home
+        .std_command()
+        .current_dir(&repo)
+        .args(["tasks"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout).unwrap();
+    assert!(tree.contains("● Add authentication"), "{tree}");
+    assert!(tree.contains("✓ Setup JWT middleware · success"), "{tree}");
+    assert!(
+        tree.contains("    ▸ Write tests · running") && tree.contains("75% · Running tests…"),
+        "{tree}"
+    );
+
+    // Another workspace sees nothing unless --all.
+    let elsewhere = home.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let out = home
+        .std_command()
+        .current_dir(&elsewhere)
+        .args(["tasks"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("no workflows"));
+    let out = home
+        .std_command()
+        .current_dir(&elsewhere)
+        .args(["tasks", "--all", "--json"])
+        .output()
+        .unwrap();
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all[0]["tasks"][0]["subtasks"][0]["name"], "Write tests");
+
+    let out = home
+        .std_command()
+        .args(["tasks", "show", &parent, "--json"])
+        .output()
+        .unwrap();
+    let record: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record["status"], "success");
+    assert_eq!(record["files_changed"]["modified"], json!(["auth.ts"]));
+    assert_eq!(record["decisions"][0]["chosen"], "middleware");
+    assert_eq!(record["subtasks"][0]["milestones"][0]["progress"], 75.0);
+    let out = home
+        .std_command()
+        .args(["tasks", "show", &parent])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("  M auth.ts")
+            && text.contains("decision [architecture] Where? → middleware"),
+        "{text}"
+    );
+    let out = home
+        .std_command()
+        .args(["tasks", "show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TASK_NOT_FOUND"));
+}
