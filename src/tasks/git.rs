@@ -173,3 +173,63 @@ fn collect(
 fn short(id: &str) -> &str {
     &id[..id.len().min(10)]
 }
+
+/// Line ranges a task changed in one file (1-based; `new_lines` 0 for a pure deletion, at
+/// the line it followed).
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct Hunk {
+    pub old_start: u32,
+    pub old_lines: u32,
+    pub new_start: u32,
+    pub new_lines: u32,
+}
+
+/// The hunks of every file changed since `start` (working tree with index and untracked
+/// files against the start tree), keyed by path. Cheap enough to run on every save: one
+/// tree-to-workdir diff with no context lines, which git2 limits to files whose stat changed.
+pub fn hunks_since(
+    repo: &Repository,
+    start: Option<&str>,
+) -> Result<Vec<(String, Vec<Hunk>)>, git2::Error> {
+    let start_tree = match start {
+        Some(id) => match Oid::from_str(id).and_then(|oid| repo.find_commit(oid)) {
+            Ok(c) => Some(c.tree()?),
+            // The start commit is gone: measure against HEAD instead.
+            Err(_) => repo.head().ok().and_then(|h| h.peel_to_tree().ok()),
+        },
+        None => None,
+    };
+    let mut opts = DiffOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .show_untracked_content(true)
+        .context_lines(0);
+    let diff = repo.diff_tree_to_workdir_with_index(start_tree.as_ref(), Some(&mut opts))?;
+    let mut out: Vec<(String, Vec<Hunk>)> = Vec::new();
+    for i in 0..diff.deltas().len() {
+        let Some(patch) = git2::Patch::from_diff(&diff, i)? else {
+            continue;
+        };
+        let delta = patch.delta();
+        let path = delta
+            .new_file()
+            .path()
+            .or_else(|| delta.old_file().path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut hunks = Vec::with_capacity(patch.num_hunks());
+        for h in 0..patch.num_hunks() {
+            let (hunk, _) = patch.hunk(h)?;
+            hunks.push(Hunk {
+                old_start: hunk.old_start(),
+                old_lines: hunk.old_lines(),
+                new_start: hunk.new_start(),
+                new_lines: hunk.new_lines(),
+            });
+        }
+        out.push((path, hunks));
+    }
+    Ok(out)
+}

@@ -760,3 +760,64 @@ impl Tasks {
         Ok(out)
     }
 }
+
+/// What a running (or completed) task has changed so far, file by file with line ranges:
+/// the live view editors show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LiveChanges {
+    pub task_id: String,
+    pub files: Vec<LiveFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LiveFile {
+    pub path: String,
+    /// `added`, `modified` or `deleted`.
+    pub change: String,
+    /// Empty outside git (a checksum snapshot knows files, not lines).
+    pub hunks: Vec<git::Hunk>,
+}
+
+impl Tasks {
+    /// The files and line ranges a task has changed since it started.
+    pub fn live_changes(&self, id: &str) -> Result<LiveChanges> {
+        let task = self.task(id)?;
+        let (files, _) = self.changes(&task)?;
+        let mut hunks: std::collections::HashMap<String, Vec<git::Hunk>> = Default::default();
+        if let Snapshot::Git {
+            repo_root, commit, ..
+        } = &task.snapshot
+        {
+            let repo = git2::Repository::open(repo_root).map_err(|e| TaskError::Snapshot {
+                path: repo_root.clone(),
+                message: e.message().to_string(),
+            })?;
+            hunks = git::hunks_since(&repo, commit.as_deref())
+                .map_err(|e| TaskError::Snapshot {
+                    path: repo_root.clone(),
+                    message: e.message().to_string(),
+                })?
+                .into_iter()
+                .collect();
+        }
+        let mut out = Vec::new();
+        for (change, list) in [
+            ("added", &files.added),
+            ("modified", &files.modified),
+            ("deleted", &files.deleted),
+        ] {
+            for path in list {
+                out.push(LiveFile {
+                    path: path.clone(),
+                    change: change.into(),
+                    hunks: hunks.remove(path).unwrap_or_default(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(LiveChanges {
+            task_id: task.id.to_string(),
+            files: out,
+        })
+    }
+}

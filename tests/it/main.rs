@@ -4,5 +4,6 @@ mod cli;
 mod crash;
 mod mcp_stdio;
 mod memory_core;
+mod tasks_core;
 mod tasks_mcp;
 mod util;
