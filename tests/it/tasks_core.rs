@@ -55,7 +55,8 @@ fn live_changes_give_files_and_line_ranges() {
     std::fs::remove_file(repo.join("README.md")).unwrap();
 
     let live = t.live_changes(&task.task_id).unwrap();
-    let summary: Vec<(String, String, Vec<(u32, u32)>)> = live
+    type FileSummary = (String, String, Vec<(u32, u32)>);
+    let summary: Vec<FileSummary> = live
         .files
         .iter()
         .map(|f| {
