@@ -31,7 +31,8 @@ use params::*;
 /// What the agent is told at connection: the spec's "three lines".
 pub const INSTRUCTIONS: &str = "Tandem memory: a shared knowledge base of bugs, patterns, decisions, pitfalls, configs and references.\n\
 Call `rekall_help()` once at the start of a session: it explains when to search, what to capture and how to cite.\n\
-Search (`rekall_search`) before solving a problem; capture (`rekall_add`) what you learned after.";
+Search (`rekall_search`) before solving a problem; capture (`rekall_add`) what you learned after.\n\
+Track each piece of work: `start_workflow`, `start_task` (with the `areas` you will touch), then `complete_task`; Tandem computes the files changed.";
 
 /// URI template of a memory entry resource.
 pub const ENTRY_URI_TEMPLATE: &str = "tandem://memory/{id}";

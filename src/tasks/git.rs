@@ -186,13 +186,13 @@ pub struct Hunk {
     pub new_lines: u32,
 }
 
-/// The hunks of every file changed since `start` (working tree with index and untracked
-/// files against the start tree), keyed by path. Cheap enough to run on every save: one
-/// tree-to-workdir diff with no context lines, which git2 limits to files whose stat changed.
+/// Every file whose content differs from the start tree now (working tree with index and
+/// untracked files), with its change and its hunks. One tree-to-workdir diff with no context
+/// lines, which libgit2 limits to files whose stat changed: cheap enough for every save.
 pub fn hunks_since(
     repo: &Repository,
     start: Option<&str>,
-) -> Result<Vec<(String, Vec<Hunk>)>, git2::Error> {
+) -> Result<Vec<(String, &'static str, Vec<Hunk>)>, git2::Error> {
     let start_tree = match start {
         Some(id) => match Oid::from_str(id).and_then(|oid| repo.find_commit(oid)) {
             Ok(c) => Some(c.tree()?),
@@ -207,7 +207,7 @@ pub fn hunks_since(
         .show_untracked_content(true)
         .context_lines(0);
     let diff = repo.diff_tree_to_workdir_with_index(start_tree.as_ref(), Some(&mut opts))?;
-    let mut out: Vec<(String, Vec<Hunk>)> = Vec::new();
+    let mut out: Vec<(String, &'static str, Vec<Hunk>)> = Vec::new();
     for i in 0..diff.deltas().len() {
         let Some(patch) = git2::Patch::from_diff(&diff, i)? else {
             continue;
@@ -229,7 +229,12 @@ pub fn hunks_since(
                 new_lines: hunk.new_lines(),
             });
         }
-        out.push((path, hunks));
+        let change = match delta.status() {
+            Delta::Added | Delta::Untracked => "added",
+            Delta::Deleted => "deleted",
+            _ => "modified",
+        };
+        out.push((path, change, hunks));
     }
     Ok(out)
 }

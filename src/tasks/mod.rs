@@ -779,41 +779,47 @@ pub struct LiveFile {
 }
 
 impl Tasks {
-    /// The files and line ranges a task has changed since it started.
+    /// The files and line ranges a task has changed since it started: the net change from
+    /// the start to the working tree (a file changed and changed back is not listed).
     pub fn live_changes(&self, id: &str) -> Result<LiveChanges> {
         let task = self.task(id)?;
-        let (files, _) = self.changes(&task)?;
-        let mut hunks: std::collections::HashMap<String, Vec<git::Hunk>> = Default::default();
-        if let Snapshot::Git {
-            repo_root, commit, ..
-        } = &task.snapshot
-        {
-            let repo = git2::Repository::open(repo_root).map_err(|e| TaskError::Snapshot {
-                path: repo_root.clone(),
-                message: e.message().to_string(),
-            })?;
-            hunks = git::hunks_since(&repo, commit.as_deref())
-                .map_err(|e| TaskError::Snapshot {
+        let mut out: Vec<LiveFile> = match &task.snapshot {
+            Snapshot::Git {
+                repo_root, commit, ..
+            } => {
+                let failed = |e: git2::Error| TaskError::Snapshot {
                     path: repo_root.clone(),
                     message: e.message().to_string(),
-                })?
-                .into_iter()
-                .collect();
-        }
-        let mut out = Vec::new();
-        for (change, list) in [
-            ("added", &files.added),
-            ("modified", &files.modified),
-            ("deleted", &files.deleted),
-        ] {
-            for path in list {
-                out.push(LiveFile {
-                    path: path.clone(),
-                    change: change.into(),
-                    hunks: hunks.remove(path).unwrap_or_default(),
-                });
+                };
+                let repo = git2::Repository::open(repo_root).map_err(failed)?;
+                git::hunks_since(&repo, commit.as_deref())
+                    .map_err(failed)?
+                    .into_iter()
+                    .map(|(path, change, hunks)| LiveFile {
+                        path,
+                        change: change.into(),
+                        hunks,
+                    })
+                    .collect()
             }
-        }
+            Snapshot::Checksum { .. } => {
+                let (files, _) = self.changes(&task)?;
+                [
+                    ("added", &files.added),
+                    ("modified", &files.modified),
+                    ("deleted", &files.deleted),
+                ]
+                .into_iter()
+                .flat_map(|(change, list)| {
+                    list.iter().map(move |path| LiveFile {
+                        path: path.clone(),
+                        change: change.into(),
+                        hunks: Vec::new(),
+                    })
+                })
+                .collect()
+            }
+        };
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(LiveChanges {
             task_id: task.id.to_string(),
