@@ -186,13 +186,21 @@ pub struct Hunk {
     pub new_lines: u32,
 }
 
+/// One file of [`hunks_since`].
+pub struct ChangedFile {
+    pub path: String,
+    /// `added`, `modified` or `deleted`.
+    pub change: &'static str,
+    pub hunks: Vec<Hunk>,
+}
+
 /// Every file whose content differs from the start tree now (working tree with index and
 /// untracked files), with its change and its hunks. One tree-to-workdir diff with no context
 /// lines, which libgit2 limits to files whose stat changed: cheap enough for every save.
 pub fn hunks_since(
     repo: &Repository,
     start: Option<&str>,
-) -> Result<Vec<(String, &'static str, Vec<Hunk>)>, git2::Error> {
+) -> Result<Vec<ChangedFile>, git2::Error> {
     let start_tree = match start {
         Some(id) => match Oid::from_str(id).and_then(|oid| repo.find_commit(oid)) {
             Ok(c) => Some(c.tree()?),
@@ -207,7 +215,7 @@ pub fn hunks_since(
         .show_untracked_content(true)
         .context_lines(0);
     let diff = repo.diff_tree_to_workdir_with_index(start_tree.as_ref(), Some(&mut opts))?;
-    let mut out: Vec<(String, &'static str, Vec<Hunk>)> = Vec::new();
+    let mut out: Vec<ChangedFile> = Vec::new();
     for i in 0..diff.deltas().len() {
         let Some(patch) = git2::Patch::from_diff(&diff, i)? else {
             continue;
@@ -234,7 +242,11 @@ pub fn hunks_since(
             Delta::Deleted => "deleted",
             _ => "modified",
         };
-        out.push((path, change, hunks));
+        out.push(ChangedFile {
+            path,
+            change,
+            hunks,
+        });
     }
     Ok(out)
 }

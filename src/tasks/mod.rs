@@ -795,10 +795,10 @@ impl Tasks {
                 git::hunks_since(&repo, commit.as_deref())
                     .map_err(failed)?
                     .into_iter()
-                    .map(|(path, change, hunks)| LiveFile {
-                        path,
-                        change: change.into(),
-                        hunks,
+                    .map(|f| LiveFile {
+                        path: f.path,
+                        change: f.change.into(),
+                        hunks: f.hunks,
                     })
                     .collect()
             }
