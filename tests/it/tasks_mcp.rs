@@ -440,3 +440,25 @@ async fn the_cli_shows_the_tree_and_a_whole_record() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("TASK_NOT_FOUND"));
 }
+
+#[tokio::test]
+async fn a_detached_head_is_tracked_like_a_branch() {
+    let home = TestHome::new();
+    let repo = home.path().join("repo");
+    repo_with(&repo, &[("a.txt", "1\n"), ("b.txt", "1\n")]);
+    git(&repo, &["checkout", "-q", "--detach"]);
+    let head = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let c = home.mcp_in(&repo).await;
+    let (_, task) = start(&c, &[]).await;
+    assert_eq!(task["snapshot_id"], head.as_str());
+    write_files(&repo, &[("a.txt", "2\n")]);
+    git(&repo, &["commit", "-qam", "detached commit"]);
+    write_files(&repo, &[("b.txt", "2\n")]);
+    let done = complete(&c, task["task_id"].as_str().unwrap()).await;
+    assert_eq!(
+        strings(&done["files_changed"]["modified"]),
+        ["a.txt", "b.txt"]
+    );
+    assert_eq!(done["verification"]["warnings"], json!([]));
+    c.close().await;
+}
