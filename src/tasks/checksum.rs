@@ -11,6 +11,9 @@ use ignore::WalkBuilder;
 
 use super::model::{ChecksumMap, FileStamp, FilesChanged};
 
+/// A tree with more files than this is refused: outside git, a snapshot reads every file.
+pub const MAX_FILES: usize = 200_000;
+
 /// Directories never worth snapshotting, ignore files or not.
 const SKIPPED_DIRS: &[&str] = &[
     "target",
@@ -45,6 +48,11 @@ pub fn snapshot(root: &Path, previous: Option<&ChecksumMap>) -> std::io::Result<
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
+        }
+        if map.len() >= MAX_FILES {
+            return Err(std::io::Error::other(format!(
+                "more than {MAX_FILES} files outside git; start the task in a git repository or a smaller directory"
+            )));
         }
         let path = entry.path();
         let Ok(rel) = path.strip_prefix(root) else {

@@ -136,3 +136,54 @@ async def test_entry_resource(params):
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_task_tracking_flow_in_a_git_repo(params, tmp_path):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = dict(params.env, GIT_CONFIG_GLOBAL="/dev/null", GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@e",
+               GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@e")
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, env=env, check=True, capture_output=True)
+    git("init", "-q", "-b", "main")
+    (repo / "auth.ts").write_text("a\n")
+    git("add", "-A")
+    git("commit", "-qm", "init")
+    params.args = ["mcp", "--workspace", str(repo)]
+
+    async def body(session, _):
+        wf = await session.call_tool("start_workflow", {"name": "Add authentication"})
+        assert not wf.is_error, wf
+        task = await session.call_tool("start_task", {
+            "workflow_id": wf.structured_content["workflow_id"], "name": "Setup JWT middleware",
+            "goal": "Verify tokens", "areas": ["auth"],
+        })
+        assert task.structured_content["snapshot_type"] == "git"
+        tid = task.structured_content["task_id"]
+        d = await session.call_tool("log_decision", {
+            "task_id": tid, "category": "library_choice", "question": "Which JWT library?",
+            "options_considered": ["jsonwebtoken", "jose"], "chosen": "jsonwebtoken", "reasoning": "Mature",
+        })
+        assert d.structured_content["count"] == 1
+        m = await session.call_tool("log_milestone", {"task_id": tid, "message": "Installing...", "progress": 50})
+        assert m.structured_content["guidance"] is None
+        (repo / "auth.ts").write_text("a2\n")
+        (repo / "utils.ts").write_text("u\n")
+        done = await session.call_tool("complete_task", {
+            "task_id": tid, "status": "success",
+            "outcome": {"summary": "JWT middleware created", "achievements": ["verifies signatures"], "limitations": []},
+            "metadata": {"packages_added": ["jsonwebtoken"], "tests_status": "passed"},
+        })
+        assert not done.is_error, done
+        out = done.structured_content
+        assert out["files_changed"]["modified"] == ["auth.ts"]
+        assert out["files_changed"]["added"] == ["utils.ts"]
+        assert out["verification"]["scope_match"] is False
+        assert out["verification"]["unexpected_files"] == ["utils.ts"]
+        bad = await session.call_tool("complete_task", {"task_id": tid, "status": "success", "outcome": {"summary": "x"}})
+        assert bad.is_error
+        assert json.loads(bad.content[0].text)["error"]["code"] == "TASK_ALREADY_COMPLETED"
+
+    await session_run(params, body)
