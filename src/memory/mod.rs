@@ -1027,8 +1027,10 @@ impl Memory {
         }
         // A pending suggestion for exactly this group is now done.
         let key = Suggestion::key(SuggestionKind::Generalize, &source_ids);
-        if let Some(sid) = self.suggestion_keys.get(&key)? {
-            let mut s: Suggestion = decode(&self.suggestions.get(&sid)?.unwrap_or_default())?;
+        if let Some(sid) = self.suggestion_keys.get(&key)?
+            && let Some(bytes) = self.suggestions.get(&sid)?
+        {
+            let mut s: Suggestion = decode(&bytes)?;
             if s.status == SuggestionStatus::Pending {
                 s.status = SuggestionStatus::Accepted;
                 s.resolved_at = Some(now());
