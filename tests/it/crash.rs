@@ -30,7 +30,9 @@ async fn kill_9_during_a_burst_loses_no_acknowledged_add() {
         }));
     }
     // Let the burst run, then kill the server without warning while adds are in flight.
-    while acked.lock().unwrap().len() < 120 {
+    // Before 128 writes the index has committed none of them (it commits every 128 pending
+    // writes, or on a pause or a search), so the restart has to repair it from sled.
+    while acked.lock().unwrap().len() < 100 {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     let killed = std::process::Command::new("kill")
@@ -42,7 +44,7 @@ async fn kill_9_during_a_burst_loses_no_acknowledged_add() {
         w.await.unwrap();
     }
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() >= 120);
+    assert!(acked.len() >= 100);
 
     let c = home.mcp().await;
     let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
