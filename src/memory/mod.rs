@@ -248,12 +248,6 @@ impl Memory {
         self.details(&entry)
     }
 
-    /// The full entry without recording an access.
-    pub fn peek(&self, id: &str) -> Result<EntryDetails> {
-        let entry = self.resolve(id)?;
-        self.details(&entry)
-    }
-
     fn record_access(&self, entry: Entry) -> Result<Entry> {
         let now = now();
         let key = entry.id.to_string();
