@@ -3,6 +3,7 @@
 //! Only this module prints. Errors go to stderr as one line (`tandem: ...`, with the spec's
 //! code where there is one) and exit 1; usage errors exit 2 (clap).
 
+mod daemon;
 mod memory;
 mod tasks;
 
@@ -37,7 +38,14 @@ enum Command {
         /// toplevel, else the current directory).
         #[arg(long)]
         workspace: Option<std::path::PathBuf>,
+        /// Go through the data dir's daemon (started when none runs), so several agents and
+        /// editors share one process.
+        #[arg(long)]
+        daemon: bool,
     },
+    /// The daemon that owns the data dir and serves clients over a unix socket; `status`,
+    /// `stop`.
+    Daemon(daemon::DaemonArgs),
     /// The knowledge base: add, search, show, link, review suggestions, share.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
@@ -72,7 +80,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         log.display()
     );
     match cli.command {
-        Command::Mcp { workspace } => serve_mcp(&config, workspace),
+        Command::Mcp {
+            workspace,
+            daemon: true,
+        } => daemon::serve_mcp_via_daemon(&config, workspace_root(workspace)?),
+        Command::Mcp {
+            workspace,
+            daemon: false,
+        } => serve_mcp(&config, workspace),
+        Command::Daemon(args) => daemon::run(&config, args),
         Command::Memory(cmd) => memory::run(&config, cmd),
         Command::Tasks(args) => tasks::run(&config, args),
     }
@@ -151,7 +167,7 @@ async fn shutdown_signal() {
 }
 
 /// Index rebuilds of a protocol face go to the log (stdout is the protocol's).
-struct LogProgress;
+pub(crate) struct LogProgress;
 
 impl Progress for LogProgress {
     fn start(&self, total: u64, reason: &str) {

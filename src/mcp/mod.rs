@@ -100,6 +100,14 @@ impl LazyCore {
         })
     }
 
+    /// A core that is already open (the daemon opens it before it listens).
+    pub fn ready(core: Arc<Core>) -> Arc<LazyCore> {
+        Arc::new(LazyCore {
+            cell: tokio::sync::OnceCell::new_with(Some(core)),
+            open: Box::new(|| Err(MemoryError::Corrupt("the core was given open".into()))),
+        })
+    }
+
     /// The open core, opening it first if needed.
     pub async fn get(self: &Arc<Self>) -> Result<Arc<Core>, MemoryError> {
         let this = self.clone();

@@ -2,6 +2,7 @@
 
 mod cli;
 mod crash;
+mod daemon;
 mod mcp_stdio;
 mod memory_core;
 mod tasks_core;

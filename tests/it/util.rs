@@ -87,9 +87,31 @@ impl TestHome {
 
     /// Starts `tandem mcp` for the workspace `dir`.
     pub async fn mcp_in(&self, dir: &Path) -> McpClient {
+        self.mcp_with(dir, &[]).await
+    }
+
+    /// Starts `tandem mcp --daemon` for the workspace `dir`: through the data dir's daemon,
+    /// which it starts when none runs (idle exit after `idle_secs`).
+    pub async fn mcp_daemon(&self, dir: &Path, idle_secs: u32) -> McpClient {
+        self.mcp_with(
+            dir,
+            &["--daemon", "--idle-for-tests", &idle_secs.to_string()],
+        )
+        .await
+    }
+
+    async fn mcp_with(&self, dir: &Path, extra: &[&str]) -> McpClient {
         std::fs::create_dir_all(dir).unwrap();
         let mut cmd = self.command();
         cmd.arg("mcp").arg("--workspace").arg(dir);
+        let mut extra = extra.iter();
+        while let Some(arg) = extra.next() {
+            if *arg == "--idle-for-tests" {
+                cmd.env("TANDEM_DAEMON_IDLE_SECS", extra.next().unwrap());
+            } else {
+                cmd.arg(arg);
+            }
+        }
         let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
         let pid = transport.id();
         let client = rmcp::ServiceExt::serve((), transport).await.unwrap();

@@ -1,0 +1,228 @@
+//! `tandem daemon ...` and the client side of `tandem mcp --daemon`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+
+use tandem::config::Config;
+use tandem::daemon::{self, DaemonConfig, VERSION_MISMATCH};
+use tandem::mcp::Core;
+
+/// The idle time before the daemon exits, in seconds, when neither `--idle` nor
+/// `TANDEM_DAEMON_IDLE_SECS` says otherwise.
+const DEFAULT_IDLE_SECS: u64 = 600;
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Args)]
+pub struct DaemonArgs {
+    #[command(subcommand)]
+    command: Option<DaemonCommand>,
+    /// Exit after this many seconds with no client (also TANDEM_DAEMON_IDLE_SECS).
+    #[arg(long, env = "TANDEM_DAEMON_IDLE_SECS", default_value_t = DEFAULT_IDLE_SECS)]
+    idle: u64,
+    /// Start the daemon in the background and return at once (what clients run).
+    #[arg(long, hide = true)]
+    spawn: bool,
+}
+
+#[derive(Subcommand)]
+enum DaemonCommand {
+    /// Whether a daemon runs for this data dir: pid, version, clients, uptime.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask the running daemon to stop (it finishes in-flight writes first).
+    Stop,
+}
+
+pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
+    if args.spawn {
+        // The intermediate process of a double fork: the daemon it starts is not our
+        // caller's child, so it never lingers as a zombie of a client.
+        return spawn_daemon(config);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match args.command {
+            None => {
+                let home = config.home.clone();
+                let core =
+                    tokio::task::spawn_blocking(move || Core::open(&home, &super::LogProgress))
+                        .await??;
+                daemon::run(
+                    DaemonConfig {
+                        home: config.home.clone(),
+                        idle: Duration::from_secs(args.idle),
+                    },
+                    core,
+                )
+                .await?;
+                Ok(())
+            }
+            Some(DaemonCommand::Status { json }) => {
+                match daemon::connect(
+                    &config.home,
+                    &daemon::hello("control", None, Some("status")),
+                )
+                .await
+                {
+                    Ok((_, w)) => {
+                        if json {
+                            println!("{}", serde_json::to_string_pretty(&w)?);
+                        } else {
+                            println!(
+                                "daemon running: pid {}, version {}, {} client(s), up {}s",
+                                w.pid, w.version, w.clients, w.uptime_seconds
+                            );
+                        }
+                    }
+                    Err(_) => {
+                        if json {
+                            println!("{}", serde_json::json!({"ok": false, "running": false}));
+                        } else {
+                            println!("no daemon running for {}", config.home.display());
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Some(DaemonCommand::Stop) => {
+                let Ok((_, w)) =
+                    daemon::connect(&config.home, &daemon::hello("control", None, Some("stop")))
+                        .await
+                else {
+                    println!("no daemon running for {}", config.home.display());
+                    return Ok(());
+                };
+                wait_gone(&config.home).await?;
+                println!("daemon {} stopped", w.pid);
+                Ok(())
+            }
+        }
+    })
+}
+
+/// Waits until the daemon's socket is gone.
+async fn wait_gone(home: &Path) -> anyhow::Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    while daemon::socket_path(home).exists() {
+        if Instant::now() > deadline {
+            bail!("the daemon did not stop within {START_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// `tandem mcp --daemon`: connects to the data dir's daemon (starting it, detached, when none
+/// runs; replacing it when it is of another version and nobody uses it), says hello, then
+/// splices stdio to the socket.
+pub fn serve_mcp_via_daemon(config: &Config, workspace: std::path::PathBuf) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let hello = daemon::hello("mcp", Some(workspace), None);
+        let mut stream = connect_or_start(config, &hello).await?;
+        let mut stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
+        // Ends when the agent closes stdin and the daemon closes the session.
+        let _ = tokio::io::copy_bidirectional(&mut stdio, &mut stream).await;
+        Ok(())
+    })
+}
+
+async fn connect_or_start(
+    config: &Config,
+    hello: &daemon::Hello,
+) -> anyhow::Result<tokio::net::UnixStream> {
+    let mut replaced = false;
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut started = false;
+    loop {
+        match daemon::connect(&config.home, hello).await {
+            Ok((stream, w)) if w.ok => return Ok(stream),
+            Ok((_, w)) => {
+                let error = w.error.unwrap_or_default();
+                if error.starts_with(VERSION_MISMATCH) && !replaced {
+                    // Replace a daemon of another version, but only if nobody uses it.
+                    let (_, stop) = daemon::connect(
+                        &config.home,
+                        &daemon::hello("control", None, Some("stop_if_idle")),
+                    )
+                    .await?;
+                    if !stop.ok {
+                        bail!(
+                            "a tandem daemon of version {} serves other clients; this is {} (stop it with `tandem daemon stop`): {error}",
+                            w.version,
+                            env!("CARGO_PKG_VERSION")
+                        );
+                    }
+                    wait_gone(&config.home).await?;
+                    replaced = true;
+                    continue;
+                }
+                bail!("the daemon refused the session: {error}");
+            }
+            Err(_) if Instant::now() > deadline => {
+                bail!(
+                    "no tandem daemon answered on {} within {START_TIMEOUT:?}; see {}",
+                    daemon::socket_path(&config.home).display(),
+                    config.log_file().display()
+                );
+            }
+            Err(_) => {
+                if !started {
+                    start_detached(config)?;
+                    started = true;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// Starts the daemon detached: through `tandem daemon --spawn`, which starts it and exits, so
+/// the daemon is nobody's child here. Two clients starting at once start two; the second
+/// finds the data dir locked and exits, and both clients connect to the first.
+fn start_detached(config: &Config) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("cannot find the tandem binary")?;
+    let status = std::process::Command::new(exe)
+        .args(["daemon", "--spawn"])
+        .env(tandem::config::HOME_ENV, &config.home)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .context("cannot start the tandem daemon")?;
+    if !status.success() {
+        bail!(
+            "starting the tandem daemon failed ({status}); see {}",
+            config.log_file().display()
+        );
+    }
+    Ok(())
+}
+
+/// Starts `tandem daemon` in its own process group with no stdio.
+fn spawn_daemon(config: &Config) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("cannot find the tandem binary")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("daemon")
+        .env(tandem::config::HOME_ENV, &config.home)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    cmd.spawn().context("cannot start the tandem daemon")?;
+    tracing::info!("started a tandem daemon for {}", config.home.display());
+    Ok(())
+}

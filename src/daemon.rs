@@ -1,0 +1,367 @@
+//! The daemon: one process that owns the data dir and serves many clients over a unix socket
+//! inside it (`tandem.sock`, mode 0600, in the 0700 data dir).
+//!
+//! Protocol: a client connects and sends one line of JSON, the hello:
+//! `{"face": "mcp", "workspace": "/abs/root", "client": "tandem mcp", "version": "0.1.0"}`.
+//! The daemon answers one line, `{"ok": true, "version", "pid"}` or `{"ok": false, "error"}`,
+//! then, for the `mcp` face, the connection carries MCP (newline-delimited JSON-RPC) until
+//! either side closes it. The `control` face takes one command instead (`status`, `stop`,
+//! `stop_if_idle`) and answers one line.
+//!
+//! The daemon exits after an idle time with no client, on `stop`, and on SIGTERM/SIGINT; it
+//! then stops accepting, ends the sessions and drops the core (the index commits, sled
+//! flushes).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+
+use crate::mcp::{Core, LazyCore, TandemServer};
+
+/// The socket's file name in the data dir.
+pub const SOCKET: &str = "tandem.sock";
+/// How a refused hello of another version begins.
+pub const VERSION_MISMATCH: &str = "version mismatch";
+/// The longest hello accepted.
+const MAX_HELLO: usize = 64 * 1024;
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn socket_path(home: &Path) -> PathBuf {
+    home.join(SOCKET)
+}
+
+/// What a client says first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    /// `mcp` or `control`.
+    pub face: String,
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
+    #[serde(default)]
+    pub client: Option<String>,
+    pub version: String,
+    /// For the `control` face: `status`, `stop` or `stop_if_idle`.
+    #[serde(default)]
+    pub command: Option<String>,
+}
+
+/// The daemon's answer to a hello (and to a control command).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Welcome {
+    pub ok: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    pub version: String,
+    pub pid: u32,
+    /// Connected MCP sessions, this one excluded.
+    pub clients: usize,
+    #[serde(default)]
+    pub stopping: bool,
+    #[serde(default)]
+    pub uptime_seconds: u64,
+}
+
+/// The daemon's settings.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub home: PathBuf,
+    /// Exit after this long with no client.
+    pub idle: Duration,
+}
+
+struct State {
+    sessions: AtomicUsize,
+    stop: watch::Sender<bool>,
+    started: Instant,
+}
+
+impl State {
+    fn welcome(&self, ok: bool, error: Option<String>) -> Welcome {
+        Welcome {
+            ok,
+            error,
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            clients: self.sessions.load(Ordering::SeqCst),
+            stopping: *self.stop.borrow(),
+            uptime_seconds: self.started.elapsed().as_secs(),
+        }
+    }
+}
+
+/// Serves until stopped, idle, or signalled. `core` is opened first: a data dir held by
+/// another process is an error before any socket is touched.
+pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
+    let core = LazyCore::ready(Arc::new(core));
+    let path = socket_path(&config.home);
+    // We hold the data dir's lock, so a socket file left here is stale.
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    tracing::info!(
+        "daemon {} listening on {}",
+        std::process::id(),
+        path.display()
+    );
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let state = Arc::new(State {
+        sessions: AtomicUsize::new(0),
+        stop: stop_tx,
+        started: Instant::now(),
+    });
+    let mut idle_since = Some(Instant::now());
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        let idle_left = idle_since.map(|t| config.idle.saturating_sub(t.elapsed()));
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let (core, state) = (core.clone(), state.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = serve_connection(stream, core, state).await {
+                        tracing::warn!("daemon connection ended with an error: {e}");
+                    }
+                });
+            }
+            _ = stop_rx.changed() => {
+                tracing::info!("daemon stop requested");
+                break;
+            }
+            _ = &mut signal => {
+                tracing::info!("daemon signalled; stopping");
+                break;
+            }
+            _ = tokio::time::sleep(idle_left.unwrap_or(Duration::from_secs(3600))), if idle_left.is_some() => {
+                if state.sessions.load(Ordering::SeqCst) == 0 {
+                    tracing::info!("daemon idle for {:?}; exiting", config.idle);
+                    break;
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        idle_since = match (state.sessions.load(Ordering::SeqCst), idle_since) {
+            (0, None) => Some(Instant::now()),
+            (0, Some(t)) => Some(t),
+            _ => None,
+        };
+    }
+    let _ = state.stop.send(true);
+    drop(listener);
+    let _ = std::fs::remove_file(&path);
+    // Give sessions a moment to see the stop and close; in-flight writes finish in sled.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while state.sessions.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+async fn serve_connection(
+    stream: UnixStream,
+    core: Arc<LazyCore>,
+    state: Arc<State>,
+) -> std::io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut read = BufReader::new(read);
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut read)).await {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => {
+            reply(&mut write, &state.welcome(false, Some(e))).await?;
+            return Ok(());
+        }
+        Err(_) => {
+            reply(
+                &mut write,
+                &state.welcome(false, Some("no hello within 10 s".into())),
+            )
+            .await?;
+            return Ok(());
+        }
+    };
+    match hello.face.as_str() {
+        "control" => {
+            let command = hello.command.as_deref().unwrap_or("status");
+            let welcome = match command {
+                "status" => state.welcome(true, None),
+                "stop" => {
+                    let _ = state.stop.send(true);
+                    state.welcome(true, None)
+                }
+                "stop_if_idle" => {
+                    if state.sessions.load(Ordering::SeqCst) == 0 {
+                        let _ = state.stop.send(true);
+                        state.welcome(true, None)
+                    } else {
+                        state.welcome(false, Some("other clients are connected".into()))
+                    }
+                }
+                other => state.welcome(false, Some(format!("unknown command '{other}'"))),
+            };
+            reply(&mut write, &welcome).await
+        }
+        "mcp" => {
+            let Some(workspace) = hello.workspace.clone().filter(|w| w.is_absolute()) else {
+                return reply(
+                    &mut write,
+                    &state.welcome(
+                        false,
+                        Some("the mcp face needs an absolute workspace".into()),
+                    ),
+                )
+                .await;
+            };
+            reply(&mut write, &state.welcome(true, None)).await?;
+            state.sessions.fetch_add(1, Ordering::SeqCst);
+            let _guard = SessionGuard(state.clone());
+            tracing::info!(
+                "mcp session for {} ({})",
+                workspace.display(),
+                hello.client.as_deref().unwrap_or("unknown client")
+            );
+            // Bytes the hello reader buffered past the hello line belong to MCP.
+            let buffered = read.buffer().to_vec();
+            let input = std::io::Cursor::new(buffered).chain(read.into_inner());
+            let io = crate::mcp::transport::framed(input, write);
+            let server = TandemServer::new(core, workspace);
+            let service = match rmcp::ServiceExt::serve(server, io).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("mcp session failed to start: {e}");
+                    return Ok(());
+                }
+            };
+            let cancel = service.cancellation_token();
+            let mut stop = state.stop.subscribe();
+            tokio::spawn(async move {
+                if !*stop.borrow() {
+                    let _ = stop.changed().await;
+                }
+                cancel.cancel();
+            });
+            let _ = service.waiting().await;
+            Ok(())
+        }
+        other => {
+            reply(
+                &mut write,
+                &state.welcome(false, Some(format!("unknown face '{other}'"))),
+            )
+            .await
+        }
+    }
+}
+
+struct SessionGuard(Arc<State>);
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.0.sessions.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn read_hello<R: tokio::io::AsyncBufRead + Unpin>(read: &mut R) -> Result<Hello, String> {
+    let mut line = Vec::new();
+    let n = (&mut *read)
+        .take(MAX_HELLO as u64)
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Err("closed before the hello".into());
+    }
+    let hello: Hello = serde_json::from_slice(&line).map_err(|e| format!("bad hello: {e}"))?;
+    // Control commands work across versions: they are how a newer client replaces a daemon.
+    if hello.face != "control" && hello.version != env!("CARGO_PKG_VERSION") {
+        return Err(format!(
+            "{VERSION_MISMATCH}: client {}, daemon {}",
+            hello.version,
+            env!("CARGO_PKG_VERSION")
+        ));
+    }
+    Ok(hello)
+}
+
+async fn reply<W: tokio::io::AsyncWrite + Unpin>(
+    write: &mut W,
+    welcome: &Welcome,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(welcome).expect("plain data");
+    line.push(b'\n');
+    write.write_all(&line).await?;
+    write.flush().await
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+// ---- the client side -------------------------------------------------------------------
+
+/// Connects to the daemon of `home`, sends `hello` and returns the stream ready for the
+/// face, with the daemon's welcome. Errors when no daemon listens.
+pub async fn connect(home: &Path, hello: &Hello) -> std::io::Result<(UnixStream, Welcome)> {
+    let mut stream = UnixStream::connect(socket_path(home)).await?;
+    let mut line = serde_json::to_vec(hello).expect("plain data");
+    line.push(b'\n');
+    stream.write_all(&line).await?;
+    // Read the welcome byte by byte so nothing after it is consumed.
+    let mut reply = Vec::new();
+    loop {
+        let mut byte = [0u8; 1];
+        let n = tokio::time::timeout(HELLO_TIMEOUT, stream.read(&mut byte))
+            .await
+            .map_err(|_| std::io::Error::other("the daemon did not answer the hello"))??;
+        if n == 0 {
+            return Err(std::io::Error::other("the daemon closed the connection"));
+        }
+        if byte[0] == b'\n' {
+            break;
+        }
+        reply.push(byte[0]);
+        if reply.len() > MAX_HELLO {
+            return Err(std::io::Error::other("the daemon's answer is too long"));
+        }
+    }
+    let welcome: Welcome = serde_json::from_slice(&reply).map_err(std::io::Error::other)?;
+    Ok((stream, welcome))
+}
+
+/// A hello for this binary.
+pub fn hello(face: &str, workspace: Option<PathBuf>, command: Option<&str>) -> Hello {
+    Hello {
+        face: face.into(),
+        workspace,
+        client: Some(format!("tandem {face} {}", std::process::id())),
+        version: env!("CARGO_PKG_VERSION").into(),
+        command: command.map(str::to_string),
+    }
+}
