@@ -198,3 +198,26 @@ async fn two_workspaces_at_once() {
     c1.close().await;
     c2.close().await;
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_daemon_cleanly_and_keeps_every_write() {
+    let home = TestHome::new();
+    let _guard = DaemonGuard(&home);
+    let ws = home.path().join("ws");
+    let c = home.mcp_daemon(&ws, 60).await;
+    for i in 0..20 {
+        c.ok("rekall_add", json!({"type": "config", "title": format!("Setting number {i} kept"), "content": "value"})).await;
+    }
+    let pid = status(&home)["pid"].as_u64().unwrap();
+    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    wait_until(|| lock_pid(&home).is_none(), "the daemon exits on SIGTERM").await;
+    assert!(!home.tandem_home().join("tandem.sock").exists(), "the socket is removed");
+    drop(c);
+    // Everything is there, and the index was committed on the way out: no repair needed.
+    let out = home.std_command().args(["memory", "search", "setting kept", "-n", "20", "--json"]).output().unwrap();
+    let found: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found["total"], 20);
+    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    assert!(log.contains("daemon signalled; stopping"), "{log}");
+    assert!(!log.contains("search index behind") && !log.contains("rebuilding the search index"), "{log}");
+}
