@@ -67,6 +67,16 @@ struct Report {
     rss_in_process_kb: u64,
     tandem: StdioFigures,
     reference: Option<StdioFigures>,
+    daemon: DaemonFigures,
+}
+
+struct DaemonFigures {
+    /// The first `tandem mcp --daemon`: starts the daemon, which opens the data dir.
+    first_connection_to_search: Duration,
+    /// Later connections to a running daemon.
+    connect_to_initialize: Stats,
+    connect_to_search: Stats,
+    idle_rss_kb: u64,
 }
 
 struct StdioFigures {
@@ -194,6 +204,26 @@ impl Report {
             mb(self.index_bytes),
             mb(self.db_bytes)
         );
+        let d = &self.daemon;
+        println!(
+            "| `tandem mcp --daemon`, the first (starts the daemon), to first search answer | {} | | |",
+            ms(d.first_connection_to_search)
+        );
+        println!(
+            "| `tandem mcp --daemon` to initialize answer, daemon running (p50 / p99, n={}) | {} / {} | | |",
+            d.connect_to_initialize.n,
+            ms(d.connect_to_initialize.p50),
+            ms(d.connect_to_initialize.p99)
+        );
+        println!(
+            "| `tandem mcp --daemon` to first search answer, daemon running (p50 / p99) | {} / {} | | |",
+            ms(d.connect_to_search.p50),
+            ms(d.connect_to_search.p99)
+        );
+        println!(
+            "| daemon RSS, idle after the sessions | {} | | |",
+            mb(d.idle_rss_kb * 1000)
+        );
     }
 }
 
@@ -280,6 +310,9 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     )
     .await;
 
+    eprintln!("bench: {n} entries: through the daemon");
+    let daemon = daemon_workload(&home, &stdio_queries).await;
+
     let reference = match reference {
         Some(script) => {
             eprintln!("bench: {n} entries: server-memory over stdio");
@@ -325,6 +358,69 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
         rss_in_process_kb,
         tandem,
         reference,
+        daemon,
+    }
+}
+
+async fn daemon_workload(home: &Path, queries: &[String]) -> DaemonFigures {
+    let connect = |q: &str| {
+        let home = home.to_path_buf();
+        let q = q.to_string();
+        async move {
+            let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+            cmd.args(["mcp", "--daemon", "--workspace"])
+                .arg(home.parent().unwrap())
+                .env("TANDEM_HOME", &home)
+                .env("TANDEM_LOG", "warn")
+                .env("TANDEM_DAEMON_IDLE_SECS", "120")
+                .kill_on_drop(true);
+            let start = Instant::now();
+            let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let client: RunningService<RoleClient, ()> = ().serve(transport).await.unwrap();
+            let initialized = start.elapsed();
+            call(&client, "rekall_search", json!({"query": q})).await;
+            let searched = start.elapsed();
+            client.cancel().await.unwrap();
+            (initialized, searched)
+        }
+    };
+    let (_, first_connection_to_search) = connect(&queries[0]).await;
+    let mut inits = Vec::new();
+    let mut searches = Vec::new();
+    for q in queries.iter().take(20) {
+        let (i, s) = connect(q).await;
+        inits.push(i);
+        searches.push(s);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid: u32 = std::fs::read_to_string(home.join("tandem.lock"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let idle_rss_kb = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0);
+    let stopped = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["daemon", "stop"])
+        .env("TANDEM_HOME", home)
+        .output()
+        .unwrap();
+    assert!(stopped.status.success());
+    DaemonFigures {
+        first_connection_to_search,
+        connect_to_initialize: Stats::of(inits),
+        connect_to_search: Stats::of(searches),
+        idle_rss_kb,
     }
 }
 
