@@ -401,15 +401,7 @@ async fn daemon_workload(home: &Path, queries: &[String]) -> DaemonFigures {
         .trim()
         .parse()
         .unwrap();
-    let idle_rss_kb = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0);
+    let idle_rss_kb = proc_status_kb(pid, "VmRSS:");
     let stopped = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
         .args(["daemon", "stop"])
         .env("TANDEM_HOME", home)
@@ -491,11 +483,16 @@ async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args:
 }
 
 fn peak_rss_kb(pid: u32) -> u64 {
+    proc_status_kb(pid, "VmHWM:")
+}
+
+/// A `kB` figure of `/proc/PID/status` (0 when unreadable).
+fn proc_status_kb(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })

@@ -302,7 +302,8 @@ async fn reply<W: tokio::io::AsyncWrite + Unpin>(
     write.flush().await
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

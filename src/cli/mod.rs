@@ -122,7 +122,7 @@ fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::
             .context("MCP session failed to start")?;
         let cancel = service.cancellation_token();
         tokio::spawn(async move {
-            shutdown_signal().await;
+            tandem::daemon::shutdown_signal().await;
             tracing::info!("signal received; closing the MCP session");
             cancel.cancel();
         });
@@ -148,22 +148,6 @@ fn workspace_root(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::
         Some(repo) => tandem::tasks::git::workdir(&repo),
         None => dir,
     })
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 /// Index rebuilds of a protocol face go to the log (stdout is the protocol's).
