@@ -49,7 +49,7 @@ const LINKS: &str = "## Links and suggestions
 const CITATIONS: &str = "## Citations
 Cite entries inline by ID (a 7+ character prefix is enough) and title:
 \"According to [01HX123] Fix CORS Safari header, the preflight fails because...\"
-Editors connected to Tandem show the entry when the cursor is on a citation.
+Anyone can then open the entry with `rekall_show(id)` or `tandem memory show ID`.
 ";
 
 /// The guide for one topic (`all` when `None`).
