@@ -206,6 +206,42 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The shortest id prefix accepted in place of a full ULID.
+pub const MIN_ID_PREFIX: usize = 5;
+
+/// What an id typed by a person finds in a tree keyed by ULID strings.
+pub enum IdLookup {
+    /// The record under the full ULID, or under the one key the prefix starts.
+    Found(sled::IVec),
+    Missing,
+    /// Not a ULID, and shorter than [`MIN_ID_PREFIX`].
+    TooShort,
+    /// The prefix starts several keys: up to six `(key, record)` pairs.
+    Ambiguous(Vec<(sled::IVec, sled::IVec)>),
+}
+
+/// Looks up `wanted` (already normalised by the caller) as a full ULID or a unique prefix.
+pub fn lookup_id(tree: &sled::Tree, wanted: &str) -> Result<IdLookup, sled::Error> {
+    if let Ok(id) = ulid::Ulid::from_string(wanted) {
+        return Ok(match tree.get(id.to_string())? {
+            Some(record) => IdLookup::Found(record),
+            None => IdLookup::Missing,
+        });
+    }
+    if wanted.chars().count() < MIN_ID_PREFIX {
+        return Ok(IdLookup::TooShort);
+    }
+    let mut found: Vec<(sled::IVec, sled::IVec)> = tree
+        .scan_prefix(wanted.as_bytes())
+        .take(6)
+        .collect::<Result<_, _>>()?;
+    Ok(match found.len() {
+        0 => IdLookup::Missing,
+        1 => IdLookup::Found(found.pop().expect("one record").1),
+        _ => IdLookup::Ambiguous(found),
+    })
+}
+
 /// Bytes used by the files under `dir` (0 for what cannot be read).
 pub fn dir_size(dir: &Path) -> u64 {
     fs::read_dir(dir)

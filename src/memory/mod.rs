@@ -31,7 +31,7 @@ use index::{IndexState, MemoryIndex, TextField};
 use model::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
 use similarity::Similar;
 
-use crate::store::Store;
+use crate::store::{IdLookup, Store, lookup_id};
 
 type Result<T, E = MemoryError> = std::result::Result<T, E>;
 
@@ -209,34 +209,24 @@ impl Memory {
         if wanted.is_empty() {
             return Err(MemoryError::invalid_argument("id", "the ID is empty"));
         }
-        if let Ok(id) = Ulid::from_string(&wanted) {
-            return self.get(&id)?.ok_or_else(|| MemoryError::EntryNotFound {
-                id: input.trim().into(),
-            });
-        }
-        if wanted.chars().count() < MIN_ID_PREFIX {
-            return Err(MemoryError::invalid_argument(
+        let not_found = || MemoryError::EntryNotFound {
+            id: input.trim().into(),
+        };
+        match lookup_id(&self.entries, &wanted)? {
+            IdLookup::Found(record) => decode(&record),
+            IdLookup::Missing => Err(not_found()),
+            IdLookup::TooShort => Err(MemoryError::invalid_argument(
                 "id",
                 format!(
                     "'{input}' is too short: give the full ULID or a prefix of at least {MIN_ID_PREFIX} characters"
                 ),
-            ));
-        }
-        let mut found: Vec<Entry> = Vec::new();
-        for item in self.entries.scan_prefix(wanted.as_bytes()).values().take(6) {
-            found.push(decode(&item?)?);
-        }
-        match found.len() {
-            0 => Err(MemoryError::EntryNotFound {
-                id: input.trim().into(),
-            }),
-            1 => Ok(found.pop().expect("one entry")),
-            _ => Err(MemoryError::AmbiguousId {
+            )),
+            IdLookup::Ambiguous(found) => Err(MemoryError::AmbiguousId {
                 prefix: input.trim().into(),
                 candidates: found
-                    .into_iter()
-                    .map(|e| (e.id.to_string(), e.title))
-                    .collect(),
+                    .iter()
+                    .map(|(_, record)| decode::<Entry>(record).map(|e| (e.id.to_string(), e.title)))
+                    .collect::<Result<_>>()?,
             }),
         }
     }
@@ -838,18 +828,10 @@ impl Memory {
         let not_found = || MemoryError::SuggestionNotFound {
             id: id.trim().into(),
         };
-        let bytes = match Ulid::from_string(&wanted) {
-            Ok(ulid) => self.suggestions.get(ulid.to_string())?,
-            Err(_) if wanted.chars().count() >= MIN_ID_PREFIX => {
-                let mut found = self.suggestions.scan_prefix(wanted.as_bytes()).values();
-                match (found.next(), found.next()) {
-                    (Some(one), None) => Some(one?),
-                    _ => None,
-                }
-            }
-            Err(_) => None,
-        };
-        decode(&bytes.ok_or_else(not_found)?)
+        match lookup_id(&self.suggestions, &wanted)? {
+            IdLookup::Found(record) => decode(&record),
+            IdLookup::Missing | IdLookup::TooShort | IdLookup::Ambiguous(_) => Err(not_found()),
+        }
     }
 
     /// A pending suggestion, marked `status` (not yet stored). Caller holds the write lock.

@@ -19,8 +19,7 @@ pub const MAX_TITLE_CHARS: usize = 100;
 pub const CONTEXT_LIMIT_CHARS: usize = 10_000;
 /// ...to its first this many characters.
 pub const CONTEXT_TRUNCATED_CHARS: usize = 8_000;
-/// The shortest id prefix accepted in place of a full ULID.
-pub const MIN_ID_PREFIX: usize = 5;
+pub use crate::store::MIN_ID_PREFIX;
 
 macro_rules! string_enum {
     (

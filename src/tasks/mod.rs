@@ -20,7 +20,7 @@ use ulid::Ulid;
 
 pub use model::*;
 
-use crate::store::{Store, StoreError};
+use crate::store::{IdLookup, Store, StoreError, lookup_id};
 
 /// Guidance of spec 004, said back to the agent when a task goes past it.
 pub const MAX_DECISIONS_HINT: usize = 3;
@@ -538,26 +538,10 @@ impl Tasks {
             },
         };
         let wanted = input.trim().to_ascii_uppercase();
-        if wanted.is_empty() {
-            return Err(not_found());
-        }
-        if let Ok(id) = Ulid::from_string(&wanted) {
-            return match tree.get(id.to_string())? {
-                Some(b) => decode(&b),
-                None => Err(not_found()),
-            };
-        }
-        if wanted.len() < 5 {
-            return Err(not_found());
-        }
-        let found: Vec<(sled::IVec, sled::IVec)> = tree
-            .scan_prefix(wanted.as_bytes())
-            .take(6)
-            .collect::<Result<_, _>>()?;
-        match found.len() {
-            0 => Err(not_found()),
-            1 => decode(&found[0].1),
-            _ => Err(TaskError::AmbiguousId {
+        match lookup_id(tree, &wanted)? {
+            IdLookup::Found(record) => decode(&record),
+            IdLookup::Missing | IdLookup::TooShort => Err(not_found()),
+            IdLookup::Ambiguous(found) => Err(TaskError::AmbiguousId {
                 prefix: input.trim().into(),
                 what,
                 candidates: found
