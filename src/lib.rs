@@ -10,3 +10,9 @@ pub mod mcp;
 pub mod memory;
 pub mod store;
 pub mod tasks;
+
+/// The error object every tool answers with (spec 003's format):
+/// `{"error": {"code", "message", "details"}}`.
+pub fn error_object(code: &str, message: &str, details: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({ "error": { "code": code, "message": message, "details": details } })
+}

@@ -486,10 +486,11 @@ impl ServerHandler for TandemServer {
             Err(join) => {
                 // A panic in the core answers this call with an error; the server goes on.
                 tracing::error!("tool {name} panicked: {join}");
-                let e = MemoryError::Corrupt(format!("tool {name} failed unexpectedly"));
-                CallToolResult::structured_error(serde_json::json!({
-                    "error": {"code": "INTERNAL_ERROR", "message": e.to_string(), "details": {}}
-                }))
+                CallToolResult::structured_error(crate::error_object(
+                    "INTERNAL_ERROR",
+                    &format!("tool {name} failed unexpectedly"),
+                    serde_json::json!({}),
+                ))
             }
         };
         Ok(result.into())

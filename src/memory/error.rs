@@ -156,12 +156,6 @@ impl MemoryError {
 
     /// The spec's error object: `{"error": {"code", "message", "details"}}`.
     pub fn to_json(&self) -> Value {
-        json!({
-            "error": {
-                "code": self.code(),
-                "message": self.to_string(),
-                "details": self.details(),
-            }
-        })
+        crate::error_object(self.code(), &self.to_string(), self.details())
     }
 }

@@ -143,7 +143,7 @@ impl TaskError {
 
     /// `{"error": {"code", "message", "details"}}`, as the memory tools answer.
     pub fn to_json(&self) -> Value {
-        json!({ "error": { "code": self.code(), "message": self.to_string(), "details": self.details() } })
+        crate::error_object(self.code(), &self.to_string(), self.details())
     }
 }
 
