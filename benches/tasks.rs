@@ -11,12 +11,19 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tandem::store::Store;
-use tandem::tasks::{Completion, CompletionStatus, NewTask, NewWorkflow, Outcome, Tasks};
+
+// The tests' hermetic `git` runner.
+#[allow(dead_code)]
+#[path = "../tests/it/util.rs"]
+mod util;
+use tandem::tasks::{
+    Completion, CompletionStatus, NewTask, NewWorkflow, Outcome, TaskCompleted, Tasks,
+};
+use util::git;
 
 const RUNS: usize = 7;
 
@@ -86,19 +93,7 @@ fn main() {
         git(&repo, &["status", "--porcelain"]);
         git(&repo, &["diff", "--name-status", &start_commit]);
     });
-    let t = Instant::now();
-    let done = tasks
-        .complete_task(Completion {
-            task_id: task.task_id.clone(),
-            status: CompletionStatus::Success,
-            outcome: Outcome {
-                summary: "done".into(),
-                ..Default::default()
-            },
-            metadata: None,
-        })
-        .unwrap();
-    let complete = t.elapsed();
+    let (done, complete_time) = complete(&tasks, &task.task_id);
     let changed = done.files_changed.added.len()
         + done.files_changed.modified.len()
         + done.files_changed.deleted.len();
@@ -129,19 +124,7 @@ fn main() {
         .unwrap();
     let checksum_start = t.elapsed();
     std::fs::write(plain.join(file_path(7)), "changed\n").unwrap();
-    let t = Instant::now();
-    let plain_done = tasks
-        .complete_task(Completion {
-            task_id: plain_task.task_id,
-            status: CompletionStatus::Success,
-            outcome: Outcome {
-                summary: "done".into(),
-                ..Default::default()
-            },
-            metadata: None,
-        })
-        .unwrap();
-    let checksum_complete = t.elapsed();
+    let (plain_done, checksum_complete) = complete(&tasks, &plain_task.task_id);
     assert_eq!(plain_done.files_changed.modified.len(), 1);
 
     let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
@@ -157,8 +140,8 @@ fn main() {
     );
     println!(
         "| complete_task (one run, diff + scope + write) | {} | {} |",
-        ms(complete),
-        ratio(complete)
+        ms(complete_time),
+        ratio(complete_time)
     );
     println!("| live changed hunks | {} | {} |", ms(live), ratio(live));
     println!(
@@ -173,6 +156,23 @@ fn main() {
         "| complete_task outside git (size+mtime shortcut) | {} | |",
         ms(checksum_complete)
     );
+}
+
+/// Completes a task successfully; returns the answer and how long it took.
+fn complete(tasks: &Tasks, task_id: &str) -> (TaskCompleted, Duration) {
+    let t = Instant::now();
+    let done = tasks
+        .complete_task(Completion {
+            task_id: task_id.to_string(),
+            status: CompletionStatus::Success,
+            outcome: Outcome {
+                summary: "done".into(),
+                ..Default::default()
+            },
+            metadata: None,
+        })
+        .unwrap();
+    (done, t.elapsed())
 }
 
 fn median(mut f: impl FnMut()) -> Duration {
@@ -200,24 +200,4 @@ fn generate(root: &Path, files: usize) {
         let body: String = (0..10).map(|l| format!("file {i} line {l}\n")).collect();
         std::fs::write(p, body).unwrap();
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-        .env("GIT_COMMITTER_NAME", "Bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
