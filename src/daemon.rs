@@ -22,7 +22,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
-use crate::mcp::{Core, LazyCore, TandemServer};
+use crate::core::Core;
+use crate::mcp::{LazyCore, TandemServer};
 
 /// The socket's file name in the data dir.
 pub const SOCKET: &str = "tandem.sock";

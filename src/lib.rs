@@ -5,6 +5,7 @@
 //! the core to agents; the `cli` lives in the binary. See ARCHITECTURE.md.
 
 pub mod config;
+pub mod core;
 pub mod daemon;
 pub mod mcp;
 pub mod memory;

@@ -7,8 +7,8 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use tandem::config::Config;
+use tandem::core::Core;
 use tandem::daemon::{self, DaemonConfig, VERSION_MISMATCH};
-use tandem::mcp::Core;
 
 /// The idle time before the daemon exits, in seconds, when neither `--idle` nor
 /// `TANDEM_DAEMON_IDLE_SECS` says otherwise.

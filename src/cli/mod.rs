@@ -14,7 +14,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use tandem::config::{self, Config};
-use tandem::mcp::{Core, LazyCore};
+use tandem::core::Core;
+use tandem::mcp::LazyCore;
 use tandem::memory::{Memory, MemoryError, Progress};
 use tandem::store::Store;
 

@@ -24,7 +24,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::memory::{self, EntryDetails, Memory, MemoryError, NewEntry, SearchQuery};
+use crate::core::Core;
+use crate::memory::{self, EntryDetails, MemoryError, NewEntry, SearchQuery};
 use crate::tasks::{self, TaskError, Tasks};
 use params::*;
 
@@ -54,28 +55,6 @@ impl TandemServer {
             core,
             workspace: Arc::new(workspace),
         }
-    }
-}
-
-/// The core services one data dir holds.
-pub struct Core {
-    pub memory: Memory,
-    pub tasks: Tasks,
-}
-
-impl Core {
-    /// Opens the data dir (taking its lock) and every service in it.
-    pub fn open(
-        home: &std::path::Path,
-        progress: &dyn memory::Progress,
-    ) -> Result<Core, MemoryError> {
-        let store = Arc::new(crate::store::Store::open(home)?);
-        let tasks = Tasks::open(store.clone()).map_err(|e| match e {
-            TaskError::Store(e) => MemoryError::Store(e),
-            other => MemoryError::Corrupt(other.to_string()),
-        })?;
-        let memory = Memory::open(store, progress)?;
-        Ok(Core { memory, tasks })
     }
 }
 
