@@ -3,10 +3,23 @@
 //!
 //! Protocol: a client connects and sends one line of JSON, the hello:
 //! `{"face": "mcp", "workspace": "/abs/root", "client": "tandem mcp", "version": "0.1.0"}`.
-//! The daemon answers one line, `{"ok": true, "version", "pid"}` or `{"ok": false, "error"}`,
-//! then, for the `mcp` face, the connection carries MCP (newline-delimited JSON-RPC) until
-//! either side closes it. The `control` face takes one command instead (`status`, `stop`,
-//! `stop_if_idle`) and answers one line.
+//! The daemon answers one line, the [`Welcome`]: `{"ok": true, "version", "pid", "home",
+//! "log_file", ...}` or `{"ok": false, "error"}` (a client of another version is refused
+//! with an error that begins with [`VERSION_MISMATCH`]). Then, by face:
+//!
+//! - `mcp`: the connection carries MCP (newline-delimited JSON-RPC) until either side closes
+//!   it. The hello must name the session's workspace (an absolute path).
+//! - `cli`: the connection carries newline-delimited JSON-RPC 2.0 requests for
+//!   [`crate::calls`], answered in order, until the client closes it:
+//!   `{"jsonrpc": "2.0", "id": 1, "method": "memory/search", "params": {"query": "cors"}}` →
+//!   `{"jsonrpc": "2.0", "id": 1, "result": {...}}`, or an error `{"code", "message",
+//!   "data"}` whose `data` is the spec's error object (`{"error": {"code": "ENTRY_NOT_FOUND",
+//!   ...}}`) and whose code is `-32601` for an unknown method, `-32603` for an internal error
+//!   and `-32602` for every other failure of a call. A line that is not JSON gets `-32700`,
+//!   one that is not a request `-32600`; the connection goes on. A request without an `id` is
+//!   a notification: it runs, unanswered. The workspace (for `tasks/list`) is optional. This
+//!   is how `tandem memory ...` and `tandem tasks ...` reach a running daemon.
+//! - `control`: one command (`status`, `stop`, `stop_if_idle`), answered with one line.
 //!
 //! The daemon exits after an idle time with no client, on `stop`, and on SIGTERM/SIGINT; it
 //! then stops accepting, ends the sessions and drops the core (the index commits, sled
@@ -18,11 +31,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
+use crate::calls::{self, CallError};
 use crate::core::Core;
+use crate::mcp::transport::{Line, error_line, read_line};
 use crate::mcp::{LazyCore, TandemServer};
 
 /// The socket's file name in the data dir.
@@ -32,6 +48,8 @@ pub const VERSION_MISMATCH: &str = "version mismatch";
 /// The longest hello accepted.
 const MAX_HELLO: usize = 64 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest request on the `cli` face (an import carries a whole knowledge base).
+pub const MAX_CALL_BYTES: usize = 256 * 1024 * 1024;
 
 pub fn socket_path(home: &Path) -> PathBuf {
     home.join(SOCKET)
@@ -40,7 +58,7 @@ pub fn socket_path(home: &Path) -> PathBuf {
 /// What a client says first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hello {
-    /// `mcp` or `control`.
+    /// `mcp`, `cli` or `control`.
     pub face: String,
     #[serde(default)]
     pub workspace: Option<PathBuf>,
@@ -60,26 +78,37 @@ pub struct Welcome {
     pub error: Option<String>,
     pub version: String,
     pub pid: u32,
-    /// Connected MCP sessions, this one excluded.
+    /// Connected sessions (`mcp` and `cli`), this one excluded.
     pub clients: usize,
     #[serde(default)]
     pub stopping: bool,
     #[serde(default)]
     pub uptime_seconds: u64,
+    /// The data dir the daemon serves.
+    #[serde(default)]
+    pub home: Option<PathBuf>,
+    /// Where the daemon logs.
+    #[serde(default)]
+    pub log_file: Option<PathBuf>,
 }
 
 /// The daemon's settings.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
     pub home: PathBuf,
+    /// Where the daemon logs (shown in its status).
+    pub log_file: PathBuf,
     /// Exit after this long with no client.
     pub idle: Duration,
 }
 
 struct State {
+    /// Connected `mcp` and `cli` sessions.
     sessions: AtomicUsize,
+    /// Set to true to stop the daemon; sessions watch it.
     stop: watch::Sender<bool>,
     started: Instant,
+    config: DaemonConfig,
 }
 
 impl State {
@@ -92,7 +121,15 @@ impl State {
             clients: self.sessions.load(Ordering::SeqCst),
             stopping: *self.stop.borrow(),
             uptime_seconds: self.started.elapsed().as_secs(),
+            home: Some(self.config.home.clone()),
+            log_file: Some(self.config.log_file.clone()),
         }
+    }
+
+    /// Counts a session until the guard drops.
+    fn session(self: &Arc<Self>) -> SessionGuard {
+        self.sessions.fetch_add(1, Ordering::SeqCst);
+        SessionGuard(self.clone())
     }
 }
 
@@ -115,16 +152,18 @@ pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
         path.display()
     );
     let (stop_tx, mut stop_rx) = watch::channel(false);
+    let idle = config.idle;
     let state = Arc::new(State {
         sessions: AtomicUsize::new(0),
         stop: stop_tx,
         started: Instant::now(),
+        config,
     });
     let mut idle_since = Some(Instant::now());
     let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
-        let idle_left = idle_since.map(|t| config.idle.saturating_sub(t.elapsed()));
+        let idle_left = idle_since.map(|t| idle.saturating_sub(t.elapsed()));
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
@@ -145,7 +184,7 @@ pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
             }
             _ = tokio::time::sleep(idle_left.unwrap_or(Duration::from_secs(3600))), if idle_left.is_some() => {
                 if state.sessions.load(Ordering::SeqCst) == 0 {
-                    tracing::info!("daemon idle for {:?}; exiting", config.idle);
+                    tracing::info!("daemon idle for {idle:?}; exiting");
                     break;
                 }
             }
@@ -223,8 +262,7 @@ async fn serve_connection(
                 .await;
             };
             reply(&mut write, &state.welcome(true, None)).await?;
-            state.sessions.fetch_add(1, Ordering::SeqCst);
-            let _guard = SessionGuard(state.clone());
+            let _session = state.session();
             tracing::info!(
                 "mcp session for {} ({})",
                 workspace.display(),
@@ -253,6 +291,29 @@ async fn serve_connection(
             let _ = service.waiting().await;
             Ok(())
         }
+        "cli" => {
+            let workspace = hello.workspace.clone();
+            if workspace.as_ref().is_some_and(|w| !w.is_absolute()) {
+                let error = "the workspace must be an absolute path".to_string();
+                return reply(&mut write, &state.welcome(false, Some(error))).await;
+            }
+            let core = match core.get().await {
+                Ok(core) => core,
+                Err(e) => {
+                    return reply(&mut write, &state.welcome(false, Some(e.to_string()))).await;
+                }
+            };
+            reply(&mut write, &state.welcome(true, None)).await?;
+            let _session = state.session();
+            tracing::debug!(
+                "cli session ({})",
+                hello.client.as_deref().unwrap_or("unknown client")
+            );
+            let handler: CallHandler = Arc::new(move |method: &str, params: Value| {
+                calls::call(&core, workspace.as_deref(), method, params)
+            });
+            serve_calls(read, write, handler, state.stop.subscribe()).await
+        }
         other => {
             reply(
                 &mut write,
@@ -261,6 +322,98 @@ async fn serve_connection(
             .await
         }
     }
+}
+
+/// What answers the `cli` face's requests: a method name and its params in, a result out.
+pub type CallHandler = Arc<dyn Fn(&str, Value) -> Result<Value, CallError> + Send + Sync>;
+
+/// Serves the `cli` face: newline-delimited JSON-RPC 2.0 requests on `input`, each run by
+/// `handler` on the blocking pool (a panic answers `-32603`) and answered in order on
+/// `output`. Ends when `input` closes or `stop` turns true.
+pub async fn serve_calls<R, W>(
+    input: BufReader<R>,
+    mut output: W,
+    handler: CallHandler,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut input = input;
+    loop {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let line = tokio::select! {
+            line = read_line(&mut input, MAX_CALL_BYTES) => line,
+            _ = stop.changed() => return Ok(()),
+        };
+        let answer = match line {
+            Line::Eof => return Ok(()),
+            Line::TooLong => Some(error_line(
+                -32600,
+                &format!("Invalid request: message larger than {MAX_CALL_BYTES} bytes"),
+            )),
+            Line::Message(line) if line.iter().all(u8::is_ascii_whitespace) => None,
+            Line::Message(line) => answer_call(&line, &handler).await,
+        };
+        if let Some(answer) = answer {
+            output.write_all(&answer).await?;
+            output.flush().await?;
+        }
+    }
+}
+
+/// Runs one request line; its answer, or `None` for a notification.
+async fn answer_call(line: &[u8], handler: &CallHandler) -> Option<Vec<u8>> {
+    let request: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => return Some(error_line(-32700, &format!("Parse error: {e}"))),
+    };
+    let id = request.get("id").cloned();
+    let method = request.get("method").and_then(Value::as_str);
+    let (Some(method), Some("2.0")) = (method, request.get("jsonrpc").and_then(Value::as_str))
+    else {
+        let message =
+            "Invalid request: a JSON-RPC 2.0 request has \"jsonrpc\": \"2.0\" and a \"method\"";
+        return Some(response(
+            id.unwrap_or(Value::Null),
+            Err((-32600, message.into(), None)),
+        ));
+    };
+    let params = request.get("params").cloned().unwrap_or(Value::Null);
+    let (handler, name) = (handler.clone(), method.to_string());
+    let what = format!("call {method}");
+    let result = calls::spawn_call(&what, move || handler(&name, params)).await;
+    let id = id?;
+    Some(response(
+        id,
+        result.map_err(|e| {
+            let code = match e.code() {
+                calls::UNKNOWN_METHOD => -32601,
+                "INTERNAL_ERROR" => -32603,
+                _ => -32602,
+            };
+            (code, e.message().to_string(), Some(e.to_json()))
+        }),
+    ))
+}
+
+fn response(id: Value, result: Result<Value, (i64, String, Option<Value>)>) -> Vec<u8> {
+    let body = match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message, data)) => {
+            let mut error = json!({"code": code, "message": message});
+            if let Some(data) = data {
+                error["data"] = data;
+            }
+            json!({"jsonrpc": "2.0", "id": id, "error": error})
+        }
+    };
+    let mut line = serde_json::to_vec(&body).expect("a JSON value serialises");
+    line.push(b'\n');
+    line
 }
 
 struct SessionGuard(Arc<State>);

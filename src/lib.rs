@@ -4,6 +4,7 @@
 //! errors; it does no stdout I/O and knows no protocol. The faces translate: [`mcp`] serves
 //! the core to agents; the `cli` lives in the binary. See ARCHITECTURE.md.
 
+pub mod calls;
 pub mod config;
 pub mod core;
 pub mod daemon;

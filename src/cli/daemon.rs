@@ -1,4 +1,5 @@
-//! `tandem daemon ...` and the client side of `tandem mcp --daemon`.
+//! `tandem daemon ...`, and the client side of the protocol faces: `tandem mcp` splices its
+//! stdio to a session of the data dir's daemon, starting the daemon when none runs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -6,14 +7,23 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
+use tandem::calls::LogProgress;
 use tandem::config::Config;
 use tandem::core::Core;
 use tandem::daemon::{self, DaemonConfig, VERSION_MISMATCH};
+use tandem::memory::MemoryError;
+use tandem::store::StoreError;
 
 /// The idle time before the daemon exits, in seconds, when neither `--idle` nor
 /// `TANDEM_DAEMON_IDLE_SECS` says otherwise.
 const DEFAULT_IDLE_SECS: u64 = 600;
-const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a starting daemon waits for the data dir while another process holds it (a
+/// `tandem memory` command run in-process, typically).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// How long a client waits for the daemon it started: the lock wait, then the open.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long `tandem daemon stop` waits for the daemon to go.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Args)]
 pub struct DaemonArgs {
@@ -50,13 +60,13 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         match args.command {
             None => {
-                let home = config.home.clone();
-                let core =
-                    tokio::task::spawn_blocking(move || Core::open(&home, &super::LogProgress))
-                        .await??;
+                let Some(core) = open_core(config).await? else {
+                    return Ok(());
+                };
                 daemon::run(
                     DaemonConfig {
                         home: config.home.clone(),
+                        log_file: config.log_file(),
                         idle: Duration::from_secs(args.idle),
                     },
                     core,
@@ -65,29 +75,26 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
                 Ok(())
             }
             Some(DaemonCommand::Status { json }) => {
-                match daemon::connect(
-                    &config.home,
-                    &daemon::hello("control", None, Some("status")),
-                )
-                .await
-                {
-                    Ok((_, w)) => {
-                        if json {
-                            println!("{}", serde_json::to_string_pretty(&w)?);
-                        } else {
-                            println!(
-                                "daemon running: pid {}, version {}, {} client(s), up {}s",
-                                w.pid, w.version, w.clients, w.uptime_seconds
-                            );
-                        }
+                match (status(&config.home).await, json) {
+                    (Some(w), true) => println!("{}", serde_json::to_string_pretty(&w)?),
+                    (Some(w), false) => {
+                        let shown = |p: Option<std::path::PathBuf>| {
+                            p.map(|p| p.display().to_string()).unwrap_or_default()
+                        };
+                        println!(
+                            "daemon running: pid {}, version {}, {} client(s), up {}s\ndata dir: {}\nlog: {}",
+                            w.pid,
+                            w.version,
+                            w.clients,
+                            w.uptime_seconds,
+                            shown(w.home),
+                            shown(w.log_file)
+                        );
                     }
-                    Err(_) => {
-                        if json {
-                            println!("{}", serde_json::json!({"ok": false, "running": false}));
-                        } else {
-                            println!("no daemon running for {}", config.home.display());
-                        }
+                    (None, true) => {
+                        println!("{}", serde_json::json!({"ok": false, "running": false}))
                     }
+                    (None, false) => println!("no daemon running for {}", config.home.display()),
                 }
                 Ok(())
             }
@@ -107,27 +114,68 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
     })
 }
 
+/// Opens the core for the daemon. While another process holds the data dir it retries for
+/// up to [`LOCK_WAIT`], so a client that started this daemon while a CLI command held the
+/// data dir still gets its session; `None` when a daemon already serves the data dir (two
+/// clients started one each).
+async fn open_core(config: &Config) -> anyhow::Result<Option<Core>> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    let mut told = false;
+    loop {
+        let home = config.home.clone();
+        match tokio::task::spawn_blocking(move || Core::open(&home, &LogProgress)).await? {
+            Ok(core) => return Ok(Some(core)),
+            Err(MemoryError::Store(StoreError::Locked { pid, .. }))
+                if Instant::now() < deadline =>
+            {
+                if let Some(w) = status(&config.home).await {
+                    tracing::info!("daemon {} already serves the data dir; exiting", w.pid);
+                    return Ok(None);
+                }
+                if !told {
+                    tracing::info!(
+                        "the data dir is held by pid {pid}; waiting up to {LOCK_WAIT:?}"
+                    );
+                    told = true;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The running daemon's status, if one answers.
+pub(crate) async fn status(home: &Path) -> Option<daemon::Welcome> {
+    let hello = daemon::hello("control", None, Some("status"));
+    daemon::connect(home, &hello).await.ok().map(|(_, w)| w)
+}
+
 /// Waits until the daemon's socket is gone.
 async fn wait_gone(home: &Path) -> anyhow::Result<()> {
-    let deadline = Instant::now() + START_TIMEOUT;
+    let deadline = Instant::now() + STOP_TIMEOUT;
     while daemon::socket_path(home).exists() {
         if Instant::now() > deadline {
-            bail!("the daemon did not stop within {START_TIMEOUT:?}");
+            bail!("the daemon did not stop within {STOP_TIMEOUT:?}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
 }
 
-/// `tandem mcp --daemon`: connects to the data dir's daemon (starting it, detached, when none
-/// runs; replacing it when it is of another version and nobody uses it), says hello, then
-/// splices stdio to the socket.
-pub fn serve_mcp_via_daemon(config: &Config, workspace: std::path::PathBuf) -> anyhow::Result<()> {
+/// Serves a protocol face on stdio through the data dir's daemon (`tandem mcp` with face
+/// `mcp`): connects (starting the daemon, detached, when none runs; replacing it when it is
+/// of another version and nobody uses it), says hello, then splices stdio to the socket.
+pub fn serve_via_daemon(
+    config: &Config,
+    face: &str,
+    workspace: std::path::PathBuf,
+) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let hello = daemon::hello("mcp", Some(workspace), None);
+        let hello = daemon::hello(face, Some(workspace), None);
         let mut stream = connect_or_start(config, &hello).await?;
         let mut stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
         // Ends when the agent closes stdin and the daemon closes the session.
@@ -136,7 +184,9 @@ pub fn serve_mcp_via_daemon(config: &Config, workspace: std::path::PathBuf) -> a
     })
 }
 
-async fn connect_or_start(
+/// Connects to the data dir's daemon with `hello`, starting the daemon when none runs and
+/// replacing one of another version that nobody uses; the stream is ready for the face.
+pub(crate) async fn connect_or_start(
     config: &Config,
     hello: &daemon::Hello,
 ) -> anyhow::Result<tokio::net::UnixStream> {
@@ -188,7 +238,8 @@ async fn connect_or_start(
 
 /// Starts the daemon detached: through `tandem daemon --spawn`, which starts it and exits, so
 /// the daemon is nobody's child here. Two clients starting at once start two; the second
-/// finds the data dir locked and exits, and both clients connect to the first.
+/// finds the data dir locked and, once the first answers, exits; both clients connect to the
+/// first.
 fn start_detached(config: &Config) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the tandem binary")?;
     let status = std::process::Command::new(exe)

@@ -1,19 +1,18 @@
 //! `tandem memory ...`: the knowledge base from the shell, as tables or `--json`.
 
-use std::fs::File;
-use std::io::{BufReader, BufWriter, IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use tandem::calls::{self, params::*};
 use tandem::config::Config;
-use tandem::memory::{EntryType, MemoryType, NewEntry, Progress, RelationType, SearchQuery};
+use tandem::memory::{EntryType, MemoryType, RelationType};
 
-use super::open_memory;
+use super::backend::Backend;
 
 #[derive(Subcommand)]
 pub enum MemoryCommand {
@@ -142,9 +141,10 @@ macro_rules! arg_enum {
         #[derive(Clone, Copy, ValueEnum)]
         #[value(rename_all = "snake_case")]
         pub enum $name { $($v),+ }
-        impl From<$name> for $target {
-            fn from(a: $name) -> $target {
-                match a { $($name::$v => <$target>::$v),+ }
+        impl $name {
+            /// The spelling the core parses.
+            fn name(self) -> String {
+                match self { $($name::$v => <$target>::$v),+ }.to_string()
             }
         }
     };
@@ -160,9 +160,17 @@ pub enum KindArg {
     All,
 }
 
+impl KindArg {
+    fn name(self) -> String {
+        self.to_possible_value()
+            .expect("no variant is skipped")
+            .get_name()
+            .to_string()
+    }
+}
+
 pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
-    let progress = BarProgress::new();
-    let memory = open_memory(config, &progress)?;
+    let mut backend = Backend::open(config)?;
     match cmd {
         MemoryCommand::Add(a) => {
             let content = match (a.content, a.content_file) {
@@ -176,16 +184,17 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
                 }
                 (None, None) => String::new(),
             };
-            let out = memory.add(NewEntry {
-                entry_type: Some(a.entry_type.into()),
+            let params = AddParams {
+                entry_type: a.entry_type.name(),
                 title: a.title,
-                content,
-                tags: a.tags,
+                content: Some(content),
+                tags: Some(a.tags),
                 context: a.context,
                 project: a.project,
                 confidence: a.confidence,
-                memory_type: a.memory_type.map(Into::into),
-            })?;
+                memory_type: a.memory_type.map(MemoryTypeArg::name),
+            };
+            let out = backend.call(&calls::MEMORY_ADD, &params)?;
             emit(&a.out, &out, |o| {
                 let mut s = format!("added {} [{}] {}\n", o.id, o.entry_type, o.title);
                 if o.context_truncated {
@@ -212,13 +221,14 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             })
         }
         MemoryCommand::Search(a) => {
-            let out = memory.search(&SearchQuery {
+            let params = SearchParams {
                 query: a.query,
                 context: a.context,
                 limit: Some(a.limit),
-                entry_type: a.entry_type.map(Into::into),
+                entry_type: a.entry_type.map(TypeArg::name),
                 project: a.project,
-            })?;
+            };
+            let out = backend.call(&calls::MEMORY_SEARCH, &params)?;
             emit(&a.out, &out, |o| {
                 if o.results.is_empty() {
                     return format!("no results ({})\n", o.hint);
@@ -237,7 +247,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             })
         }
         MemoryCommand::Show { id, out } => {
-            let d = memory.show(&id)?;
+            let d = backend.call(&calls::MEMORY_SHOW, &ShowParams { id })?;
             emit(&out, &d, tandem::mcp::render_markdown)
         }
         MemoryCommand::Link {
@@ -246,7 +256,12 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             relation,
             out,
         } => {
-            let o = memory.link(&source, &target, relation.into())?;
+            let params = LinkParams {
+                source_id: source,
+                target_id: target,
+                relation_type: Some(relation.name()),
+            };
+            let o = backend.call(&calls::MEMORY_LINK, &params)?;
             emit(&out, &o, |o| {
                 format!(
                     "linked [{}] {} -[{}]-> [{}] {} ({})\n",
@@ -260,23 +275,11 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             })
         }
         MemoryCommand::Suggestions { kind, limit, out } => {
-            let links = matches!(kind, KindArg::Link | KindArg::All)
-                .then(|| memory.link_suggestions(Some(limit)))
-                .transpose()?;
-            let gens = matches!(kind, KindArg::Generalize | KindArg::All)
-                .then(|| memory.generalize_suggestions(Some(limit)))
-                .transpose()?;
-            #[derive(Serialize)]
-            struct Both<A, B> {
-                #[serde(skip_serializing_if = "Option::is_none")]
-                links: Option<A>,
-                #[serde(skip_serializing_if = "Option::is_none")]
-                generalize: Option<B>,
-            }
-            let both = Both {
-                links,
-                generalize: gens,
+            let params = SuggestionsParams {
+                kind: Some(kind.name()),
+                limit: Some(limit),
             };
+            let both = backend.call(&calls::MEMORY_SUGGESTIONS, &params)?;
             emit(&out, &both, |b| {
                 let mut s = String::new();
                 if let Some(l) = &b.links {
@@ -322,14 +325,14 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             })
         }
         MemoryCommand::Accept { suggestion_id, out } => {
-            let o = memory.accept(&suggestion_id)?;
+            let o = backend.call(&calls::MEMORY_ACCEPT, &SuggestionParams { suggestion_id })?;
             emit(&out, &o, |o| match &o.generalize_command {
                 Some(cmd) => format!("{}\n{cmd}\n", o.action_taken),
                 None => format!("{}\n", o.action_taken),
             })
         }
         MemoryCommand::Reject { suggestion_id, out } => {
-            let o = memory.reject(&suggestion_id)?;
+            let o = backend.call(&calls::MEMORY_REJECT, &SuggestionParams { suggestion_id })?;
             emit(&out, &o, |o| format!("rejected {}\n", o.suggestion_id))
         }
         MemoryCommand::Generalize {
@@ -339,7 +342,13 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             entry_type,
             out,
         } => {
-            let o = memory.generalize(&ids, title, content, entry_type.map(Into::into))?;
+            let params = GeneralizeParams {
+                entry_ids: ids,
+                title,
+                content,
+                entry_type: entry_type.map(TypeArg::name),
+            };
+            let o = backend.call(&calls::MEMORY_GENERALIZE, &params)?;
             emit(&out, &o, |o| {
                 let mut s = format!(
                     "added semantic entry {} [{}] {}\n",
@@ -352,48 +361,34 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             })
         }
         MemoryCommand::Reindex => {
-            let n = memory.reindex(&progress)?;
-            println!("indexed {n} entries");
+            let r = backend.call(&calls::MEMORY_REINDEX, &NoParams {})?;
+            println!("indexed {} entries", r.indexed);
             Ok(())
         }
         MemoryCommand::Export { file } => {
-            let report = match file.filter(|f| f.as_os_str() != "-") {
+            let e = backend.call(&calls::MEMORY_EXPORT, &NoParams {})?;
+            match file.filter(|f| f.as_os_str() != "-") {
                 Some(path) => {
-                    let mut w = BufWriter::new(
-                        File::create(&path)
-                            .with_context(|| format!("cannot create {}", path.display()))?,
-                    );
-                    let r = memory.export(&mut w)?;
+                    std::fs::write(&path, &e.jsonl)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
                     eprintln!(
                         "exported {} entries and {} links to {}",
-                        r.entries,
-                        r.links,
+                        e.report.entries,
+                        e.report.links,
                         path.display()
                     );
-                    r
                 }
-                None => {
-                    let stdout = std::io::stdout();
-                    let mut w = BufWriter::new(stdout.lock());
-                    memory.export(&mut w)?
-                }
-            };
-            tracing::info!(
-                "exported {} entries, {} links",
-                report.entries,
-                report.links
-            );
+                None => std::io::stdout().lock().write_all(e.jsonl.as_bytes())?,
+            }
             Ok(())
         }
         MemoryCommand::Import { file, out } => {
-            let report = match file.filter(|f| f.as_os_str() != "-") {
-                Some(path) => {
-                    let f = File::open(&path)
-                        .with_context(|| format!("cannot open {}", path.display()))?;
-                    memory.import(&mut BufReader::new(f))?
-                }
-                None => memory.import(&mut std::io::stdin().lock())?,
+            let jsonl = match file.filter(|f| f.as_os_str() != "-") {
+                Some(path) => std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+                None => std::io::read_to_string(std::io::stdin())?,
             };
+            let report = backend.call(&calls::MEMORY_IMPORT, &ImportParams { jsonl })?;
             emit(&out, &report, |r| {
                 format!(
                     "entries: {} added, {} updated, {} unchanged; links: {} added, {} unchanged\n",
@@ -430,38 +425,4 @@ fn table(header: &[&str]) -> Table {
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(10)]
-}
-
-/// A progress bar on stderr for index rebuilds (hidden when stderr is not a terminal).
-struct BarProgress {
-    bar: ProgressBar,
-}
-
-impl BarProgress {
-    fn new() -> BarProgress {
-        BarProgress {
-            bar: ProgressBar::hidden(),
-        }
-    }
-}
-
-impl Progress for BarProgress {
-    fn start(&self, total: u64, reason: &str) {
-        if std::io::stderr().is_terminal() {
-            self.bar
-                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        }
-        self.bar.set_length(total);
-        self.bar.set_style(
-            ProgressStyle::with_template("indexing {bar:30} {pos}/{len} entries ({msg})")
-                .expect("valid template"),
-        );
-        self.bar.set_message(reason.to_string());
-    }
-    fn advance(&self, done: u64) {
-        self.bar.set_position(done);
-    }
-    fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
 }

@@ -3,21 +3,23 @@
 //! Only this module prints. Errors go to stderr as one line (`tandem: ...`, with the spec's
 //! code where there is one) and exit 1; usage errors exit 2 (clap).
 
+mod backend;
 mod daemon;
 mod memory;
 mod tasks;
 
+use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use tandem::calls::{CallError, LogProgress};
 use tandem::config::{self, Config};
 use tandem::core::Core;
 use tandem::mcp::LazyCore;
-use tandem::memory::{Memory, MemoryError, Progress};
-use tandem::store::Store;
+use tandem::memory::MemoryError;
+use tandem::store::StoreError;
 
 #[derive(Parser)]
 #[command(
@@ -33,16 +35,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve MCP on stdio (add `tandem mcp` to your agent's MCP configuration).
+    /// Serve MCP on stdio (add `tandem mcp` to your agent's MCP configuration), through the
+    /// data dir's daemon, which it starts when none runs.
     Mcp {
         /// The workspace tasks are tracked in (default: the current directory's git
         /// toplevel, else the current directory).
         #[arg(long)]
         workspace: Option<std::path::PathBuf>,
-        /// Go through the data dir's daemon (started when none runs), so several agents and
-        /// editors share one process.
+        /// Serve in this process instead of through the daemon (the data dir is then this
+        /// process's alone while it runs).
         #[arg(long)]
-        daemon: bool,
+        standalone: bool,
     },
     /// The daemon that owns the data dir and serves clients over a unix socket; `status`,
     /// `stop`.
@@ -59,7 +62,9 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if let Some(m) = e.downcast_ref::<MemoryError>() {
+            if let Some(c) = e.downcast_ref::<CallError>() {
+                eprintln!("tandem: {} ({})", c, c.code());
+            } else if let Some(m) = e.downcast_ref::<MemoryError>() {
                 eprintln!("tandem: {} ({})", m, m.code());
             } else if let Some(t) = e.downcast_ref::<tandem::tasks::TaskError>() {
                 eprintln!("tandem: {} ({})", t, t.code());
@@ -83,22 +88,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Mcp {
             workspace,
-            daemon: true,
-        } => daemon::serve_mcp_via_daemon(&config, workspace_root(workspace)?),
+            standalone: false,
+        } => daemon::serve_via_daemon(&config, "mcp", workspace_root(workspace)?),
         Command::Mcp {
             workspace,
-            daemon: false,
+            standalone: true,
         } => serve_mcp(&config, workspace),
         Command::Daemon(args) => daemon::run(&config, args),
         Command::Memory(cmd) => memory::run(&config, cmd),
         Command::Tasks(args) => tasks::run(&config, args),
     }
-}
-
-/// Opens the data dir and the memory, reporting an index rebuild through `progress`.
-fn open_memory(config: &Config, progress: &dyn Progress) -> anyhow::Result<Arc<Memory>> {
-    let store = Arc::new(Store::open(&config.home)?);
-    Ok(Arc::new(Memory::open(store, progress)?))
 }
 
 fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::Result<()> {
@@ -107,7 +106,7 @@ fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::
         .build()?;
     runtime.block_on(async {
         let home = config.home.clone();
-        let memory = LazyCore::new(move || Core::open(&home, &LogProgress));
+        let memory = LazyCore::new(move || open_standalone(&home));
         // Open in the background while the session starts; tools wait for it.
         let warm = memory.clone();
         tokio::spawn(async move {
@@ -151,14 +150,22 @@ fn workspace_root(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::
     })
 }
 
-/// Index rebuilds of a protocol face go to the log (stdout is the protocol's).
-pub(crate) struct LogProgress;
-
-impl Progress for LogProgress {
-    fn start(&self, total: u64, reason: &str) {
-        tracing::info!("rebuilding the search index ({total} entries): {reason}");
-    }
-    fn finish(&self) {
-        tracing::info!("search index rebuilt");
-    }
+/// Opens the core for `tandem mcp --standalone`. A data dir held by the daemon says so, and
+/// what to do.
+fn open_standalone(home: &Path) -> Result<Core, CallError> {
+    Core::open(home, &LogProgress).map_err(|e| {
+        if let MemoryError::Store(StoreError::Locked { .. }) = e {
+            let daemon = tokio::runtime::Handle::current().block_on(daemon::status(home));
+            if let Some(w) = daemon {
+                let message = format!(
+                    "a tandem daemon (pid {}) holds the data dir {}; run without --standalone to use it, or `tandem daemon stop`",
+                    w.pid,
+                    home.display()
+                );
+                tracing::warn!("{message}");
+                return CallError::new(e.code(), message, e.details());
+            }
+        }
+        e.into()
+    })
 }

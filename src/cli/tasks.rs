@@ -2,9 +2,14 @@
 
 use clap::{Args, Subcommand};
 
+use tandem::calls::{
+    self,
+    params::{TaskShowParams, TasksListParams},
+};
 use tandem::config::Config;
-use tandem::store::Store;
-use tandem::tasks::{TaskRecord, TaskState, Tasks, WorkflowRecord};
+use tandem::tasks::{TaskRecord, TaskState, WorkflowRecord};
+
+use super::backend::Backend;
 
 #[derive(Args)]
 pub struct TasksArgs {
@@ -30,16 +35,11 @@ enum TasksCommand {
 }
 
 pub fn run(config: &Config, args: TasksArgs) -> anyhow::Result<()> {
-    let store = std::sync::Arc::new(Store::open(&config.home)?);
-    let tasks = Tasks::open(store)?;
+    let mut backend = Backend::open(config)?;
     match args.command.unwrap_or(TasksCommand::List) {
         TasksCommand::List => {
-            let workspace = if args.all {
-                None
-            } else {
-                Some(super::workspace_root(None)?)
-            };
-            let workflows = tasks.list(workspace.as_deref())?;
+            let params = TasksListParams { all: args.all };
+            let workflows = backend.call(&calls::TASKS_LIST, &params)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&workflows)?);
             } else if workflows.is_empty() {
@@ -58,7 +58,7 @@ pub fn run(config: &Config, args: TasksArgs) -> anyhow::Result<()> {
             }
         }
         TasksCommand::Show { id } => {
-            let record = tasks.record(&id)?;
+            let record = backend.call(&calls::TASKS_SHOW, &TaskShowParams { id })?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&record)?);
             } else {

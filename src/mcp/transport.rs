@@ -58,7 +58,7 @@ where
     tokio::spawn(async move {
         let mut input = BufReader::new(input);
         loop {
-            match read_line(&mut input).await {
+            match read_line(&mut input, MAX_MESSAGE_BYTES).await {
                 Line::Eof => break,
                 Line::Message(line) => {
                     if line.iter().all(u8::is_ascii_whitespace) {
@@ -96,22 +96,23 @@ where
     theirs
 }
 
-enum Line {
+/// One line of input.
+pub(crate) enum Line {
     Message(Vec<u8>),
     TooLong,
     Eof,
 }
 
-/// Reads one line of at most [`MAX_MESSAGE_BYTES`]; the rest of a longer one is skipped.
-async fn read_line<R: AsyncRead + Unpin>(input: &mut BufReader<R>) -> Line {
+/// Reads one line of at most `max` bytes; the rest of a longer one is skipped.
+pub(crate) async fn read_line<R: AsyncRead + Unpin>(input: &mut BufReader<R>, max: usize) -> Line {
     let mut line = Vec::new();
-    let limit = MAX_MESSAGE_BYTES as u64 + 1;
+    let limit = max as u64 + 1;
     match (&mut *input).take(limit).read_until(b'\n', &mut line).await {
         Err(_) => return Line::Eof,
         Ok(0) => return Line::Eof,
         Ok(_) => {}
     }
-    if line.len() <= MAX_MESSAGE_BYTES || line.ends_with(b"\n") {
+    if line.len() <= max || line.ends_with(b"\n") {
         return Line::Message(line);
     }
     // Skip to the end of the over-long line.
@@ -133,7 +134,7 @@ async fn read_line<R: AsyncRead + Unpin>(input: &mut BufReader<R>) -> Line {
     }
 }
 
-fn error_line(code: i64, message: &str) -> Vec<u8> {
+pub(crate) fn error_line(code: i64, message: &str) -> Vec<u8> {
     let mut line = serde_json::to_vec(&serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

@@ -1,55 +1,10 @@
-//! The daemon: one process per data dir, shared by every `tandem mcp --daemon` client.
+//! The daemon: one process per data dir, shared by every `tandem mcp` client.
 
 use serde_json::{Value, json};
 
-use crate::util::{TestHome, repo_with, write_files};
-
-/// Stops the home's daemon when the test ends, whatever happened.
-struct DaemonGuard<'a>(&'a TestHome);
-
-impl Drop for DaemonGuard<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.std_command().args(["daemon", "stop"]).output();
-        if let Some(pid) = lock_pid(self.0) {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-        }
-    }
-}
-
-fn status(home: &TestHome) -> Value {
-    let out = home
-        .std_command()
-        .args(["daemon", "status", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// The pid written in the data dir's lock file, if a live (not zombie) process has it.
-fn lock_pid(home: &TestHome) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(home.tandem_home().join("tandem.lock"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The state follows the parenthesised command name.
-    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
-    (state != "Z" && state != "X").then_some(pid)
-}
-
-async fn wait_until(mut cond: impl FnMut() -> bool, what: &str) {
-    for _ in 0..500 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting until {what}");
-}
+use crate::util::{
+    DaemonGuard, TestHome, daemon_status as status, lock_pid, repo_with, wait_until, write_files,
+};
 
 #[tokio::test]
 async fn clients_share_one_daemon_and_stop_ends_it() {

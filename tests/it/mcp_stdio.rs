@@ -466,7 +466,7 @@ async fn restart_keeps_entries_links_and_suggestions() {
 async fn stateless_2026_client_uses_server_discover() {
     let home = TestHome::new();
     let mut cmd = home.command();
-    cmd.arg("mcp");
+    cmd.args(["mcp", "--standalone"]);
     let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
     let client = rmcp::ClientServiceExt::serve_with_lifecycle(
         (),
@@ -555,7 +555,7 @@ async fn broken_json_rpc_gets_errors_and_the_session_goes_on() {
     let home = TestHome::new();
     let mut child = home
         .command()
-        .arg("mcp")
+        .args(["mcp", "--standalone"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

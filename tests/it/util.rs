@@ -80,24 +80,23 @@ impl TestHome {
             .env("TANDEM_LOG", "debug");
     }
 
-    /// Starts `tandem mcp` and connects the rmcp client to it over stdio.
+    /// Starts `tandem mcp --standalone` (the data dir in that process, its pid in `pid`) and
+    /// connects the rmcp client to it over stdio.
     pub async fn mcp(&self) -> McpClient {
         self.mcp_in(&self.path().join("home")).await
     }
 
-    /// Starts `tandem mcp` for the workspace `dir`.
+    /// Starts `tandem mcp --standalone` for the workspace `dir`.
     pub async fn mcp_in(&self, dir: &Path) -> McpClient {
-        self.mcp_with(dir, &[]).await
+        self.mcp_with(dir, &["--standalone"]).await
     }
 
-    /// Starts `tandem mcp --daemon` for the workspace `dir`: through the data dir's daemon,
-    /// which it starts when none runs (idle exit after `idle_secs`).
+    /// Starts `tandem mcp` as an agent does, for the workspace `dir`: through the data dir's
+    /// daemon, which it starts when none runs (idle exit after `idle_secs`). Stop the daemon
+    /// with a [`DaemonGuard`].
     pub async fn mcp_daemon(&self, dir: &Path, idle_secs: u32) -> McpClient {
-        self.mcp_with(
-            dir,
-            &["--daemon", "--idle-for-tests", &idle_secs.to_string()],
-        )
-        .await
+        self.mcp_with(dir, &["--idle-for-tests", &idle_secs.to_string()])
+            .await
     }
 
     async fn mcp_with(&self, dir: &Path, extra: &[&str]) -> McpClient {
@@ -117,6 +116,55 @@ impl TestHome {
         let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
         McpClient { client, pid }
     }
+}
+
+/// Stops the home's daemon when the test ends, whatever happened.
+pub struct DaemonGuard<'a>(pub &'a TestHome);
+
+impl Drop for DaemonGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.std_command().args(["daemon", "stop"]).output();
+        if let Some(pid) = lock_pid(self.0) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// The pid written in the data dir's lock file, if a live (not zombie) process has it.
+pub fn lock_pid(home: &TestHome) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(home.tandem_home().join("tandem.lock"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the parenthesised command name.
+    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
+    (state != "Z" && state != "X").then_some(pid)
+}
+
+/// `tandem daemon status --json`.
+pub fn daemon_status(home: &TestHome) -> serde_json::Value {
+    let out = home
+        .std_command()
+        .args(["daemon", "status", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Waits (up to 10 s) until `cond` holds.
+pub async fn wait_until(mut cond: impl FnMut() -> bool, what: &str) {
+    for _ in 0..500 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
 }
 
 /// A live MCP session with a `tandem mcp` child.

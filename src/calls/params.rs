@@ -1,4 +1,5 @@
-//! The tools' arguments as they arrive on the wire, and their JSON Schemas.
+//! The calls' parameters as they arrive on the wire (the MCP tools' arguments, the `cli`
+//! face's params), and their JSON Schemas. The CLI builds them to make its requests.
 //!
 //! Enum-valued arguments are read as strings and parsed by the core, so a typo gets the
 //! spec's code (`INVALID_ENTRY_TYPE`, ...) rather than a generic deserialisation error; the
@@ -6,7 +7,7 @@
 //! and range-checked by the core, for the same reason.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::memory::{EntryType, MemoryType, RelationType};
 
@@ -22,7 +23,7 @@ pub enum HelpTopic {
     All,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HelpParams {
     /// Section to return (optional, 'all' by default).
@@ -30,7 +31,7 @@ pub struct HelpParams {
     pub topic: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchParams {
     /// Search terms (keywords or a natural-language question).
@@ -48,7 +49,7 @@ pub struct SearchParams {
     pub project: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddParams {
     /// Entry type.
@@ -76,14 +77,14 @@ pub struct AddParams {
     pub memory_type: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShowParams {
     /// Entry ID (full ULID or a prefix of 5+ characters).
     pub id: String,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuggestParams {
     /// Maximum number of suggestions.
@@ -91,7 +92,7 @@ pub struct SuggestParams {
     pub limit: Option<i64>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkParams {
     /// Source entry ID.
@@ -103,16 +104,67 @@ pub struct LinkParams {
     pub relation_type: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SuggestionsParams {
+    /// Which suggestions: `link`, `generalize` or `all` (the default).
+    pub kind: Option<String>,
+    /// Maximum number of suggestions of each kind.
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuggestionParams {
     /// ID of the suggestion.
     pub suggestion_id: String,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GeneralizeParams {
+    /// Two or more entry IDs (full ULIDs or prefixes of 5+ characters).
+    pub entry_ids: Vec<String>,
+    /// Title of the new semantic entry (default: derived from the sources).
+    pub title: Option<String>,
+    /// Content of the new entry (default: derived from the sources).
+    pub content: Option<String>,
+    /// Type of the new entry (default: the sources' type).
+    #[serde(rename = "type")]
+    #[schemars(with = "Option<EntryType>")]
+    pub entry_type: Option<String>,
+}
+
+/// No parameters (`memory/reindex`, `memory/export`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportParams {
+    /// JSON Lines, as `memory/export` gives them.
+    pub jsonl: String,
+}
+
 // ---- task tracking (spec 004) ----
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TasksListParams {
+    /// Every workspace's workflows, not only the session's.
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskShowParams {
+    /// Task ID (full ULID or a prefix of 5+ characters).
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartWorkflowParams {
     /// Short workflow name (e.g., 'Auth system refactor').
@@ -123,7 +175,7 @@ pub struct StartWorkflowParams {
     pub plan: Option<Vec<crate::tasks::PlanStep>>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartTaskParams {
     /// Parent workflow ID.
@@ -138,7 +190,7 @@ pub struct StartTaskParams {
     pub areas: Option<Vec<String>>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogDecisionParams {
     pub task_id: String,
@@ -156,7 +208,7 @@ pub struct LogDecisionParams {
     pub trade_offs: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogIssueParams {
     pub task_id: String,
@@ -171,7 +223,7 @@ pub struct LogIssueParams {
     pub requires_human_review: Option<bool>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogMilestoneParams {
     pub task_id: String,
@@ -184,7 +236,7 @@ pub struct LogMilestoneParams {
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutcomeParams {
     /// Summary of what was accomplished (2-4 sentences).
@@ -201,7 +253,7 @@ pub struct OutcomeParams {
     pub next_steps: Option<Vec<String>>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompletionMetadataParams {
     pub packages_added: Option<Vec<String>>,
@@ -211,7 +263,7 @@ pub struct CompletionMetadataParams {
     pub tests_status: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteTaskParams {
     pub task_id: String,

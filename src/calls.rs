@@ -1,0 +1,477 @@
+//! The core's operations by name: JSON in, JSON out.
+//!
+//! Each operation is a [`Method`]: a name (`memory/search`, `tasks/show`, ...), a parameter
+//! type from [`params`] (the MCP tools' arguments, same names) and a result type from the
+//! core (whose JSON is the spec's). [`call`] runs one by name. Every face that routes by name
+//! goes through here: the MCP tools, the daemon's `cli` face (`tandem memory ...` through a
+//! daemon), the CLI run in-process, and the LSP face's commands; so a face only translates.
+//! The CLI keeps the types: it builds a method's parameters and reads its result with
+//! [`Method`]'s type parameters, whichever way the call travels.
+//!
+//! A call is synchronous (sled and tantivy block): async callers use `spawn_blocking`.
+//! Every failure is a [`CallError`] carrying the spec's code; a call never writes a file
+//! (`memory/export` and `memory/import` carry the JSON Lines in the JSON).
+
+pub mod params;
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::core::Core;
+use crate::memory::{
+    self, AddOutcome, EntryDetails, ExportReport, GeneralizeOutcome, GeneralizeSuggestions,
+    ImportReport, LinkSuggestions, MemoryError, NewEntry, SearchQuery,
+};
+use crate::tasks::{self, TaskError, TaskRecord, WorkflowRecord};
+use params::*;
+
+/// The code of an unknown method (the spec has none).
+pub const UNKNOWN_METHOD: &str = "UNKNOWN_METHOD";
+
+/// Why a call failed: the spec's error code, a message for people, and machine-readable
+/// details. Its JSON ([`CallError::to_json`]) is the error object every face answers with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[error("{message}")]
+pub struct CallError {
+    code: String,
+    message: String,
+    #[serde(default)]
+    details: Value,
+}
+
+impl CallError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>, details: Value) -> CallError {
+        CallError {
+            code: code.into(),
+            message: message.into(),
+            details,
+        }
+    }
+
+    /// `INVALID_ARGUMENT`, naming the field.
+    pub fn invalid_argument(field: impl Into<String>, message: impl Into<String>) -> CallError {
+        MemoryError::invalid_argument(field, message).into()
+    }
+
+    /// `INTERNAL_ERROR`: something broke that the caller cannot fix.
+    pub fn internal(message: impl Into<String>) -> CallError {
+        CallError::new("INTERNAL_ERROR", message, Value::Object(Default::default()))
+    }
+
+    pub fn unknown_method(method: &str) -> CallError {
+        CallError::new(
+            UNKNOWN_METHOD,
+            format!("Unknown method '{method}'"),
+            serde_json::json!({ "method": method, "known": METHODS.iter().map(|m| m.name()).collect::<Vec<_>>() }),
+        )
+    }
+
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn details(&self) -> &Value {
+        &self.details
+    }
+
+    /// The spec's error object: `{"error": {"code", "message", "details"}}`.
+    pub fn to_json(&self) -> Value {
+        crate::error_object(&self.code, &self.message, self.details.clone())
+    }
+
+    /// Reads back what [`CallError::to_json`] wrote (a client reading a remote error).
+    pub fn from_json(value: &Value) -> Option<CallError> {
+        serde_json::from_value(value.get("error")?.clone()).ok()
+    }
+}
+
+impl From<MemoryError> for CallError {
+    fn from(e: MemoryError) -> CallError {
+        CallError::new(e.code(), e.to_string(), e.details())
+    }
+}
+
+impl From<TaskError> for CallError {
+    fn from(e: TaskError) -> CallError {
+        CallError::new(e.code(), e.to_string(), e.details())
+    }
+}
+
+/// One operation: its name, what it takes (`P`) and what it gives (`R`).
+pub struct Method<P, R> {
+    pub name: &'static str,
+    run: fn(&Core, Option<&Path>, P) -> Result<R, CallError>,
+}
+
+impl<P, R> Method<P, R> {
+    const fn new(
+        name: &'static str,
+        run: fn(&Core, Option<&Path>, P) -> Result<R, CallError>,
+    ) -> Method<P, R> {
+        Method { name, run }
+    }
+}
+
+/// A method with its types erased, for the table.
+trait Erased: Sync {
+    fn name(&self) -> &'static str;
+    fn call(
+        &self,
+        core: &Core,
+        workspace: Option<&Path>,
+        params: Value,
+    ) -> Result<Value, CallError>;
+}
+
+impl<P: DeserializeOwned, R: Serialize> Erased for Method<P, R> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn call(
+        &self,
+        core: &Core,
+        workspace: Option<&Path>,
+        params: Value,
+    ) -> Result<Value, CallError> {
+        let result = (self.run)(core, workspace, parse(params)?)?;
+        Ok(serde_json::to_value(result).expect("core results serialise to JSON"))
+    }
+}
+
+/// Runs the method `method` on `core` with `params` (`null` is taken as `{}`). `workspace`
+/// is the session's root, for the methods that snapshot or filter by it.
+pub fn call(
+    core: &Core,
+    workspace: Option<&Path>,
+    method: &str,
+    params: Value,
+) -> Result<Value, CallError> {
+    match METHODS.iter().find(|m| m.name() == method) {
+        Some(m) => m.call(core, workspace, params),
+        None => Err(CallError::unknown_method(method)),
+    }
+}
+
+/// Runs `call` on the blocking pool (calls block on sled and tantivy). A panic in it answers
+/// `INTERNAL_ERROR`, and the caller goes on serving.
+pub async fn spawn_call(
+    what: &str,
+    call: impl FnOnce() -> Result<Value, CallError> + Send + 'static,
+) -> Result<Value, CallError> {
+    match tokio::task::spawn_blocking(call).await {
+        Ok(result) => result,
+        Err(join) => {
+            tracing::error!("{what} panicked: {join}");
+            Err(CallError::internal(format!("{what} failed unexpectedly")))
+        }
+    }
+}
+
+/// Every method's name.
+pub fn methods() -> impl Iterator<Item = &'static str> {
+    METHODS.iter().map(|m| m.name())
+}
+
+static METHODS: [&dyn Erased; 21] = [
+    &MEMORY_ADD,
+    &MEMORY_SEARCH,
+    &MEMORY_SHOW,
+    &MEMORY_LINK,
+    &MEMORY_LINK_SUGGESTIONS,
+    &MEMORY_GENERALIZE_SUGGESTIONS,
+    &MEMORY_SUGGESTIONS,
+    &MEMORY_ACCEPT,
+    &MEMORY_REJECT,
+    &MEMORY_GENERALIZE,
+    &MEMORY_REINDEX,
+    &MEMORY_EXPORT,
+    &MEMORY_IMPORT,
+    &TASKS_LIST,
+    &TASKS_SHOW,
+    &TASKS_START_WORKFLOW,
+    &TASKS_START_TASK,
+    &TASKS_LOG_DECISION,
+    &TASKS_LOG_ISSUE,
+    &TASKS_LOG_MILESTONE,
+    &TASKS_COMPLETE_TASK,
+];
+
+/// Parameters as the method's type; a wrong one is `INVALID_ARGUMENT` naming the field.
+pub fn parse<P: DeserializeOwned>(params: Value) -> Result<P, CallError> {
+    let params = match params {
+        Value::Null => Value::Object(Default::default()),
+        other => other,
+    };
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        // Missing and unknown fields are errors of the whole object; serde names them.
+        let field = if path == "." {
+            "arguments".into()
+        } else {
+            path
+        };
+        CallError::invalid_argument(field, e.into_inner().to_string())
+    })
+}
+
+// ---- memory ---------------------------------------------------------------------------
+
+pub const MEMORY_ADD: Method<AddParams, AddOutcome> = Method::new("memory/add", |core, _, p| {
+    let new = NewEntry {
+        entry_type: Some(p.entry_type.parse()?),
+        title: p.title,
+        content: p.content.unwrap_or_default(),
+        tags: p.tags.unwrap_or_default(),
+        context: p.context,
+        project: p.project,
+        confidence: p.confidence,
+        memory_type: p.memory_type.as_deref().map(str::parse).transpose()?,
+    };
+    Ok(core.memory.add(new)?)
+});
+
+pub const MEMORY_SEARCH: Method<SearchParams, memory::SearchOutcome> =
+    Method::new("memory/search", |core, _, p| {
+        let q = SearchQuery {
+            query: p.query,
+            context: p.context,
+            limit: p.limit,
+            entry_type: p.entry_type.as_deref().map(str::parse).transpose()?,
+            project: p.project,
+        };
+        Ok(core.memory.search(&q)?)
+    });
+
+pub const MEMORY_SHOW: Method<ShowParams, EntryDetails> =
+    Method::new("memory/show", |core, _, p| Ok(core.memory.show(&p.id)?));
+
+pub const MEMORY_LINK: Method<LinkParams, memory::LinkOutcome> =
+    Method::new("memory/link", |core, _, p| {
+        let relation = match p.relation_type.as_deref() {
+            Some(r) => r.parse()?,
+            None => memory::RelationType::Related,
+        };
+        Ok(core.memory.link(&p.source_id, &p.target_id, relation)?)
+    });
+
+pub const MEMORY_LINK_SUGGESTIONS: Method<SuggestParams, LinkSuggestions> =
+    Method::new("memory/link_suggestions", |core, _, p| {
+        Ok(core.memory.link_suggestions(p.limit)?)
+    });
+
+pub const MEMORY_GENERALIZE_SUGGESTIONS: Method<SuggestParams, GeneralizeSuggestions> =
+    Method::new("memory/generalize_suggestions", |core, _, p| {
+        Ok(core.memory.generalize_suggestions(p.limit)?)
+    });
+
+/// Pending suggestions of either kind, or both (`memory/suggestions`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suggestions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<LinkSuggestions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generalize: Option<GeneralizeSuggestions>,
+}
+
+pub const MEMORY_SUGGESTIONS: Method<SuggestionsParams, Suggestions> =
+    Method::new("memory/suggestions", |core, _, p| {
+        let (links, generalize) = match p.kind.as_deref().unwrap_or("all") {
+            "link" => (true, false),
+            "generalize" => (false, true),
+            "all" => (true, true),
+            other => {
+                return Err(CallError::invalid_argument(
+                    "kind",
+                    format!("'{other}'; expected one of: link, generalize, all"),
+                ));
+            }
+        };
+        Ok(Suggestions {
+            links: links
+                .then(|| core.memory.link_suggestions(p.limit))
+                .transpose()?,
+            generalize: generalize
+                .then(|| core.memory.generalize_suggestions(p.limit))
+                .transpose()?,
+        })
+    });
+
+pub const MEMORY_ACCEPT: Method<SuggestionParams, memory::AcceptOutcome> =
+    Method::new("memory/accept", |core, _, p| {
+        Ok(core.memory.accept(&p.suggestion_id)?)
+    });
+
+pub const MEMORY_REJECT: Method<SuggestionParams, memory::RejectOutcome> =
+    Method::new("memory/reject", |core, _, p| {
+        Ok(core.memory.reject(&p.suggestion_id)?)
+    });
+
+pub const MEMORY_GENERALIZE: Method<GeneralizeParams, GeneralizeOutcome> =
+    Method::new("memory/generalize", |core, _, p| {
+        let entry_type = p.entry_type.as_deref().map(str::parse).transpose()?;
+        Ok(core
+            .memory
+            .generalize(&p.entry_ids, p.title, p.content, entry_type)?)
+    });
+
+/// The answer to `memory/reindex`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reindexed {
+    pub indexed: u64,
+}
+
+pub const MEMORY_REINDEX: Method<NoParams, Reindexed> =
+    Method::new("memory/reindex", |core, _, _| {
+        Ok(Reindexed {
+            indexed: core.memory.reindex(&LogProgress)?,
+        })
+    });
+
+/// The answer to `memory/export`: every entry and link as JSON Lines, and how many.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exported {
+    pub jsonl: String,
+    #[serde(flatten)]
+    pub report: ExportReport,
+}
+
+pub const MEMORY_EXPORT: Method<NoParams, Exported> = Method::new("memory/export", |core, _, _| {
+    let mut jsonl = Vec::new();
+    let report = core.memory.export(&mut jsonl)?;
+    let jsonl = String::from_utf8(jsonl)
+        .map_err(|e| CallError::internal(format!("export is not UTF-8: {e}")))?;
+    Ok(Exported { jsonl, report })
+});
+
+pub const MEMORY_IMPORT: Method<ImportParams, ImportReport> =
+    Method::new("memory/import", |core, _, p| {
+        Ok(core.memory.import(&mut p.jsonl.as_bytes())?)
+    });
+
+/// Index rebuilds of a call go to the log: the caller may be anywhere.
+pub struct LogProgress;
+
+impl memory::Progress for LogProgress {
+    fn start(&self, total: u64, reason: &str) {
+        tracing::info!("rebuilding the search index ({total} entries): {reason}");
+    }
+    fn finish(&self) {
+        tracing::info!("search index rebuilt");
+    }
+}
+
+// ---- tasks ----------------------------------------------------------------------------
+
+/// The session's workspace, which the method needs.
+fn workspace_of(workspace: Option<&Path>) -> Result<&Path, CallError> {
+    workspace.ok_or_else(|| {
+        CallError::invalid_argument(
+            "workspace",
+            "this session has no workspace (give one in the hello)",
+        )
+    })
+}
+
+pub const TASKS_LIST: Method<TasksListParams, Vec<WorkflowRecord>> =
+    Method::new("tasks/list", |core, workspace, p| {
+        let filter = if p.all {
+            None
+        } else {
+            Some(workspace_of(workspace)?)
+        };
+        Ok(core.tasks.list(filter)?)
+    });
+
+pub const TASKS_SHOW: Method<TaskShowParams, TaskRecord> =
+    Method::new("tasks/show", |core, _, p| Ok(core.tasks.record(&p.id)?));
+
+pub const TASKS_START_WORKFLOW: Method<StartWorkflowParams, tasks::WorkflowStarted> =
+    Method::new("tasks/start_workflow", |core, workspace, p| {
+        let new = tasks::NewWorkflow {
+            name: p.name,
+            description: p.description,
+            plan: p.plan.unwrap_or_default(),
+        };
+        Ok(core.tasks.start_workflow(workspace_of(workspace)?, new)?)
+    });
+
+pub const TASKS_START_TASK: Method<StartTaskParams, tasks::TaskStarted> =
+    Method::new("tasks/start_task", |core, workspace, p| {
+        let new = tasks::NewTask {
+            workflow_id: p.workflow_id,
+            parent_task_id: p.parent_task_id,
+            name: p.name,
+            goal: p.goal,
+            areas: p.areas.unwrap_or_default(),
+        };
+        Ok(core.tasks.start_task(workspace_of(workspace)?, new)?)
+    });
+
+pub const TASKS_LOG_DECISION: Method<LogDecisionParams, tasks::Logged> =
+    Method::new("tasks/log_decision", |core, _, p| {
+        Ok(core.tasks.log_decision(tasks::NewDecision {
+            task_id: p.task_id,
+            category: p.category.parse()?,
+            question: p.question,
+            options_considered: p.options_considered.unwrap_or_default(),
+            chosen: p.chosen,
+            reasoning: p.reasoning,
+            trade_offs: p.trade_offs,
+        })?)
+    });
+
+pub const TASKS_LOG_ISSUE: Method<LogIssueParams, tasks::Logged> =
+    Method::new("tasks/log_issue", |core, _, p| {
+        Ok(core.tasks.log_issue(tasks::NewIssue {
+            task_id: p.task_id,
+            issue_type: p.issue_type.parse()?,
+            description: p.description,
+            resolution: p.resolution,
+            requires_human_review: p.requires_human_review.unwrap_or(false),
+        })?)
+    });
+
+pub const TASKS_LOG_MILESTONE: Method<LogMilestoneParams, tasks::Logged> =
+    Method::new("tasks/log_milestone", |core, _, p| {
+        Ok(core.tasks.log_milestone(tasks::NewMilestone {
+            task_id: p.task_id,
+            message: p.message,
+            progress: p.progress,
+            metadata: p.metadata.map(Value::Object),
+        })?)
+    });
+
+pub const TASKS_COMPLETE_TASK: Method<CompleteTaskParams, tasks::TaskCompleted> =
+    Method::new("tasks/complete_task", |core, _, p| {
+        let status: tasks::CompletionStatus = p.status.parse()?;
+        let metadata = match p.metadata {
+            Some(m) => Some(tasks::CompletionMetadata {
+                packages_added: m.packages_added.unwrap_or_default(),
+                packages_removed: m.packages_removed.unwrap_or_default(),
+                commands_executed: m.commands_executed.unwrap_or_default(),
+                tests_status: m.tests_status.as_deref().map(str::parse).transpose()?,
+            }),
+            None => None,
+        };
+        Ok(core.tasks.complete_task(tasks::Completion {
+            task_id: p.task_id,
+            status,
+            outcome: tasks::Outcome {
+                summary: p.outcome.summary,
+                achievements: p.outcome.achievements.unwrap_or_default(),
+                limitations: p.outcome.limitations.unwrap_or_default(),
+                manual_review_needed: p.outcome.manual_review_needed.unwrap_or(false),
+                manual_review_reason: p.outcome.manual_review_reason,
+                next_steps: p.outcome.next_steps.unwrap_or_default(),
+            },
+            metadata,
+        })?)
+    });
