@@ -71,7 +71,7 @@ struct Report {
 }
 
 struct DaemonFigures {
-    /// The first `tandem mcp --daemon`: starts the daemon, which opens the data dir.
+    /// The first `tandem mcp`: starts the daemon, which opens the data dir.
     first_connection_to_search: Duration,
     /// Later connections to a running daemon.
     connect_to_initialize: Stats,
@@ -206,17 +206,17 @@ impl Report {
         );
         let d = &self.daemon;
         println!(
-            "| `tandem mcp --daemon`, the first (starts the daemon), to first search answer | {} | | |",
+            "| `tandem mcp`, the first (starts the daemon), to first search answer | {} | | |",
             ms(d.first_connection_to_search)
         );
         println!(
-            "| `tandem mcp --daemon` to initialize answer, daemon running (p50 / p99, n={}) | {} / {} | | |",
+            "| `tandem mcp` to initialize answer, daemon running (p50 / p99, n={}) | {} / {} | | |",
             d.connect_to_initialize.n,
             ms(d.connect_to_initialize.p50),
             ms(d.connect_to_initialize.p99)
         );
         println!(
-            "| `tandem mcp --daemon` to first search answer, daemon running (p50 / p99) | {} / {} | | |",
+            "| `tandem mcp` to first search answer, daemon running (p50 / p99) | {} / {} | | |",
             ms(d.connect_to_search.p50),
             ms(d.connect_to_search.p99)
         );
@@ -295,9 +295,9 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     let stdio_queries: Vec<String> = (0..STDIO_SEARCHES + 1)
         .map(|_| corpus.rare_word())
         .collect();
-    eprintln!("bench: {n} entries: tandem mcp over stdio");
+    eprintln!("bench: {n} entries: tandem mcp --standalone over stdio");
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
-    cmd.arg("mcp")
+    cmd.args(["mcp", "--standalone"])
         .env("TANDEM_HOME", &home)
         .env("TANDEM_LOG", "warn");
     let tandem = stdio_workload(
@@ -368,7 +368,7 @@ async fn daemon_workload(home: &Path, queries: &[String]) -> DaemonFigures {
         let q = q.to_string();
         async move {
             let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
-            cmd.args(["mcp", "--daemon", "--workspace"])
+            cmd.args(["mcp", "--workspace"])
                 .arg(home.parent().unwrap())
                 .env("TANDEM_HOME", &home)
                 .env("TANDEM_LOG", "warn")

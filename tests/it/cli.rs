@@ -101,6 +101,16 @@ fn add_search_show_link_suggest_as_a_user() {
 #[test]
 fn errors_exit_1_with_the_code_on_stderr() {
     let home = TestHome::new();
+    check_errors(&home);
+    // An unknown enum value is a usage error (clap), exit 2, naming the allowed values.
+    let out = run(&home, &["memory", "add", "-t", "bugg", "--title", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pitfall"));
+}
+
+/// Failing commands exit 1 with `tandem: message (CODE)` on stderr and nothing on stdout,
+/// whether they run in-process or through a daemon.
+pub fn check_errors(home: &TestHome) {
     let cases: &[(&[&str], &str)] = &[
         (
             &["memory", "show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
@@ -110,6 +120,10 @@ fn errors_exit_1_with_the_code_on_stderr() {
             &["memory", "accept", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
             "SUGGESTION_NOT_FOUND",
         ),
+        (
+            &["tasks", "show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+            "TASK_NOT_FOUND",
+        ),
         (&["memory", "search", "x", "-n", "50"], "INVALID_ARGUMENT"),
         (
             &["memory", "add", "-t", "bug", "--title", &"t".repeat(101)],
@@ -117,19 +131,15 @@ fn errors_exit_1_with_the_code_on_stderr() {
         ),
     ];
     for (args, code) in cases {
-        let out = run(&home, args);
+        let out = run(home, args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.starts_with("tandem: ") && stderr.contains(code),
+            stderr.starts_with("tandem: ") && stderr.trim_end().ends_with(&format!("({code})")),
             "{args:?}: {stderr}"
         );
         assert!(out.stdout.is_empty());
     }
-    // An unknown enum value is a usage error (clap), exit 2, naming the allowed values.
-    let out = run(&home, &["memory", "add", "-t", "bugg", "--title", "x"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("pitfall"));
 }
 
 #[test]

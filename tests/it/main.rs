@@ -1,6 +1,7 @@
 //! All integration tests, in one binary (one link step, shared helpers).
 
 mod cli;
+mod cli_daemon;
 mod crash;
 mod daemon;
 mod mcp_stdio;

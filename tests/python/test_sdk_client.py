@@ -1,11 +1,13 @@
 """`tandem mcp` driven by the official Python MCP SDK (a real third-party client).
 
 The SDK validates every structured result against the tool's declared outputSchema, so
-these tests also check that Tandem's outputs match its schemas.
+these tests also check that Tandem's outputs match its schemas. `tandem mcp` goes through
+the data dir's daemon, as an agent's does: each test's fixture stops the daemon it caused.
 """
 
 import json
 import os
+import subprocess
 import tempfile
 
 import pytest
@@ -25,8 +27,14 @@ def params():
             "XDG_DATA_HOME": os.path.join(root, "xdg/data"),
             "XDG_CONFIG_HOME": os.path.join(root, "xdg/config"),
             "XDG_STATE_HOME": os.path.join(root, "xdg/state"),
+            # A daemon the stop below missed goes by itself.
+            "TANDEM_DAEMON_IDLE_SECS": "30",
         }
-        yield StdioServerParameters(command=os.path.abspath(TANDEM), args=["mcp"], env=env)
+        try:
+            yield StdioServerParameters(command=os.path.abspath(TANDEM), args=["mcp"], env=env)
+        finally:
+            subprocess.run([os.path.abspath(TANDEM), "daemon", "stop"], env=env, check=True,
+                           capture_output=True, timeout=30)
 
 
 async def session_run(params, body):
