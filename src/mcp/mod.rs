@@ -25,6 +25,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::core::Core;
+pub use crate::core::LazyCore;
+pub use crate::memory::render_markdown;
 use crate::memory::{self, EntryDetails, MemoryError, NewEntry, SearchQuery};
 use crate::tasks::{self, TaskError, Tasks};
 use params::*;
@@ -55,52 +57,6 @@ impl TandemServer {
             core,
             workspace: Arc::new(workspace),
         }
-    }
-}
-
-type Opener = Box<dyn Fn() -> Result<Core, MemoryError> + Send + Sync>;
-
-/// The core, opened on first use (and warmed up in the background by the caller), so a
-/// session answers `initialize` at once whatever the size of the data dir. A failed open
-/// (the data dir held by another process, say) is a tool error, and is tried again on the
-/// next call.
-pub struct LazyCore {
-    cell: tokio::sync::OnceCell<Arc<Core>>,
-    open: Opener,
-}
-
-impl LazyCore {
-    pub fn new(
-        open: impl Fn() -> Result<Core, MemoryError> + Send + Sync + 'static,
-    ) -> Arc<LazyCore> {
-        Arc::new(LazyCore {
-            cell: tokio::sync::OnceCell::new(),
-            open: Box::new(open),
-        })
-    }
-
-    /// A core that is already open (the daemon opens it before it listens).
-    pub fn ready(core: Arc<Core>) -> Arc<LazyCore> {
-        Arc::new(LazyCore {
-            cell: tokio::sync::OnceCell::new_with(Some(core)),
-            open: Box::new(|| Err(MemoryError::Corrupt("the core was given open".into()))),
-        })
-    }
-
-    /// The open core, opening it first if needed.
-    pub async fn get(self: &Arc<Self>) -> Result<Arc<Core>, MemoryError> {
-        let this = self.clone();
-        self.cell
-            .get_or_try_init(|| async move {
-                match tokio::task::spawn_blocking(move || (this.open)()).await {
-                    Ok(opened) => opened.map(Arc::new),
-                    Err(e) => Err(MemoryError::Corrupt(format!(
-                        "opening the memory failed: {e}"
-                    ))),
-                }
-            })
-            .await
-            .cloned()
     }
 }
 
@@ -236,6 +192,26 @@ impl ToolError {
             ToolError::Tasks(e) => e.to_json(),
         }
     }
+}
+
+/// Runs one tool by name, as an agent would: for other faces that offer the same operation
+/// (the editor's memory commands). `None` when no tool has that name; an error is
+/// `(code, message, spec error object)`.
+pub fn run_tool(
+    core: &Core,
+    workspace: &std::path::Path,
+    name: &str,
+    args: JsonObject,
+) -> Option<Result<Value, (&'static str, String, Value)>> {
+    dispatch(core, workspace, name, args).map(|r| {
+        r.map_err(|e| {
+            let message = match &e {
+                ToolError::Memory(m) => m.to_string(),
+                ToolError::Tasks(t) => t.to_string(),
+            };
+            (e.code(), message, e.to_json())
+        })
+    })
 }
 
 /// Runs one tool on the core. `None` when no tool has that name.
@@ -545,46 +521,4 @@ impl ServerHandler for TandemServer {
             Err(e) => Err(ErrorData::invalid_params(e.to_string(), Some(e.to_json()))),
         }
     }
-}
-
-/// An entry as a readable Markdown document (resources; editors reuse it).
-pub fn render_markdown(d: &EntryDetails) -> String {
-    let mut s = format!("# {}\n\n", d.title);
-    s.push_str(&format!(
-        "`{}` · {} · {} · confidence {}/5 · {}\n",
-        d.id, d.entry_type, d.memory_type, d.confidence, d.status
-    ));
-    if !d.tags.is_empty() {
-        s.push_str(&format!("tags: {}\n", d.tags.join(", ")));
-    }
-    if let Some(p) = &d.project {
-        s.push_str(&format!("project: {p}\n"));
-    }
-    s.push_str(&format!(
-        "created {} · updated {} · accessed {} times\n\n",
-        d.created_at, d.updated_at, d.access_count
-    ));
-    s.push_str(&d.content);
-    s.push('\n');
-    if !d.links.outgoing.is_empty() || !d.links.incoming.is_empty() {
-        s.push_str("\n## Links\n");
-        for l in &d.links.outgoing {
-            s.push_str(&format!(
-                "- {} → [{}] {}\n",
-                l.relation_type, l.target_id, l.target_title
-            ));
-        }
-        for l in &d.links.incoming {
-            s.push_str(&format!(
-                "- ← {} [{}] {}\n",
-                l.relation_type, l.source_id, l.source_title
-            ));
-        }
-    }
-    if let Some(c) = &d.context {
-        s.push_str("\n## Context\n");
-        s.push_str(c);
-        s.push('\n');
-    }
-    s
 }
