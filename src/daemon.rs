@@ -77,6 +77,7 @@ pub struct DaemonConfig {
 }
 
 struct State {
+    home: PathBuf,
     sessions: AtomicUsize,
     stop: watch::Sender<bool>,
     started: Instant,
@@ -116,6 +117,7 @@ pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
     );
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let state = Arc::new(State {
+        home: config.home.clone(),
         sessions: AtomicUsize::new(0),
         stop: stop_tx,
         started: Instant::now(),
@@ -251,6 +253,39 @@ async fn serve_connection(
                 cancel.cancel();
             });
             let _ = service.waiting().await;
+            Ok(())
+        }
+        "lsp" => {
+            let Some(workspace) = hello.workspace.clone().filter(|w| w.is_absolute()) else {
+                return reply(
+                    &mut write,
+                    &state.welcome(
+                        false,
+                        Some("the lsp face needs an absolute workspace".into()),
+                    ),
+                )
+                .await;
+            };
+            reply(&mut write, &state.welcome(true, None)).await?;
+            state.sessions.fetch_add(1, Ordering::SeqCst);
+            let _guard = SessionGuard(state.clone());
+            tracing::info!(
+                "lsp session for {} ({})",
+                workspace.display(),
+                hello.client.as_deref().unwrap_or("unknown client")
+            );
+            let buffered = read.buffer().to_vec();
+            let input = std::io::Cursor::new(buffered).chain(read.into_inner());
+            let host = crate::lsp::Host {
+                log_file: crate::config::Config::with_home(&state.home).log_file(),
+                home: state.home.clone(),
+                daemon: true,
+            };
+            let mut stop = state.stop.subscribe();
+            tokio::select! {
+                _ = crate::lsp::serve(core, host, workspace, input, write) => {}
+                _ = async { if !*stop.borrow() { let _ = stop.changed().await; } } => {}
+            }
             Ok(())
         }
         other => {

@@ -119,15 +119,19 @@ async fn wait_gone(home: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `tandem mcp --daemon`: connects to the data dir's daemon (starting it, detached, when none
-/// runs; replacing it when it is of another version and nobody uses it), says hello, then
-/// splices stdio to the socket.
-pub fn serve_mcp_via_daemon(config: &Config, workspace: std::path::PathBuf) -> anyhow::Result<()> {
+/// `tandem mcp --daemon`, `tandem lsp`: connects to the data dir's daemon (starting it,
+/// detached, when none runs; replacing it when it is of another version and nobody uses it),
+/// says hello for `face`, then splices stdio to the socket.
+pub fn serve_via_daemon(
+    config: &Config,
+    face: &str,
+    workspace: std::path::PathBuf,
+) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let hello = daemon::hello("mcp", Some(workspace), None);
+        let hello = daemon::hello(face, Some(workspace), None);
         let mut stream = connect_or_start(config, &hello).await?;
         let mut stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
         // Ends when the agent closes stdin and the daemon closes the session.

@@ -44,6 +44,17 @@ enum Command {
         #[arg(long)]
         daemon: bool,
     },
+    /// Serve LSP on stdio, for editors (the Neovim plugin, VS Code): tasks and memory in
+    /// the editor. Goes through the daemon unless `--standalone`.
+    Lsp {
+        /// The workspace when the editor names none (default: the current directory's git
+        /// toplevel, else the current directory).
+        #[arg(long)]
+        workspace: Option<std::path::PathBuf>,
+        /// Serve in-process instead of through the daemon.
+        #[arg(long)]
+        standalone: bool,
+    },
     /// The daemon that owns the data dir and serves clients over a unix socket; `status`,
     /// `stop`.
     Daemon(daemon::DaemonArgs),
@@ -84,11 +95,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mcp {
             workspace,
             daemon: true,
-        } => daemon::serve_mcp_via_daemon(&config, workspace_root(workspace)?),
+        } => daemon::serve_via_daemon(&config, "mcp", workspace_root(workspace)?),
         Command::Mcp {
             workspace,
             daemon: false,
         } => serve_mcp(&config, workspace),
+        Command::Lsp {
+            workspace,
+            standalone: false,
+        } => daemon::serve_via_daemon(&config, "lsp", workspace_root(workspace)?),
+        Command::Lsp {
+            workspace,
+            standalone: true,
+        } => serve_lsp(&config, workspace_root(workspace)?),
         Command::Daemon(args) => daemon::run(&config, args),
         Command::Memory(cmd) => memory::run(&config, cmd),
         Command::Tasks(args) => tasks::run(&config, args),
@@ -132,6 +151,28 @@ fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::
         anyhow::Ok(())
     })?;
     // Dropping the runtime and then the memory flushes sled and commits the index.
+    drop(runtime);
+    Ok(())
+}
+
+fn serve_lsp(config: &Config, workspace: std::path::PathBuf) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let home = config.home.clone();
+        let core = LazyCore::new(move || Core::open(&home, &LogProgress));
+        let host = tandem::lsp::Host {
+            home: config.home.clone(),
+            log_file: config.log_file(),
+            daemon: false,
+        };
+        tracing::info!("serving LSP on stdio (data dir {})", config.home.display());
+        tokio::select! {
+            _ = tandem::lsp::serve(core, host, workspace, tokio::io::stdin(), tokio::io::stdout()) => {}
+            _ = tandem::daemon::shutdown_signal() => tracing::info!("signal received; closing the LSP session"),
+        }
+    });
     drop(runtime);
     Ok(())
 }

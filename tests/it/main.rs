@@ -3,8 +3,10 @@
 mod cli;
 mod crash;
 mod daemon;
+mod editor;
 mod mcp_stdio;
 mod memory_core;
+mod nvim;
 mod tasks_core;
 mod tasks_mcp;
 mod util;

@@ -1,0 +1,231 @@
+//! End to end in a real headless Neovim: an agent (the real binary over MCP) works on a
+//! task while Neovim, attached to `tandem lsp` through the same daemon, receives the
+//! diagnostics, code lenses and progress; then memory in the editor.
+
+use serde_json::{Value, json};
+
+use crate::nvim::Nvim;
+use crate::util::{McpClient, TestHome, repo_with, write_files};
+
+/// Stops the home's daemon when the test ends, whatever happened.
+struct StopDaemon<'a>(&'a TestHome);
+
+impl Drop for StopDaemon<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.std_command().args(["daemon", "stop"]).output();
+    }
+}
+
+const FILES: &[(&str, &str)] = &[
+    ("src/auth/jwt.rs", "fn verify() {}\n\nfn sign() {}\n"),
+    ("src/utils.rs", "pub fn helper() {}\n"),
+    ("README.md", "# demo\n"),
+];
+
+/// Neovim with the plugin set up against the test's binary, progress recorded in
+/// `_G.progress`, and `file` open.
+async fn editor(home: &TestHome, repo: &std::path::Path, file: &str) -> Nvim {
+    let nvim = Nvim::start(home, repo).await;
+    nvim.lua(&format!(
+        r#"
+        _G.progress = {{}}
+        vim.api.nvim_create_autocmd('LspProgress', {{ callback = function(ev)
+            local v = ev.data.params.value
+            table.insert(_G.progress, {{ kind = v.kind, title = v.title, message = v.message, percentage = v.percentage }})
+        end }})
+        require('tandem').setup({{ cmd = {{ '{bin}' }} }})
+        vim.cmd.edit('{file}')
+        "#,
+        bin = crate::util::tandem_bin(),
+    ))
+    .await;
+    attached(&nvim).await;
+    nvim
+}
+
+async fn attached(nvim: &Nvim) {
+    nvim.wait(
+        "the tandem client to attach",
+        20,
+        "local c = vim.lsp.get_clients({ bufnr = 0, name = 'tandem' })[1]; return c and c.initialized or false",
+        |v| v == &json!(true),
+    )
+    .await;
+}
+
+/// The current buffer's tandem diagnostics as `[line, severity, code, message]`.
+const DIAGNOSTICS: &str = r#"
+    local out = {}
+    for _, d in ipairs(vim.diagnostic.get(0)) do
+        if d.source == 'tandem' then table.insert(out, { d.lnum, d.severity, d.code, d.message }) end
+    end
+    table.sort(out, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[3] < b[3]) end)
+    return out
+"#;
+
+/// The current buffer's code lens titles, once the lenses have been fetched.
+const LENSES: &str = r#"
+    local out = {}
+    for _, l in ipairs(vim.lsp.codelens.get(0)) do
+        if l.command then table.insert(out, { l.range.start.line, l.command.title, l.command.command }) end
+    end
+    table.sort(out, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+    return out
+"#;
+
+fn list(v: &Value) -> &Vec<Value> {
+    v.as_array().expect("a list")
+}
+
+async fn start_task(mcp: &McpClient, areas: &[&str]) -> String {
+    let w = mcp
+        .ok(
+            "start_workflow",
+            json!({"name": "Auth", "description": "JWT auth"}),
+        )
+        .await;
+    let t = mcp
+        .ok(
+            "start_task",
+            json!({"workflow_id": w["workflow_id"], "name": "Setup JWT middleware",
+                   "goal": "verify tokens", "areas": areas}),
+        )
+        .await;
+    t["task_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_task_shows_up_in_neovim_while_the_agent_works() {
+    let home = TestHome::new();
+    let _stop = StopDaemon(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let mcp = home.mcp_daemon(&repo, 60).await;
+    let task = start_task(&mcp, &["auth"]).await;
+
+    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    // The running task's progress began when the editor connected.
+    nvim.wait("progress begin", 10, "return _G.progress", |v| {
+        list(v)
+            .iter()
+            .any(|p| p["kind"] == "begin" && p["title"] == "Task: Setup JWT middleware")
+    })
+    .await;
+
+    // The user edits and saves in the editor: that hunk is marked at once.
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'fn parse() {}', 'fn check() {}' }); vim.cmd.write()").await;
+    let d = nvim
+        .wait("diagnostics on the saved hunk", 10, DIAGNOSTICS, |v| {
+            !list(v).is_empty()
+        })
+        .await;
+    assert_eq!(
+        d,
+        json!([[
+            1,
+            3,
+            "task-change",
+            "Changed by task “Setup JWT middleware” (in progress)"
+        ]])
+    );
+
+    // The agent edits a file outside the task's areas and logs a milestone.
+    write_files(
+        &repo,
+        &[("src/utils.rs", "pub fn helper() {}\npub fn extra() {}\n")],
+    );
+    mcp.ok(
+        "log_milestone",
+        json!({"task_id": task, "message": "Running tests…", "progress": 75}),
+    )
+    .await;
+    nvim.wait(
+        "the milestone's progress report",
+        10,
+        "return _G.progress",
+        |v| {
+            list(v).iter().any(|p| {
+                p["kind"] == "report" && p["percentage"] == 75 && p["message"] == "Running tests…"
+            })
+        },
+    )
+    .await;
+    nvim.lua("vim.cmd.edit('src/utils.rs')").await;
+    attached(&nvim).await;
+    let d = nvim
+        .wait("an out-of-scope warning", 10, DIAGNOSTICS, |v| {
+            !list(v).is_empty()
+        })
+        .await;
+    assert_eq!(
+        d,
+        json!([[
+            1,
+            2,
+            "outside-scope",
+            "Outside declared scope (auth): changed by task “Setup JWT middleware”"
+        ]])
+    );
+
+    // Code lenses: the task's headline on line 1, name and decisions on the hunk.
+    nvim.lua("vim.cmd.edit('src/auth/jwt.rs')").await;
+    let lenses = nvim
+        .wait(
+            "code lenses",
+            10,
+            &format!("vim.lsp.codelens.refresh({{ bufnr = 0 }}); {LENSES}"),
+            |v| list(v).len() == 3 && v[0][1].as_str().is_some_and(|t| t.contains("75%")),
+        )
+        .await;
+    assert_eq!(
+        lenses,
+        json!([
+            [
+                0,
+                "Task: Setup JWT middleware · in progress · 75% · Running tests…",
+                "tandem.task.show"
+            ],
+            [1, "Changed by Setup JWT middleware", "tandem.task.show"],
+            [1, "Decisions (0)", "tandem.task.decisions"],
+        ])
+    );
+
+    // Completion: progress ends, change marks clear, the review warnings come.
+    mcp.ok(
+        "complete_task",
+        json!({"task_id": task, "status": "success",
+               "outcome": {"summary": "done", "manual_review_needed": true,
+                           "manual_review_reason": "token expiry is hard-coded"}}),
+    )
+    .await;
+    nvim.wait("progress end", 10, "return _G.progress", |v| {
+        list(v)
+            .iter()
+            .any(|p| p["kind"] == "end" && p["message"] == "success · 2 file(s) changed")
+    })
+    .await;
+    let d = nvim
+        .wait("review warnings only", 10, DIAGNOSTICS, |v| {
+            list(v).iter().all(|d| d[2] == "review-needed") && !list(v).is_empty()
+        })
+        .await;
+    assert_eq!(
+        d,
+        json!([[
+            0,
+            2,
+            "review-needed",
+            "Manual review needed (task “Setup JWT middleware”): token expiry is hard-coded"
+        ]])
+    );
+
+    // Dismissed, they clear.
+    nvim.lua("vim.lsp.get_clients({ name = 'tandem' })[1]:request('workspace/executeCommand', { command = 'tandem.diagnostics.dismiss', arguments = {} }, function() end)").await;
+    nvim.wait("no tandem diagnostics", 10, DIAGNOSTICS, |v| {
+        list(v).is_empty()
+    })
+    .await;
+
+    nvim.quit().await;
+    mcp.close().await;
+}
