@@ -229,3 +229,153 @@ async fn a_task_shows_up_in_neovim_while_the_agent_works() {
     nvim.quit().await;
     mcp.close().await;
 }
+
+/// Sends an LSP request from Neovim's tandem client and waits for its answer (as JSON).
+async fn request(nvim: &Nvim, method: &str, params: &str) -> Value {
+    nvim.lua(&format!(
+        r#"
+        local c = vim.lsp.get_clients({{ bufnr = 0, name = 'tandem' }})[1]
+        local res = c:request_sync('{method}', {params}, 10000, vim.api.nvim_get_current_buf())
+        if not res then return {{ timeout = true }} end
+        return {{ result = res.result, error = res.err }}
+        "#
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn memory_in_neovim_hover_symbols_and_save_selection() {
+    let home = TestHome::new();
+    let _stop = StopDaemon(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let mcp = home.mcp_daemon(&repo, 60).await;
+    let added = mcp
+        .ok(
+            "rekall_add",
+            json!({"type": "pitfall", "title": "JWT clock skew rejects fresh tokens",
+                   "content": "Allow 30 s of leeway when verifying exp and nbf.",
+                   "tags": ["jwt", "auth"]}),
+        )
+        .await;
+    let id = added["id"].as_str().unwrap().to_string();
+
+    let nvim = editor(&home, &repo, "README.md").await;
+    // Hover on a citation (a unique prefix works) shows the entry.
+    nvim.lua(&format!(
+        "vim.api.nvim_buf_set_lines(0, 0, -1, false, {{ 'See [{}] for the leeway.' }})",
+        &id[..10]
+    ))
+    .await;
+    let hover = request(
+        &nvim,
+        "textDocument/hover",
+        "vim.lsp.util.make_position_params(0, 'utf-8')",
+    )
+    .await;
+    assert_eq!(
+        hover["result"],
+        Value::Null,
+        "the cursor is not on the citation: {hover}"
+    );
+    nvim.lua("vim.api.nvim_win_set_cursor(0, { 1, 8 })").await;
+    let hover = request(
+        &nvim,
+        "textDocument/hover",
+        "vim.lsp.util.make_position_params(0, 'utf-8')",
+    )
+    .await;
+    let text = hover["result"]["contents"]["value"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("# JWT clock skew rejects fresh tokens"),
+        "{hover}"
+    );
+    assert!(text.contains("Allow 30 s of leeway"), "{hover}");
+    assert_eq!(hover["result"]["range"]["start"]["character"], 4);
+
+    // Workspace symbols search memory and locate entries at tandem:// documents, which the
+    // plugin opens as readable buffers.
+    let symbols = request(&nvim, "workspace/symbol", "{ query = 'clock skew' }").await;
+    let first = &symbols["result"][0];
+    assert_eq!(
+        first["name"], "JWT clock skew rejects fresh tokens",
+        "{symbols}"
+    );
+    let uri = first["location"]["uri"].as_str().unwrap().to_string();
+    assert_eq!(uri, format!("tandem://memory/{id}"));
+    nvim.lua(&format!("vim.cmd.edit('{uri}')")).await;
+    let doc = nvim
+        .wait(
+            "the entry's document",
+            10,
+            "return vim.api.nvim_buf_get_lines(0, 0, -1, false)",
+            |v| list(v).len() > 2,
+        )
+        .await;
+    assert_eq!(doc[0], "# JWT clock skew rejects fresh tokens");
+    assert_eq!(nvim.lua("return vim.bo.filetype").await, "markdown");
+    nvim.lua("vim.cmd.edit('src/auth/jwt.rs')").await;
+    attached(&nvim).await;
+
+    // "Save selection to memory": offered on a selection, then run with the type the user
+    // picked; the entry keeps the file and lines as context.
+    let actions = request(
+        &nvim,
+        "textDocument/codeAction",
+        "{ textDocument = { uri = vim.uri_from_bufnr(0) }, range = { start = { line = 0, character = 0 }, ['end'] = { line = 1, character = 0 } }, context = { diagnostics = {} } }",
+    )
+    .await;
+    let action = &actions["result"][0];
+    assert_eq!(action["title"], "Save selection to memory", "{actions}");
+    let mut args = action["command"]["arguments"][0].clone();
+    args["type"] = json!("pattern");
+    let saved = request(
+        &nvim,
+        "workspace/executeCommand",
+        &format!(
+            "{{ command = 'tandem.memory.saveSelection', arguments = {{ vim.json.decode([[{args}]]) }} }}"
+        ),
+    )
+    .await;
+    let new_id = saved["result"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{saved}"));
+    let shown = mcp.ok("rekall_show", json!({"id": new_id})).await;
+    assert_eq!(shown["title"], "fn verify() {}");
+    assert_eq!(shown["content"], "fn verify() {}\n");
+    assert_eq!(shown["type"], "pattern");
+    assert!(
+        shown["context"]
+            .as_str()
+            .unwrap()
+            .starts_with("src/auth/jwt.rs:L1-L1"),
+        "{shown}"
+    );
+
+    // Without the type the command says what is missing.
+    let refused = request(
+        &nvim,
+        "workspace/executeCommand",
+        &format!(
+            "{{ command = 'tandem.memory.saveSelection', arguments = {{ vim.json.decode([[{}]]) }} }}",
+            action["command"]["arguments"][0]
+        ),
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'type'"),
+        "{refused}"
+    );
+    assert_eq!(
+        refused["error"]["data"]["error"]["code"],
+        "INVALID_ARGUMENT"
+    );
+
+    nvim.quit().await;
+    mcp.close().await;
+}
