@@ -34,7 +34,7 @@ use view::Focus;
 
 /// How long a completed task stays in focus.
 pub const RECENT: Duration = Duration::from_secs(30 * 60);
-/// Events closer together than this are folded into one refresh.
+/// Refreshes of the focus are at least this far apart (events in between fold into one).
 const DEBOUNCE: Duration = Duration::from_millis(30);
 const MEMORY_URI: &str = "tandem://memory/";
 const TASK_URI: &str = "tandem://task/";
@@ -130,6 +130,15 @@ struct ViewState {
     progress: HashMap<Ulid, NumberOrString>,
     /// A completed task whose warnings the user dismissed.
     dismissed: Option<Ulid>,
+}
+
+/// Aborts a background task when its owner ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 struct Backend {
@@ -488,40 +497,41 @@ impl Backend {
         if let Some(id) = focus_running {
             self.progress(id, &TaskChange::Started).await;
         }
-        let mut due: Option<tokio::time::Instant> = None;
+        // Refreshes run beside the event loop, so progress never waits for a diff: the
+        // first event refreshes at once, later ones fold into one refresh per DEBOUNCE.
+        let refresher = {
+            let this = self.clone_handle();
+            tokio::spawn(async move {
+                loop {
+                    this.session.refresh.notified().await;
+                    this.refresh().await;
+                    tokio::time::sleep(DEBOUNCE).await;
+                }
+            })
+        };
+        let _refresher = AbortOnDrop(refresher);
         loop {
-            let wait = async {
-                match due {
-                    Some(d) => tokio::time::sleep_until(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                event = events.recv() => match event {
-                    Ok(Event::Task { workspace, task_id, change }) => {
-                        if workspace != self.session.workspace() {
-                            continue;
-                        }
-                        if matches!(change, TaskChange::Started) {
-                            // A new task takes the focus from a dismissed one.
-                            self.session.state.lock().await.dismissed = None;
-                        }
-                        self.progress(task_id, &change).await;
-                        due.get_or_insert_with(|| tokio::time::Instant::now() + DEBOUNCE);
+            match events.recv().await {
+                Ok(Event::Task {
+                    workspace,
+                    task_id,
+                    change,
+                }) => {
+                    if workspace != self.session.workspace() {
+                        continue;
                     }
-                    Err(RecvError::Lagged(n)) => {
-                        tracing::debug!("LSP session lagged {n} events; refreshing");
-                        due.get_or_insert_with(tokio::time::Instant::now);
+                    if matches!(change, TaskChange::Started) {
+                        // A new task takes the focus from a dismissed one.
+                        self.session.state.lock().await.dismissed = None;
                     }
-                    Err(RecvError::Closed) => return,
-                },
-                _ = self.session.refresh.notified() => {
-                    due.get_or_insert_with(tokio::time::Instant::now);
+                    self.progress(task_id, &change).await;
+                    self.session.refresh.notify_one();
                 }
-                _ = wait => {
-                    due = None;
-                    self.refresh().await;
+                Err(RecvError::Lagged(n)) => {
+                    tracing::debug!("LSP session lagged {n} events; refreshing");
+                    self.session.refresh.notify_one();
                 }
+                Err(RecvError::Closed) => return,
             }
         }
     }
