@@ -53,6 +53,11 @@ async fn main() {
     git(&repo, &["init", "-q", "-b", "main"]);
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "initial"]);
+    // Files written in the same second as the index are "racily clean": git and libgit2
+    // re-read them on every status until the index is rewritten later. A real repository's
+    // index is older than its files; make this one so.
+    std::thread::sleep(Duration::from_millis(1100));
+    git(&repo, &["status", "--porcelain"]);
     let repo = repo.canonicalize().unwrap();
 
     let agent = Agent::connect(&home, &repo).await;

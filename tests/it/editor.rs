@@ -379,3 +379,156 @@ async fn memory_in_neovim_hover_symbols_and_save_selection() {
     nvim.quit().await;
     mcp.close().await;
 }
+
+#[tokio::test]
+async fn tandem_commands_in_neovim() {
+    let home = TestHome::new();
+    let _stop = StopDaemon(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let mcp = home.mcp_daemon(&repo, 60).await;
+    let task = start_task(&mcp, &["auth"]).await;
+    mcp.ok(
+        "log_decision",
+        json!({"task_id": task, "category": "architecture", "question": "Where to verify?",
+               "options_considered": ["middleware", "handler"], "chosen": "middleware",
+               "reasoning": "one place for every route"}),
+    )
+    .await;
+    mcp.ok(
+        "rekall_add",
+        json!({"type": "decision", "title": "Verify JWT in middleware", "content": "One place.", "tags": ["jwt"]}),
+    )
+    .await;
+    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    // Dialogs answer themselves; notifications are recorded.
+    nvim.lua(
+        r#"
+        _G.notes = {}
+        vim.notify = function(msg, level) table.insert(_G.notes, msg) end
+        vim.ui.select = function(items, opts, on_choice)
+            _G.offered = items
+            on_choice(items[1], 1)
+        end
+        vim.ui.input = function(opts, on_confirm) on_confirm(opts.default) end
+        "#,
+    )
+    .await;
+
+    // Completion of subcommands, then task ids once a list was fetched.
+    let subs = nvim
+        .lua("return vim.fn.getcompletion('Tandem ', 'cmdline')")
+        .await;
+    for sub in ["tasks", "task", "memory", "log", "status", "dismiss"] {
+        assert!(
+            list(&subs).contains(&json!(sub)),
+            "{sub} missing from {subs}"
+        );
+    }
+    // `:Tandem tasks` shows the tree in a float.
+    nvim.lua("vim.cmd('Tandem tasks')").await;
+    let float = nvim
+        .wait(
+            "the task float",
+            10,
+            r#"for _, w in ipairs(vim.api.nvim_list_wins()) do
+                 if vim.api.nvim_win_get_config(w).relative ~= '' then
+                   return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
+                 end
+               end
+               return {}"#,
+            |v| !list(v).is_empty(),
+        )
+        .await;
+    let text = float.to_string();
+    assert!(
+        text.contains("Auth") && text.contains("Setup JWT middleware"),
+        "{float}"
+    );
+    nvim.lua("vim.cmd('close')").await;
+    let ids = nvim
+        .lua("return vim.fn.getcompletion('Tandem task ', 'cmdline')")
+        .await;
+    assert_eq!(ids, json!([task]));
+    // `:Tandem tasks!` fills the quickfix list.
+    nvim.lua("vim.cmd('Tandem tasks!')").await;
+    let qf = nvim
+        .wait(
+            "the quickfix list",
+            10,
+            "return vim.tbl_map(function(i) return i.text end, vim.fn.getqflist())",
+            |v| !list(v).is_empty(),
+        )
+        .await;
+    assert!(qf.to_string().contains("Setup JWT middleware"), "{qf}");
+
+    // `:Tandem task ID` opens the record; its decisions are there.
+    nvim.lua(&format!("vim.cmd('Tandem task {}')", &task[..8]))
+        .await;
+    let doc = nvim
+        .wait(
+            "the task document",
+            10,
+            "return vim.api.nvim_buf_get_lines(0, 0, -1, false)",
+            |v| list(v).len() > 3,
+        )
+        .await;
+    assert_eq!(doc[0], "# Task: Setup JWT middleware");
+    let text = doc.to_string();
+    assert!(
+        text.contains("## Decisions") && text.contains("Where to verify?"),
+        "{doc}"
+    );
+
+    // `:Tandem memory search` offers results in vim.ui.select and opens the chosen one.
+    nvim.lua("vim.cmd('Tandem memory search jwt middleware')")
+        .await;
+    let entry = nvim
+        .wait(
+            "the chosen entry",
+            10,
+            "return vim.api.nvim_buf_get_lines(0, 0, 1, false)[1]",
+            |v| v == "# Verify JWT in middleware",
+        )
+        .await;
+    assert_eq!(entry, "# Verify JWT in middleware");
+
+    // `:'<,'>Tandem memory add` saves the lines with the type and title picked.
+    nvim.lua("vim.cmd.edit('src/auth/jwt.rs')").await;
+    attached(&nvim).await;
+    nvim.lua("vim.cmd('3,3Tandem memory add')").await;
+    let found = nvim
+        .wait("the saved entry", 10, "return _G.notes", |v| {
+            list(v)
+                .iter()
+                .any(|n| n.as_str().unwrap_or("").contains("saved"))
+        })
+        .await;
+    let searched = mcp.ok("rekall_search", json!({"query": "sign"})).await;
+    assert_eq!(
+        searched["results"][0]["title"], "fn sign() {}",
+        "{searched} {found}"
+    );
+
+    // `:Tandem status` and `:checkhealth tandem`.
+    nvim.lua("_G.notes = {}; vim.cmd('Tandem status')").await;
+    let notes = nvim
+        .wait("the status", 10, "return _G.notes", |v| !list(v).is_empty())
+        .await;
+    let text = notes.to_string();
+    assert!(
+        text.contains(env!("CARGO_PKG_VERSION")) && text.contains("daemon"),
+        "{notes}"
+    );
+    nvim.lua("vim.cmd('checkhealth tandem')").await;
+    let health = nvim
+        .lua("return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')")
+        .await;
+    let health = health.as_str().unwrap();
+    assert!(health.contains("OK version: tandem"), "{health}");
+    assert!(health.contains("OK running: pid"), "{health}");
+    assert!(!health.contains("ERROR"), "{health}");
+
+    nvim.quit().await;
+    mcp.close().await;
+}
