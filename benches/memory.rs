@@ -26,6 +26,9 @@ use serde_json::{Value, json};
 use tandem::memory::{EntryType, Memory, NewEntry, NoProgress, SearchQuery};
 use tandem::store::Store;
 
+mod common;
+use common::{Stats, ms};
+
 const ADDS: usize = 300;
 const SEARCHES: usize = 1000;
 const STDIO_SEARCHES: usize = 500;
@@ -87,29 +90,6 @@ struct StdioFigures {
     search: Stats,
     add: Stats,
     peak_rss_kb: u64,
-}
-
-#[derive(Clone, Copy, Default)]
-struct Stats {
-    n: usize,
-    p50: Duration,
-    p99: Duration,
-}
-
-impl Stats {
-    fn of(mut samples: Vec<Duration>) -> Stats {
-        samples.sort();
-        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-        Stats {
-            n: samples.len(),
-            p50: at(0.50),
-            p99: at(0.99),
-        }
-    }
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
 fn ratio(theirs: Duration, ours: Duration) -> String {

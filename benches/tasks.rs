@@ -10,7 +10,6 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +23,9 @@ use tandem::tasks::{
     Completion, CompletionStatus, NewTask, NewWorkflow, Outcome, TaskCompleted, Tasks,
 };
 use util::git;
+
+mod common;
+use common::{file_path, generate};
 
 const RUNS: usize = 7;
 
@@ -185,19 +187,4 @@ fn median(mut f: impl FnMut()) -> Duration {
         .collect();
     samples.sort();
     samples[RUNS / 2]
-}
-
-fn file_path(i: usize) -> String {
-    format!("d{:04}/f{i}.txt", i / 100)
-}
-
-fn generate(root: &Path, files: usize) {
-    for i in 0..files {
-        let p = root.join(file_path(i));
-        if i % 100 == 0 {
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        }
-        let body: String = (0..10).map(|l| format!("file {i} line {l}\n")).collect();
-        std::fs::write(p, body).unwrap();
-    }
 }

@@ -33,19 +33,18 @@ pub const UNKNOWN_METHOD: &str = "UNKNOWN_METHOD";
 
 /// Why a call failed: the spec's error code, a message for people, and machine-readable
 /// details. Its JSON ([`CallError::to_json`]) is the error object every face answers with.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct CallError {
-    code: String,
+    code: &'static str,
     message: String,
-    #[serde(default)]
     details: Value,
 }
 
 impl CallError {
-    pub fn new(code: impl Into<String>, message: impl Into<String>, details: Value) -> CallError {
+    pub fn new(code: &'static str, message: impl Into<String>, details: Value) -> CallError {
         CallError {
-            code: code.into(),
+            code,
             message: message.into(),
             details,
         }
@@ -69,8 +68,8 @@ impl CallError {
         )
     }
 
-    pub fn code(&self) -> &str {
-        &self.code
+    pub fn code(&self) -> &'static str {
+        self.code
     }
 
     pub fn message(&self) -> &str {
@@ -83,12 +82,7 @@ impl CallError {
 
     /// The spec's error object: `{"error": {"code", "message", "details"}}`.
     pub fn to_json(&self) -> Value {
-        crate::error_object(&self.code, &self.message, self.details.clone())
-    }
-
-    /// Reads back what [`CallError::to_json`] wrote (a client reading a remote error).
-    pub fn from_json(value: &Value) -> Option<CallError> {
-        serde_json::from_value(value.get("error")?.clone()).ok()
+        crate::error_object(self.code, &self.message, self.details.clone())
     }
 }
 

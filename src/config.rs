@@ -91,3 +91,13 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         .append(true)
         .open(path)
 }
+
+/// A workspace is a canonical root: the git toplevel of `dir` where there is one, else `dir`
+/// itself (canonical when it exists).
+pub fn workspace_root(dir: &Path) -> PathBuf {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    match crate::tasks::git::discover(&dir) {
+        Some(repo) => crate::tasks::git::workdir(&repo),
+        None => dir,
+    }
+}

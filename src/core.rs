@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::events::Bus;
 use crate::memory::{Memory, MemoryError, Progress};
 use crate::store::Store;
 use crate::tasks::{TaskError, Tasks};
@@ -23,5 +24,56 @@ impl Core {
         })?;
         let memory = Memory::open(store, progress)?;
         Ok(Core { memory, tasks })
+    }
+
+    /// The bus every service of this core publishes on.
+    pub fn bus(&self) -> &Bus {
+        self.tasks.bus()
+    }
+}
+
+type Opener = Box<dyn Fn() -> Result<Core, MemoryError> + Send + Sync>;
+
+/// The core, opened on first use (and warmed up in the background by the caller), so a
+/// session answers `initialize` at once whatever the size of the data dir. A failed open
+/// (the data dir held by another process, say) is a tool error, and is tried again on the
+/// next call.
+pub struct LazyCore {
+    cell: tokio::sync::OnceCell<Arc<Core>>,
+    open: Opener,
+}
+
+impl LazyCore {
+    pub fn new(
+        open: impl Fn() -> Result<Core, MemoryError> + Send + Sync + 'static,
+    ) -> Arc<LazyCore> {
+        Arc::new(LazyCore {
+            cell: tokio::sync::OnceCell::new(),
+            open: Box::new(open),
+        })
+    }
+
+    /// A core that is already open (the daemon opens it before it listens).
+    pub fn ready(core: Arc<Core>) -> Arc<LazyCore> {
+        Arc::new(LazyCore {
+            cell: tokio::sync::OnceCell::new_with(Some(core)),
+            open: Box::new(|| Err(MemoryError::Corrupt("the core was given open".into()))),
+        })
+    }
+
+    /// The open core, opening it first if needed.
+    pub async fn get(self: &Arc<Self>) -> Result<Arc<Core>, MemoryError> {
+        let this = self.clone();
+        self.cell
+            .get_or_try_init(|| async move {
+                match tokio::task::spawn_blocking(move || (this.open)()).await {
+                    Ok(opened) => opened.map(Arc::new),
+                    Err(e) => Err(MemoryError::Corrupt(format!(
+                        "opening the memory failed: {e}"
+                    ))),
+                }
+            })
+            .await
+            .cloned()
     }
 }

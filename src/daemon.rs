@@ -103,7 +103,7 @@ pub struct DaemonConfig {
 }
 
 struct State {
-    /// Connected `mcp` and `cli` sessions.
+    /// Connected `mcp`, `lsp` and `cli` sessions.
     sessions: AtomicUsize,
     /// Set to true to stop the daemon; sessions watch it.
     stop: watch::Sender<bool>,
@@ -313,6 +313,38 @@ async fn serve_connection(
                 calls::call(&core, workspace.as_deref(), method, params)
             });
             serve_calls(read, write, handler, state.stop.subscribe()).await
+        }
+        "lsp" => {
+            let Some(workspace) = hello.workspace.clone().filter(|w| w.is_absolute()) else {
+                return reply(
+                    &mut write,
+                    &state.welcome(
+                        false,
+                        Some("the lsp face needs an absolute workspace".into()),
+                    ),
+                )
+                .await;
+            };
+            reply(&mut write, &state.welcome(true, None)).await?;
+            let _session = state.session();
+            tracing::info!(
+                "lsp session for {} ({})",
+                workspace.display(),
+                hello.client.as_deref().unwrap_or("unknown client")
+            );
+            let buffered = read.buffer().to_vec();
+            let input = std::io::Cursor::new(buffered).chain(read.into_inner());
+            let host = crate::lsp::Host {
+                log_file: state.config.log_file.clone(),
+                home: state.config.home.clone(),
+                daemon: true,
+            };
+            let mut stop = state.stop.subscribe();
+            tokio::select! {
+                _ = crate::lsp::serve(core, host, workspace, input, write) => {}
+                _ = async { if !*stop.borrow() { let _ = stop.changed().await; } } => {}
+            }
+            Ok(())
         }
         other => {
             reply(

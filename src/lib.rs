@@ -8,6 +8,8 @@ pub mod calls;
 pub mod config;
 pub mod core;
 pub mod daemon;
+pub mod events;
+pub mod lsp;
 pub mod mcp;
 pub mod memory;
 pub mod store;

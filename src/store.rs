@@ -25,6 +25,13 @@ pub enum StoreError {
     )]
     Locked { dir: PathBuf, pid: String },
 
+    /// [`StoreError::Locked`], where the holder is the data dir's daemon: what an in-process
+    /// (`--standalone`) face says once it has asked the daemon's socket.
+    #[error(
+        "a tandem daemon (pid {pid}) holds the data dir {dir}; run without --standalone to use it, or `tandem daemon stop`"
+    )]
+    HeldByDaemon { dir: PathBuf, pid: u32 },
+
     #[error(
         "the data dir {dir} has format {found}, newer than this tandem understands ({supported}); upgrade tandem"
     )]

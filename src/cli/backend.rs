@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use tandem::calls::{self, CallError, Method};
+use tandem::calls::{self, Method};
 use tandem::config::Config;
 use tandem::core::Core;
 use tandem::daemon::{self, VERSION_MISMATCH};
@@ -141,13 +141,25 @@ impl Session {
             );
         }
         if let Some(error) = answer.get("error") {
-            let e = CallError::from_json(&error["data"]).unwrap_or_else(|| {
-                CallError::internal(error["message"].as_str().unwrap_or("unknown error"))
-            });
-            return Err(e.into());
+            // The spec's error object, else the JSON-RPC error itself.
+            let spec = &error["data"]["error"];
+            let text = |v: &Value, or: &str| v.as_str().unwrap_or(or).to_string();
+            return Err(RemoteError {
+                code: text(&spec["code"], "INTERNAL_ERROR"),
+                message: text(&spec["message"], error["message"].as_str().unwrap_or("")),
+            }
+            .into());
         }
         Ok(answer["result"].take())
     }
+}
+
+/// A call's failure as the daemon told it: what `tandem: message (CODE)` prints.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct RemoteError {
+    pub code: String,
+    pub message: String,
 }
 
 /// A progress bar on stderr for index rebuilds (hidden when stderr is not a terminal).

@@ -164,8 +164,9 @@ async fn wait_gone(home: &Path) -> anyhow::Result<()> {
 }
 
 /// Serves a protocol face on stdio through the data dir's daemon (`tandem mcp` with face
-/// `mcp`): connects (starting the daemon, detached, when none runs; replacing it when it is
-/// of another version and nobody uses it), says hello, then splices stdio to the socket.
+/// `mcp`, `tandem lsp` with `lsp`): connects (starting the daemon, detached, when none
+/// runs; replacing it when it is of another version and nobody uses it), says hello, then
+/// splices stdio to the socket.
 pub fn serve_via_daemon(
     config: &Config,
     face: &str,

@@ -47,6 +47,17 @@ enum Command {
         #[arg(long)]
         standalone: bool,
     },
+    /// Serve LSP on stdio, for editors (the Neovim plugin, VS Code): tasks and memory in
+    /// the editor. Goes through the daemon unless `--standalone`.
+    Lsp {
+        /// The workspace when the editor names none (default: the current directory's git
+        /// toplevel, else the current directory).
+        #[arg(long)]
+        workspace: Option<std::path::PathBuf>,
+        /// Serve in-process instead of through the daemon.
+        #[arg(long)]
+        standalone: bool,
+    },
     /// The daemon that owns the data dir and serves clients over a unix socket; `status`,
     /// `stop`.
     Daemon(daemon::DaemonArgs),
@@ -64,6 +75,8 @@ pub fn main() -> ExitCode {
         Err(e) => {
             if let Some(c) = e.downcast_ref::<CallError>() {
                 eprintln!("tandem: {} ({})", c, c.code());
+            } else if let Some(r) = e.downcast_ref::<backend::RemoteError>() {
+                eprintln!("tandem: {} ({})", r, r.code);
             } else if let Some(m) = e.downcast_ref::<MemoryError>() {
                 eprintln!("tandem: {} ({})", m, m.code());
             } else if let Some(t) = e.downcast_ref::<tandem::tasks::TaskError>() {
@@ -94,6 +107,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             workspace,
             standalone: true,
         } => serve_mcp(&config, workspace),
+        Command::Lsp {
+            workspace,
+            standalone: false,
+        } => daemon::serve_via_daemon(&config, "lsp", workspace_root(workspace)?),
+        Command::Lsp {
+            workspace,
+            standalone: true,
+        } => serve_lsp(&config, workspace_root(workspace)?),
         Command::Daemon(args) => daemon::run(&config, args),
         Command::Memory(cmd) => memory::run(&config, cmd),
         Command::Tasks(args) => tasks::run(&config, args),
@@ -135,6 +156,28 @@ fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::
     Ok(())
 }
 
+fn serve_lsp(config: &Config, workspace: std::path::PathBuf) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let home = config.home.clone();
+        let core = LazyCore::new(move || open_standalone(&home));
+        let host = tandem::lsp::Host {
+            home: config.home.clone(),
+            log_file: config.log_file(),
+            daemon: false,
+        };
+        tracing::info!("serving LSP on stdio (data dir {})", config.home.display());
+        tokio::select! {
+            _ = tandem::lsp::serve(core, host, workspace, tokio::io::stdin(), tokio::io::stdout()) => {}
+            _ = tandem::daemon::shutdown_signal() => tracing::info!("signal received; closing the LSP session"),
+        }
+    });
+    drop(runtime);
+    Ok(())
+}
+
 /// A workspace is a canonical root: the git toplevel where there is one.
 fn workspace_root(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
     let dir = match dir {
@@ -150,22 +193,20 @@ fn workspace_root(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::
     })
 }
 
-/// Opens the core for `tandem mcp --standalone`. A data dir held by the daemon says so, and
-/// what to do.
-fn open_standalone(home: &Path) -> Result<Core, CallError> {
+/// Opens the core for `tandem mcp --standalone` and `tandem lsp --standalone`. A data dir
+/// held by the daemon says so, and what to do.
+fn open_standalone(home: &Path) -> Result<Core, MemoryError> {
     Core::open(home, &LogProgress).map_err(|e| {
-        if let MemoryError::Store(StoreError::Locked { .. }) = e {
-            let daemon = tokio::runtime::Handle::current().block_on(daemon::status(home));
-            if let Some(w) = daemon {
-                let message = format!(
-                    "a tandem daemon (pid {}) holds the data dir {}; run without --standalone to use it, or `tandem daemon stop`",
-                    w.pid,
-                    home.display()
-                );
-                tracing::warn!("{message}");
-                return CallError::new(e.code(), message, e.details());
-            }
+        if let MemoryError::Store(StoreError::Locked { .. }) = e
+            && let Some(w) = tokio::runtime::Handle::current().block_on(daemon::status(home))
+        {
+            let e = StoreError::HeldByDaemon {
+                dir: home.to_path_buf(),
+                pid: w.pid,
+            };
+            tracing::warn!("{e}");
+            return MemoryError::Store(e);
         }
-        e.into()
+        e
     })
 }

@@ -24,7 +24,9 @@ use serde_json::Value;
 
 use crate::calls::{self, CallError, params::HelpParams};
 use crate::core::Core;
-use crate::memory::{self, EntryDetails, MemoryError};
+pub use crate::core::LazyCore;
+pub use crate::memory::render_markdown;
+use crate::memory::{self, MemoryError};
 
 /// What the agent is told at connection: the spec's "three lines".
 pub const INSTRUCTIONS: &str = "Tandem memory: a shared knowledge base of bugs, patterns, decisions, pitfalls, configs and references.\n\
@@ -52,52 +54,6 @@ impl TandemServer {
             core,
             workspace: Arc::new(workspace),
         }
-    }
-}
-
-type Opener = Box<dyn Fn() -> Result<Core, CallError> + Send + Sync>;
-
-/// The core, opened on first use (and warmed up in the background by the caller), so a
-/// session answers `initialize` at once whatever the size of the data dir. A failed open
-/// (the data dir held by another process, say) is a tool error, and is tried again on the
-/// next call.
-pub struct LazyCore {
-    cell: tokio::sync::OnceCell<Arc<Core>>,
-    open: Opener,
-}
-
-impl LazyCore {
-    pub fn new(
-        open: impl Fn() -> Result<Core, CallError> + Send + Sync + 'static,
-    ) -> Arc<LazyCore> {
-        Arc::new(LazyCore {
-            cell: tokio::sync::OnceCell::new(),
-            open: Box::new(open),
-        })
-    }
-
-    /// A core that is already open (the daemon opens it before it listens).
-    pub fn ready(core: Arc<Core>) -> Arc<LazyCore> {
-        Arc::new(LazyCore {
-            cell: tokio::sync::OnceCell::new_with(Some(core)),
-            open: Box::new(|| Err(CallError::internal("the core was given open"))),
-        })
-    }
-
-    /// The open core, opening it first if needed.
-    pub async fn get(self: &Arc<Self>) -> Result<Arc<Core>, CallError> {
-        let this = self.clone();
-        self.cell
-            .get_or_try_init(|| async move {
-                match tokio::task::spawn_blocking(move || (this.open)()).await {
-                    Ok(opened) => opened.map(Arc::new),
-                    Err(e) => Err(CallError::internal(format!(
-                        "opening the memory failed: {e}"
-                    ))),
-                }
-            })
-            .await
-            .cloned()
     }
 }
 
@@ -215,6 +171,23 @@ static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
     ]
 });
 
+/// Runs one tool by name, as an agent would, for other faces that offer the same operation
+/// (the editor's memory commands). `None` when no tool of that name runs a call; an error is
+/// `(code, message, spec error object)`. Faces that route by method name use
+/// [`calls::call`] directly.
+pub fn run_tool(
+    core: &Core,
+    workspace: &std::path::Path,
+    name: &str,
+    args: JsonObject,
+) -> Option<Result<Value, (&'static str, String, Value)>> {
+    let method = TOOLS.iter().find(|t| t.tool.name == name)?.method?;
+    Some(
+        calls::call(core, Some(workspace), method, Value::Object(args))
+            .map_err(|e| (e.code(), e.message().to_string(), e.to_json())),
+    )
+}
+
 /// A core error as a tool result: `isError`, the spec's error object as structured content
 /// and as text.
 fn tool_error(e: &CallError) -> CallToolResult {
@@ -273,7 +246,7 @@ impl ServerHandler for TandemServer {
         };
         let core = match self.core.get().await {
             Ok(c) => c,
-            Err(e) => return Ok(tool_error(&e).into()),
+            Err(e) => return Ok(tool_error(&e.into()).into()),
         };
         let workspace = self.workspace.clone();
         let what = format!("tool {name}");
@@ -358,46 +331,4 @@ impl ServerHandler for TandemServer {
             Err(e) => Err(ErrorData::invalid_params(e.to_string(), Some(e.to_json()))),
         }
     }
-}
-
-/// An entry as a readable Markdown document (resources; editors reuse it).
-pub fn render_markdown(d: &EntryDetails) -> String {
-    let mut s = format!("# {}\n\n", d.title);
-    s.push_str(&format!(
-        "`{}` · {} · {} · confidence {}/5 · {}\n",
-        d.id, d.entry_type, d.memory_type, d.confidence, d.status
-    ));
-    if !d.tags.is_empty() {
-        s.push_str(&format!("tags: {}\n", d.tags.join(", ")));
-    }
-    if let Some(p) = &d.project {
-        s.push_str(&format!("project: {p}\n"));
-    }
-    s.push_str(&format!(
-        "created {} · updated {} · accessed {} times\n\n",
-        d.created_at, d.updated_at, d.access_count
-    ));
-    s.push_str(&d.content);
-    s.push('\n');
-    if !d.links.outgoing.is_empty() || !d.links.incoming.is_empty() {
-        s.push_str("\n## Links\n");
-        for l in &d.links.outgoing {
-            s.push_str(&format!(
-                "- {} → [{}] {}\n",
-                l.relation_type, l.target_id, l.target_title
-            ));
-        }
-        for l in &d.links.incoming {
-            s.push_str(&format!(
-                "- ← {} [{}] {}\n",
-                l.relation_type, l.source_id, l.source_title
-            ));
-        }
-    }
-    if let Some(c) = &d.context {
-        s.push_str("\n## Context\n");
-        s.push_str(c);
-        s.push('\n');
-    }
-    s
 }

@@ -238,3 +238,45 @@ pub struct ExportReport {
     pub entries: u64,
     pub links: u64,
 }
+
+/// An entry as a readable Markdown document (resources; editors reuse it).
+pub fn render_markdown(d: &EntryDetails) -> String {
+    let mut s = format!("# {}\n\n", d.title);
+    s.push_str(&format!(
+        "`{}` · {} · {} · confidence {}/5 · {}\n",
+        d.id, d.entry_type, d.memory_type, d.confidence, d.status
+    ));
+    if !d.tags.is_empty() {
+        s.push_str(&format!("tags: {}\n", d.tags.join(", ")));
+    }
+    if let Some(p) = &d.project {
+        s.push_str(&format!("project: {p}\n"));
+    }
+    s.push_str(&format!(
+        "created {} · updated {} · accessed {} times\n\n",
+        d.created_at, d.updated_at, d.access_count
+    ));
+    s.push_str(&d.content);
+    s.push('\n');
+    if !d.links.outgoing.is_empty() || !d.links.incoming.is_empty() {
+        s.push_str("\n## Links\n");
+        for l in &d.links.outgoing {
+            s.push_str(&format!(
+                "- {} → [{}] {}\n",
+                l.relation_type, l.target_id, l.target_title
+            ));
+        }
+        for l in &d.links.incoming {
+            s.push_str(&format!(
+                "- ← {} [{}] {}\n",
+                l.relation_type, l.source_id, l.source_title
+            ));
+        }
+    }
+    if let Some(c) = &d.context {
+        s.push_str("\n## Context\n");
+        s.push_str(c);
+        s.push('\n');
+    }
+    s
+}

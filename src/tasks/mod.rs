@@ -7,7 +7,7 @@
 mod checksum;
 pub mod git;
 pub mod model;
-mod scope;
+pub mod scope;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,6 +20,7 @@ use ulid::Ulid;
 
 pub use model::*;
 
+use crate::events::{Bus, Event, TaskChange};
 use crate::store::{IdLookup, Store, StoreError, lookup_id};
 
 /// Guidance of spec 004, said back to the agent when a task goes past it.
@@ -245,6 +246,7 @@ pub struct Tasks {
     checksums: sled::Tree,
     /// Serialises writers: completion reads a task, diffs, then writes it.
     write_lock: Mutex<()>,
+    bus: Bus,
 }
 
 impl Tasks {
@@ -257,7 +259,29 @@ impl Tasks {
             checksums: db.open_tree("tasks.checksums")?,
             store,
             write_lock: Mutex::new(()),
+            bus: Bus::default(),
         })
+    }
+
+    /// Where task changes are published once durable.
+    pub fn bus(&self) -> &Bus {
+        &self.bus
+    }
+
+    /// Publishes a change of `task`, tagged with its workflow's workspace.
+    fn publish(&self, task: &Task, change: TaskChange) {
+        let workspace = match self.workflows.get(task.workflow_id.to_string()) {
+            Ok(Some(v)) => match decode::<Workflow>(&v) {
+                Ok(w) => w.workspace,
+                Err(_) => return,
+            },
+            _ => return,
+        };
+        self.bus.publish(Event::Task {
+            workspace,
+            task_id: task.id,
+            change,
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -344,6 +368,7 @@ impl Tasks {
         }
         self.tasks.insert(id.to_string(), encode(&task))?;
         self.store.flush()?;
+        self.publish(&task, TaskChange::Started);
         Ok(TaskStarted {
             task_id: id.to_string(),
             snapshot_id: task.snapshot.id(),
@@ -424,6 +449,19 @@ impl Tasks {
         self.events
             .insert(format!("{}/{id}", task.id), encode(&event))?;
         self.store.flush()?;
+        self.publish(
+            &task,
+            match &event {
+                TaskEvent::Decision(_) => TaskChange::Decision,
+                TaskEvent::Issue(i) => TaskChange::Issue {
+                    requires_human_review: i.requires_human_review,
+                },
+                TaskEvent::Milestone(m) => TaskChange::Milestone {
+                    progress: m.progress,
+                    message: m.message.clone(),
+                },
+            },
+        );
         let count = self
             .events_of(&task.id)?
             .iter()
@@ -466,6 +504,7 @@ impl Tasks {
         task.verification = Some(verification.clone());
         self.tasks.insert(task.id.to_string(), encode(&task))?;
         self.store.flush()?;
+        self.publish(&task, TaskChange::Completed);
         Ok(TaskCompleted {
             task_id: task.id.to_string(),
             duration_seconds: duration,
@@ -649,6 +688,140 @@ pub struct TaskRecord {
     pub subtasks: Vec<TaskRecord>,
 }
 
+impl TaskRecord {
+    /// The record as a readable Markdown document (the editor's `tandem://task/ID`).
+    pub fn to_markdown(&self) -> String {
+        use std::fmt::Write;
+        let mut s = format!("# Task: {}\n\n", self.name);
+        let mut line = format!(
+            "`{}` · {} · {}s",
+            self.task_id,
+            self.status.label(),
+            self.duration_seconds
+        );
+        if let Some(p) = self.progress {
+            let _ = write!(line, " · {p:.0}%");
+        }
+        if let Some(m) = self
+            .last_message
+            .as_deref()
+            .filter(|_| self.status == TaskState::Running)
+        {
+            let _ = write!(line, " · {m}");
+        }
+        let _ = writeln!(s, "{line}\n\n**Goal:** {}\n", self.goal);
+        if !self.areas.is_empty() {
+            let _ = writeln!(s, "**Areas:** {}\n", self.areas.join(", "));
+        }
+        let _ = writeln!(
+            s,
+            "Started {} from {} snapshot `{}`{}\n",
+            self.started_at,
+            self.snapshot_type,
+            self.snapshot_id,
+            self.completed_at
+                .as_deref()
+                .map(|c| format!(", completed {c}"))
+                .unwrap_or_default()
+        );
+        if let Some(o) = &self.outcome {
+            let _ = writeln!(s, "## Outcome\n\n{}\n", o.summary);
+            for a in &o.achievements {
+                let _ = writeln!(s, "- ✓ {a}");
+            }
+            for l in &o.limitations {
+                let _ = writeln!(s, "- ✗ {l}");
+            }
+            if o.manual_review_needed {
+                let reason = o
+                    .manual_review_reason
+                    .as_deref()
+                    .unwrap_or("no reason given");
+                let _ = writeln!(s, "\n**Manual review needed:** {reason}");
+            }
+            for n in &o.next_steps {
+                let _ = writeln!(s, "- next: {n}");
+            }
+            s.push('\n');
+        }
+        if let Some(f) = &self.files_changed {
+            let _ = writeln!(s, "## Files changed\n");
+            for (mark, list) in [("A", &f.added), ("M", &f.modified), ("D", &f.deleted)] {
+                for p in list {
+                    let _ = writeln!(s, "- {mark} {p}");
+                }
+            }
+            for r in &f.renamed {
+                let _ = writeln!(s, "- R {} → {}", r.from, r.to);
+            }
+            s.push('\n');
+        }
+        if let Some(v) = &self.verification
+            && !v.warnings.is_empty()
+        {
+            let _ = writeln!(s, "## Warnings\n");
+            for w in &v.warnings {
+                let _ = writeln!(s, "- {w}");
+            }
+            s.push('\n');
+        }
+        let _ = writeln!(s, "## Decisions\n");
+        if self.decisions.is_empty() {
+            let _ = writeln!(s, "(none)");
+        }
+        for d in &self.decisions {
+            let _ = writeln!(
+                s,
+                "### [{}] {}\n\nChosen: **{}**. {}",
+                d.category, d.question, d.chosen, d.reasoning
+            );
+            if !d.options_considered.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "Options considered: {}.",
+                    d.options_considered.join(", ")
+                );
+            }
+            if let Some(t) = &d.trade_offs {
+                let _ = writeln!(s, "Trade-offs: {t}");
+            }
+            s.push('\n');
+        }
+        if !self.issues.is_empty() {
+            let _ = writeln!(s, "\n## Issues\n");
+            for i in &self.issues {
+                let review = if i.requires_human_review {
+                    " **(needs human review)**"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    s,
+                    "- [{}]{review} {} → {}",
+                    i.issue_type, i.description, i.resolution
+                );
+            }
+        }
+        if !self.milestones.is_empty() {
+            let _ = writeln!(s, "\n## Milestones\n");
+            for m in &self.milestones {
+                let p = m
+                    .progress
+                    .map(|p| format!(" ({p:.0}%)"))
+                    .unwrap_or_default();
+                let _ = writeln!(s, "- {}{p} {}", m.created_at, m.message);
+            }
+        }
+        if !self.subtasks.is_empty() {
+            let _ = writeln!(s, "\n## Subtasks\n");
+            for t in &self.subtasks {
+                let _ = writeln!(s, "- {} · {} (`{}`)", t.name, t.status.label(), t.task_id);
+            }
+        }
+        s
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WorkflowRecord {
     pub workflow_id: String,
@@ -767,6 +940,15 @@ impl Tasks {
     /// the start to the working tree (a file changed and changed back is not listed).
     pub fn live_changes(&self, id: &str) -> Result<LiveChanges> {
         let task = self.task(id)?;
+        Ok(LiveChanges {
+            task_id: task.id.to_string(),
+            files: self.live_files(&task, None)?,
+        })
+    }
+
+    /// [`Tasks::live_changes`] of `task`, sorted by path; of one path only with `only`
+    /// (relative to the snapshot's root).
+    pub fn live_files(&self, task: &Task, only: Option<&str>) -> Result<Vec<LiveFile>> {
         let mut out: Vec<LiveFile> = match &task.snapshot {
             Snapshot::Git {
                 repo_root, commit, ..
@@ -776,7 +958,7 @@ impl Tasks {
                     message: e.message().to_string(),
                 };
                 let repo = git2::Repository::open(repo_root).map_err(failed)?;
-                git::hunks_since(&repo, commit.as_deref())
+                git::hunks_since(&repo, commit.as_deref(), only)
                     .map_err(failed)?
                     .into_iter()
                     .map(|f| LiveFile {
@@ -787,7 +969,7 @@ impl Tasks {
                     .collect()
             }
             Snapshot::Checksum { .. } => {
-                let (files, _) = self.changes(&task)?;
+                let (files, _) = self.changes(task)?;
                 [
                     ("added", &files.added),
                     ("modified", &files.modified),
@@ -804,10 +986,72 @@ impl Tasks {
                 .collect()
             }
         };
+        if let Some(path) = only {
+            out.retain(|f| f.path == path);
+        }
         out.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(LiveChanges {
-            task_id: task.id.to_string(),
-            files: out,
-        })
+        Ok(out)
+    }
+
+    /// The task an editor of `workspace` shows: the running task started last (a subtask
+    /// starts after its parent, so it wins), else the task completed last if that was less
+    /// than `recent` ago.
+    pub fn focus(&self, workspace: &Path, recent: std::time::Duration) -> Result<Option<Task>> {
+        let mut workflows = std::collections::HashSet::new();
+        for v in self.workflows.iter().values() {
+            let w: Workflow = decode(&v?)?;
+            if w.workspace == workspace {
+                workflows.insert(w.id);
+            }
+        }
+        if workflows.is_empty() {
+            return Ok(None);
+        }
+        let mine: Vec<Task> = self
+            .all_tasks()?
+            .into_iter()
+            .filter(|t| workflows.contains(&t.workflow_id))
+            .collect();
+        let running = mine
+            .iter()
+            .filter(|t| t.state == TaskState::Running)
+            .max_by_key(|t| (t.started_at, t.id));
+        if let Some(t) = running {
+            return Ok(Some(t.clone()));
+        }
+        let cutoff = now().as_second() - recent.as_secs() as i64;
+        Ok(mine
+            .into_iter()
+            .filter(|t| t.completed_at.is_some_and(|c| c.as_second() >= cutoff))
+            .max_by_key(|t| (t.completed_at, t.id)))
+    }
+
+    /// How many decisions a task logged (for the editor's lenses).
+    pub fn decision_count(&self, task: &Task) -> Result<usize> {
+        Ok(self
+            .events_of(&task.id)?
+            .iter()
+            .filter(|e| matches!(e, TaskEvent::Decision(_)))
+            .count())
+    }
+
+    /// The issues a task logged that ask for a human review.
+    pub fn review_issues(&self, task: &Task) -> Result<Vec<IssueRecord>> {
+        Ok(self
+            .events_of(&task.id)?
+            .into_iter()
+            .filter_map(|e| match e {
+                TaskEvent::Issue(i) if i.requires_human_review => Some(i),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The directory a task's paths are relative to.
+    pub fn root_of(task: &Task) -> &Path {
+        match &task.snapshot {
+            Snapshot::Git { repo_root, .. } => repo_root,
+            Snapshot::Checksum { root, .. } => root,
+        }
     }
 }

@@ -67,7 +67,7 @@ impl TestHome {
         cmd
     }
 
-    fn isolate(&self, cmd: &mut std::process::Command) {
+    pub fn isolate(&self, cmd: &mut std::process::Command) {
         let root = self.dir.path();
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

@@ -1,0 +1,46 @@
+//! What the benchmarks share: percentiles, formatting, a generated file tree.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Default)]
+pub struct Stats {
+    pub n: usize,
+    pub p50: Duration,
+    pub p99: Duration,
+}
+
+impl Stats {
+    pub fn of(mut samples: Vec<Duration>) -> Stats {
+        samples.sort();
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        Stats {
+            n: samples.len(),
+            p50: at(0.50),
+            p99: at(0.99),
+        }
+    }
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+/// The path of generated file `i`: a hundred files a directory.
+pub fn file_path(i: usize) -> String {
+    format!("d{:04}/f{i}.txt", i / 100)
+}
+
+/// Writes `files` small text files under `root`.
+pub fn generate(root: &Path, files: usize) {
+    for i in 0..files {
+        let p = root.join(file_path(i));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        }
+        let body: String = (0..10).map(|l| format!("file {i} line {l}\n")).collect();
+        std::fs::write(p, body).unwrap();
+    }
+}

@@ -1,0 +1,369 @@
+//! Editor latency benchmark: prints figures, asserts nothing about time.
+//!
+//! An agent (`tandem mcp` through the daemon) works on a task in a generated git repository
+//! of 10,000 files (`TANDEM_BENCH_FILES` to change) while an LSP client (`tandem lsp`, same
+//! daemon) listens, as an editor would. Measured, from the agent's or the editor's action to
+//! the message arriving at the editor's end of the LSP pipe:
+//! - `log_milestone` → its `$/progress` report;
+//! - a save in the editor (`didSave`) → the file's new diagnostics;
+//! - the agent editing a file on disk then logging a milestone → that file's diagnostics.
+//!
+//! Run with `cargo bench --bench editor`.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::{Mutex, mpsc};
+
+#[allow(dead_code)]
+#[path = "../tests/it/util.rs"]
+mod util;
+use util::git;
+
+mod common;
+use common::{Stats, file_path, generate, ms};
+
+const SAMPLES: usize = 100;
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+#[tokio::main]
+async fn main() {
+    let files: usize = std::env::var("TANDEM_BENCH_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let dir = tempfile::Builder::new()
+        .prefix("tandem-bench-editor")
+        .tempdir()
+        .unwrap();
+    let repo = dir.path().join("repo");
+    let home = dir.path().join("home");
+    eprintln!("bench: writing {files} files");
+    generate(&repo, files);
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "initial"]);
+    // Files written in the same second as the index are "racily clean": git and libgit2
+    // re-read them on every status until the index is rewritten later. A real repository's
+    // index is older than its files; make this one so.
+    std::thread::sleep(Duration::from_millis(1100));
+    git(&repo, &["status", "--porcelain"]);
+    let repo = repo.canonicalize().unwrap();
+
+    let agent = Agent::connect(&home, &repo).await;
+    let wf = agent.call("start_workflow", json!({"name": "bench"})).await;
+    let task = agent
+        .call(
+            "start_task",
+            json!({"workflow_id": wf["workflow_id"], "name": "bench task", "goal": "measure",
+                   "areas": ["d0001"]}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let mut editor = Editor::start(&home, &repo).await;
+    let open = repo.join(file_path(100));
+    editor.open(&open).await;
+    editor
+        .until(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "begin")
+        .await;
+
+    eprintln!("bench: milestone → progress");
+    let mut milestone = Vec::new();
+    for i in 0..SAMPLES {
+        let message = format!("step {i}");
+        let t = Instant::now();
+        agent
+            .call(
+                "log_milestone",
+                json!({"task_id": task, "message": message, "progress": i % 100}),
+            )
+            .await;
+        editor
+            .until(|m| {
+                m["method"] == "$/progress" && m["params"]["value"]["message"] == message.as_str()
+            })
+            .await;
+        milestone.push(t.elapsed());
+        // Let the debounced refresh that follows each event finish.
+        settle(&mut editor).await;
+    }
+
+    eprintln!("bench: save → diagnostics");
+    let uri = file_uri(&open);
+    let mut save = Vec::new();
+    let original = std::fs::read_to_string(&open).unwrap();
+    for i in 0..SAMPLES {
+        // Each save changes the hunk, so each publishes new diagnostics.
+        let extra: String = (0..(i % 3 + 1))
+            .map(|l| format!("added {i} {l}\n"))
+            .collect();
+        std::fs::write(&open, format!("{original}{extra}")).unwrap();
+        let t = Instant::now();
+        editor
+            .notify(
+                "textDocument/didSave",
+                json!({"textDocument": {"uri": uri}}),
+            )
+            .await;
+        editor
+            .until(|m| {
+                m["method"] == "textDocument/publishDiagnostics"
+                    && m["params"]["uri"] == uri.as_str()
+            })
+            .await;
+        save.push(t.elapsed());
+    }
+
+    eprintln!("bench: agent edit + milestone → diagnostics");
+    let mut agent_edit = Vec::new();
+    for i in 0..SAMPLES {
+        let path = repo.join(file_path(200 + i * 7 % (files - 200)));
+        let target = file_uri(&path);
+        let t = Instant::now();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("agent line\n");
+        std::fs::write(&path, text).unwrap();
+        agent
+            .call(
+                "log_milestone",
+                json!({"task_id": task, "message": format!("edit {i}")}),
+            )
+            .await;
+        editor
+            .until(|m| {
+                m["method"] == "textDocument/publishDiagnostics"
+                    && m["params"]["uri"] == target.as_str()
+            })
+            .await;
+        agent_edit.push(t.elapsed());
+        settle(&mut editor).await;
+    }
+
+    println!("\n## Editor latency ({files}-file git repository, through the daemon)\n");
+    println!("| from → to (at the editor's end of the LSP pipe) | p50 | p99 | n |");
+    println!("|---|---|---|---|");
+    for (what, samples) in [
+        ("agent `log_milestone` → `$/progress` report", milestone),
+        ("editor `didSave` → that file's diagnostics", save),
+        (
+            "agent edits a file + `log_milestone` → that file's diagnostics",
+            agent_edit,
+        ),
+    ] {
+        let s = Stats::of(samples);
+        println!("| {what} | {} | {} | {} |", ms(s.p50), ms(s.p99), s.n);
+    }
+
+    editor.stop().await;
+    agent.client.cancel().await.unwrap();
+    let stopped = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["daemon", "stop"])
+        .env("TANDEM_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(stopped.status.success());
+}
+
+/// Drains what the server sends for a moment.
+async fn settle(editor: &mut Editor) {
+    let until = tokio::time::Instant::now() + Duration::from_millis(150);
+    while tokio::time::timeout_at(until, editor.rx.recv())
+        .await
+        .is_ok()
+    {}
+}
+
+fn file_uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+fn command(home: &Path, repo: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tandem"));
+    cmd.args(args)
+        .arg("--workspace")
+        .arg(repo)
+        .env("TANDEM_HOME", home)
+        .env("TANDEM_LOG", "warn")
+        .env("TANDEM_DAEMON_IDLE_SECS", "120")
+        .kill_on_drop(true);
+    cmd
+}
+
+struct Agent {
+    client: RunningService<rmcp::RoleClient, ()>,
+}
+
+impl Agent {
+    async fn connect(home: &Path, repo: &Path) -> Agent {
+        let cmd = command(home, repo, &["mcp"]);
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Agent {
+            client: ().serve(transport).await.unwrap(),
+        }
+    }
+
+    async fn call(&self, tool: &'static str, args: Value) -> Value {
+        let r = self
+            .client
+            .call_tool(
+                CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        assert!(r.is_error != Some(true), "{tool}: {r:?}");
+        r.structured_content.unwrap_or(Value::Null)
+    }
+}
+
+/// A minimal LSP client: Content-Length framing, answers the server's requests with null,
+/// hands every message to `rx`.
+struct Editor {
+    stdin: Arc<Mutex<ChildStdin>>,
+    rx: mpsc::UnboundedReceiver<Value>,
+    child: tokio::process::Child,
+    next_id: i64,
+}
+
+async fn write(stdin: &Mutex<ChildStdin>, msg: &Value) {
+    let body = serde_json::to_vec(msg).unwrap();
+    let mut w = stdin.lock().await;
+    w.write_all(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes())
+        .await
+        .unwrap();
+    w.write_all(&body).await.unwrap();
+    w.flush().await.unwrap();
+}
+
+impl Editor {
+    async fn start(home: &Path, repo: &Path) -> Editor {
+        let mut child = command(home, repo, &["lsp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = Arc::new(Mutex::new(child.stdin.take().unwrap()));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let replies = stdin.clone();
+        tokio::spawn(async move {
+            let mut r = BufReader::new(stdout);
+            loop {
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some(v) = line.strip_prefix("Content-Length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; len];
+                if r.read_exact(&mut body).await.is_err() {
+                    return;
+                }
+                let msg: Value = serde_json::from_slice(&body).unwrap();
+                if msg.get("id").is_some() && msg.get("method").is_some() {
+                    let reply = json!({"jsonrpc": "2.0", "id": msg["id"], "result": null});
+                    write(&replies, &reply).await;
+                }
+                if tx.send(msg).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut editor = Editor {
+            stdin,
+            rx,
+            child,
+            next_id: 0,
+        };
+        let root = file_uri(repo);
+        editor
+            .request(
+                "initialize",
+                json!({
+                    "processId": null,
+                    "rootUri": root,
+                    "workspaceFolders": [{"uri": root, "name": "repo"}],
+                    "capabilities": {
+                        "general": {"positionEncodings": ["utf-8", "utf-16"]},
+                        "window": {"workDoneProgress": true},
+                        "workspace": {"codeLens": {"refreshSupport": true}},
+                    },
+                }),
+            )
+            .await;
+        editor.notify("initialized", json!({})).await;
+        editor
+    }
+
+    async fn notify(&mut self, method: &str, params: Value) {
+        write(
+            &self.stdin,
+            &json!({"jsonrpc": "2.0", "method": method, "params": params}),
+        )
+        .await;
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        write(
+            &self.stdin,
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .await;
+        self.until(|m| m["id"] == id && m.get("method").is_none())
+            .await
+    }
+
+    async fn open(&mut self, path: &Path) {
+        let text = std::fs::read_to_string(path).unwrap();
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": file_uri(path), "languageId": "text", "version": 1, "text": text}}),
+        )
+        .await;
+    }
+
+    /// Waits for the first message matching `want`, dropping others.
+    async fn until(&mut self, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(m)) if want(&m) => return m,
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the LSP server closed the connection"),
+                Err(_) => panic!("no expected message within {TIMEOUT:?}"),
+            }
+        }
+    }
+
+    async fn stop(mut self) {
+        self.request("shutdown", Value::Null).await;
+        self.notify("exit", Value::Null).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+}

@@ -1,0 +1,176 @@
+--- `:Tandem`: its subcommands and their completion.
+
+local state = require("tandem.state")
+
+local M = {}
+
+local function notify_error(msg)
+  vim.notify("tandem: " .. msg, vim.log.levels.ERROR)
+end
+
+local function usage(sub)
+  return notify_error(("usage: :Tandem %s"):format(sub))
+end
+
+---@class tandem.Invocation
+---@field args string[] The words after the subcommand (and after `memory <verb>`).
+---@field bang boolean `:Tandem!` or `:Tandem tasks!`.
+---@field range integer 0, 1 or 2, as nvim_create_user_command gives it.
+---@field line1 integer
+---@field line2 integer
+
+---@class tandem.Subcommand
+---@field run fun(inv: tandem.Invocation)
+---@field complete? fun(arglead: string, words: string[]): string[]
+
+---@type table<string, tandem.Subcommand>
+M.memory_verbs = {
+  search = {
+    run = function(inv)
+      local query = table.concat(inv.args, " ")
+      if query ~= "" then
+        return require("tandem.memory").search_select(query)
+      end
+      vim.ui.input({ prompt = "Search memory: " }, function(q)
+        if q and vim.trim(q) ~= "" then
+          require("tandem.memory").search_select(vim.trim(q))
+        end
+      end)
+    end,
+  },
+  show = {
+    run = function(inv)
+      if #inv.args ~= 1 then
+        return usage("memory show {id}")
+      end
+      require("tandem.document").open_memory(inv.args[1])
+    end,
+    complete = function()
+      return require("tandem.memory").last_ids()
+    end,
+  },
+  add = {
+    run = function(inv)
+      local line1, line2 = inv.line1, inv.line2
+      if inv.range == 0 then
+        line1 = vim.fn.line(".")
+        line2 = line1
+      end
+      require("tandem.memory").add_selection({ line1 = line1, line2 = line2 })
+    end,
+  },
+}
+
+---@type table<string, tandem.Subcommand>
+M.subcommands = {
+  tasks = {
+    run = function(inv)
+      local qf, all = inv.bang, false
+      for _, a in ipairs(inv.args) do
+        if a == "qf" then
+          qf = true
+        elseif a == "all" then
+          all = true
+        else
+          return usage("tasks[!] [qf] [all]")
+        end
+      end
+      require("tandem.tasks").show({ qf = qf, all = all })
+    end,
+    complete = function(_, words)
+      return vim.tbl_filter(function(w)
+        return not vim.list_contains(words, w)
+      end, { "qf", "all" })
+    end,
+  },
+  task = {
+    run = function(inv)
+      if #inv.args ~= 1 then
+        return usage("task {id}")
+      end
+      require("tandem.document").open_task(inv.args[1])
+    end,
+    complete = function(_, words)
+      return #words == 2 and require("tandem.tasks").ids(state.last_tasks) or {}
+    end,
+  },
+  memory = {
+    run = function(inv)
+      local verb = M.memory_verbs[inv.args[1] or ""]
+      if not verb then
+        return usage("memory search {query} | memory show {id} | memory add")
+      end
+      verb.run(vim.tbl_extend("force", inv, { args = vim.list_slice(inv.args, 2) }))
+    end,
+    complete = function(_, words)
+      if #words == 2 then
+        return vim.tbl_keys(M.memory_verbs)
+      end
+      local verb = M.memory_verbs[words[2]]
+      if #words == 3 and verb and verb.complete then
+        return verb.complete("", words)
+      end
+      return {}
+    end,
+  },
+  log = {
+    run = function()
+      require("tandem.status").open_log()
+    end,
+  },
+  status = {
+    run = function()
+      require("tandem.status").show()
+    end,
+  },
+  dismiss = {
+    run = function()
+      require("tandem.status").dismiss()
+    end,
+  },
+}
+
+--- Runs `:Tandem` with the table nvim_create_user_command gives. No subcommand: `tasks`.
+---@param opts table
+function M.run(opts)
+  local fargs = vim.deepcopy(opts.fargs)
+  local name = table.remove(fargs, 1) or "tasks"
+  local bang = opts.bang
+  if name:sub(-1) == "!" then
+    name, bang = name:sub(1, -2), true
+  end
+  local sub = M.subcommands[name]
+  if not sub then
+    local names = vim.tbl_keys(M.subcommands)
+    table.sort(names)
+    return notify_error(("unknown subcommand '%s' (one of: %s)"):format(name, table.concat(names, ", ")))
+  end
+  sub.run({ args = fargs, bang = bang, range = opts.range, line1 = opts.line1, line2 = opts.line2 })
+end
+
+--- Completion of `:Tandem` (the `complete` function of the user command).
+---@param arglead string
+---@param cmdline string
+---@param cursorpos integer
+---@return string[]
+function M.complete(arglead, cmdline, cursorpos)
+  local line = cmdline:sub(1, cursorpos)
+  -- Drop any range and the command name (user commands start with a capital letter).
+  local rest = line:match("^.-%f[%a]%u%a*!?%s+(.*)$") or ""
+  local words = vim.split(rest, "%s+")
+  local candidates ---@type string[]
+  if #words == 1 then
+    candidates = vim.tbl_keys(M.subcommands)
+  else
+    local sub = M.subcommands[(words[1]:gsub("!$", ""))]
+    candidates = sub and sub.complete and sub.complete(arglead, words) or {}
+  end
+  local lead = arglead:lower()
+  local out = vim.tbl_filter(function(c)
+    return vim.startswith(c:lower(), lead)
+  end, candidates)
+  table.sort(out)
+  return out
+end
+
+return M

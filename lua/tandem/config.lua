@@ -1,0 +1,142 @@
+--- The options of `require("tandem").setup()`: their defaults, their descriptions, and the
+--- validation that turns a user's table into a resolved config (warning on unknown keys and
+--- falling back to the default of an invalid one, never raising).
+
+local M = {}
+
+---@class tandem.Config
+---@field cmd string|string[] The tandem binary (a name on PATH or a path), or a command list whose items precede `lsp`.
+---@field standalone boolean Serve in-process (`tandem lsp --standalone`) instead of through the daemon.
+---@field root_markers (string|string[])[] What marks a workspace root (see |vim.fs.root()|).
+---@field codelens boolean Refresh code lenses automatically.
+---@field log_level string? The server's log filter (TANDEM_LOG), e.g. "debug" or "tandem=debug".
+---@field progress "none"|"notify" Also echo task progress with vim.notify.
+
+---@class tandem.Option
+---@field default any
+---@field types string[] Accepted `type()`s.
+---@field desc string
+---@field check? fun(v: any): boolean, string?
+
+---@type table<string, tandem.Option>
+M.schema = {
+  cmd = {
+    default = "tandem",
+    types = { "string", "table" },
+    desc = "the tandem binary (name on PATH or path), or a list such as { '/opt/tandem/bin/tandem' }",
+    check = function(v)
+      if type(v) == "string" then
+        return v ~= "", "must not be empty"
+      end
+      return #v > 0 and vim.iter(v):all(function(x)
+        return type(x) == "string"
+      end),
+        "must be a non-empty list of strings"
+    end,
+  },
+  standalone = {
+    default = false,
+    types = { "boolean" },
+    desc = "run `tandem lsp --standalone` (in-process) instead of going through the daemon",
+  },
+  root_markers = {
+    default = { ".git" },
+    types = { "table" },
+    desc = "files or directories that mark a workspace root",
+    check = function(v)
+      return #v > 0, "must be a non-empty list"
+    end,
+  },
+  codelens = {
+    default = true,
+    types = { "boolean" },
+    desc = "refresh code lenses on BufEnter, BufWritePost and CursorHold",
+  },
+  log_level = {
+    default = nil,
+    types = { "string" },
+    desc = "the server's log filter (TANDEM_LOG): 'info', 'debug', 'tandem=debug'...",
+  },
+  progress = {
+    default = "none",
+    types = { "string" },
+    desc = "'notify' also echoes task progress with vim.notify; 'none' leaves it to vim.lsp.status()",
+    check = function(v)
+      return v == "none" or v == "notify", "must be 'none' or 'notify'"
+    end,
+  },
+}
+
+--- Resolves user options against the schema. Problems are reported with one vim.notify each
+--- and the default is used instead.
+---@param user table?
+---@return tandem.Config
+function M.resolve(user)
+  user = user or {}
+  local problems = {} ---@type string[]
+  if type(user) ~= "table" then
+    problems[#problems + 1] = "setup() takes a table of options"
+    user = {}
+  end
+  local cfg = {}
+  for key, opt in pairs(M.schema) do
+    local value = user[key]
+    if value == nil then
+      cfg[key] = vim.deepcopy(opt.default)
+    elseif not vim.list_contains(opt.types, type(value)) then
+      problems[#problems + 1] = ("option '%s' must be a %s, not a %s"):format(
+        key,
+        table.concat(opt.types, " or "),
+        type(value)
+      )
+      cfg[key] = vim.deepcopy(opt.default)
+    else
+      local ok, why = true, nil
+      if opt.check then
+        ok, why = opt.check(value)
+      end
+      if ok then
+        cfg[key] = vim.deepcopy(value)
+      else
+        problems[#problems + 1] = ("option '%s' %s"):format(key, why or "is invalid")
+        cfg[key] = vim.deepcopy(opt.default)
+      end
+    end
+  end
+  for key in pairs(user) do
+    if not M.schema[key] then
+      problems[#problems + 1] = ("unknown option '%s'"):format(key)
+    end
+  end
+  if #problems > 0 then
+    table.sort(problems)
+    vim.notify("tandem: " .. table.concat(problems, "; "), vim.log.levels.WARN)
+  end
+  return cfg
+end
+
+--- The command prefix that runs the binary: `cmd` as a list.
+---@param cfg tandem.Config
+---@return string[]
+function M.base_cmd(cfg)
+  local cmd = type(cfg.cmd) == "table" and vim.deepcopy(cfg.cmd --[[@as string[] ]])
+    or { cfg.cmd --[[@as string]] }
+  if cmd[1]:find("^~") then
+    cmd[1] = vim.fs.normalize(cmd[1])
+  end
+  return cmd
+end
+
+--- The language server's command: `{ cmd..., "lsp" [, "--standalone"] }`.
+---@param cfg tandem.Config
+---@return string[]
+function M.lsp_cmd(cfg)
+  local cmd = M.base_cmd(cfg)
+  cmd[#cmd + 1] = "lsp"
+  if cfg.standalone then
+    cmd[#cmd + 1] = "--standalone"
+  end
+  return cmd
+end
+
+return M

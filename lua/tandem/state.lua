@@ -1,0 +1,22 @@
+--- What the plugin remembers between calls. Plain data, so tests (and `:lua =`) can inspect
+--- it through `require("tandem").state()`.
+
+---@class tandem.State
+---@field config tandem.Config? The resolved options; nil until setup().
+---@field setup_calls integer How many times setup() ran.
+---@field missing_binary_notified boolean The "binary not found" error was shown this session.
+---@field last_tasks table[]? The WorkflowRecord[] of the last `tandem.tasks.list`.
+---@field last_memory table? The result of the last `tandem.memory.search`.
+---@field status table<integer, table> client id -> its last `tandem/status`.
+---@field lens_inflight table<integer, true> buffers with a code-lens request in flight.
+local state = {
+  config = nil,
+  setup_calls = 0,
+  missing_binary_notified = false,
+  last_tasks = nil,
+  last_memory = nil,
+  status = {},
+  lens_inflight = {},
+}
+
+return state

@@ -1,0 +1,57 @@
+//! One broadcast bus of what changed in the core. Services publish after the change is
+//! durable; faces subscribe (the LSP face turns task events into diagnostics, code lenses
+//! and progress). Publishing never blocks and never fails: with no subscriber an event is
+//! simply dropped, and a subscriber that falls behind learns it lagged and resynchronises.
+
+use std::path::PathBuf;
+
+use tokio::sync::broadcast;
+use ulid::Ulid;
+
+/// How many events a slow subscriber may fall behind before it is told it lagged.
+const CAPACITY: usize = 1024;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Something happened to a task of a workspace.
+    Task {
+        workspace: PathBuf,
+        task_id: Ulid,
+        change: TaskChange,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskChange {
+    Started,
+    Decision,
+    Issue {
+        requires_human_review: bool,
+    },
+    Milestone {
+        progress: Option<f64>,
+        message: String,
+    },
+    Completed,
+}
+
+/// The sending side; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Bus(broadcast::Sender<Event>);
+
+impl Default for Bus {
+    fn default() -> Bus {
+        Bus(broadcast::channel(CAPACITY).0)
+    }
+}
+
+impl Bus {
+    pub fn publish(&self, event: Event) {
+        // An error only means nobody listens.
+        let _ = self.0.send(event);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.0.subscribe()
+    }
+}

@@ -1,0 +1,525 @@
+//! End to end in a real headless Neovim: an agent (the real binary over MCP) works on a
+//! task while Neovim, attached to `tandem lsp` through the same daemon, receives the
+//! diagnostics, code lenses and progress; then memory in the editor.
+
+use serde_json::{Value, json};
+
+use crate::nvim::Nvim;
+use crate::util::{DaemonGuard, McpClient, TestHome, repo_with, write_files};
+
+const FILES: &[(&str, &str)] = &[
+    ("src/auth/jwt.rs", "fn verify() {}\n\nfn sign() {}\n"),
+    ("src/utils.rs", "pub fn helper() {}\n"),
+    ("README.md", "# demo\n"),
+];
+
+/// Neovim with the plugin set up against the test's binary, progress recorded in
+/// `_G.progress`, and `file` open.
+async fn editor(home: &TestHome, repo: &std::path::Path, file: &str) -> Nvim {
+    let nvim = Nvim::start(home, repo).await;
+    nvim.lua(&format!(
+        r#"
+        _G.progress = {{}}
+        vim.api.nvim_create_autocmd('LspProgress', {{ callback = function(ev)
+            local v = ev.data.params.value
+            table.insert(_G.progress, {{ kind = v.kind, title = v.title, message = v.message, percentage = v.percentage }})
+        end }})
+        require('tandem').setup({{ cmd = {{ '{bin}' }} }})
+        vim.cmd.edit('{file}')
+        "#,
+        bin = crate::util::tandem_bin(),
+    ))
+    .await;
+    attached(&nvim).await;
+    nvim
+}
+
+async fn attached(nvim: &Nvim) {
+    nvim.wait(
+        "the tandem client to attach",
+        20,
+        "local c = vim.lsp.get_clients({ bufnr = 0, name = 'tandem' })[1]; return c and c.initialized or false",
+        |v| v == &json!(true),
+    )
+    .await;
+}
+
+/// The current buffer's tandem diagnostics as `[line, severity, code, message]`.
+const DIAGNOSTICS: &str = r#"
+    local out = {}
+    for _, d in ipairs(vim.diagnostic.get(0)) do
+        if d.source == 'tandem' then table.insert(out, { d.lnum, d.severity, d.code, d.message }) end
+    end
+    table.sort(out, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[3] < b[3]) end)
+    return out
+"#;
+
+/// The current buffer's code lens titles, once the lenses have been fetched.
+const LENSES: &str = r#"
+    local out = {}
+    for _, l in ipairs(vim.lsp.codelens.get(0)) do
+        if l.command then table.insert(out, { l.range.start.line, l.command.title, l.command.command }) end
+    end
+    table.sort(out, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+    return out
+"#;
+
+fn list(v: &Value) -> &Vec<Value> {
+    v.as_array().expect("a list")
+}
+
+async fn start_task(mcp: &McpClient, areas: &[&str]) -> String {
+    let w = mcp
+        .ok(
+            "start_workflow",
+            json!({"name": "Auth", "description": "JWT auth"}),
+        )
+        .await;
+    let t = mcp
+        .ok(
+            "start_task",
+            json!({"workflow_id": w["workflow_id"], "name": "Setup JWT middleware",
+                   "goal": "verify tokens", "areas": areas}),
+        )
+        .await;
+    t["task_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_task_shows_up_in_neovim_while_the_agent_works() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let mcp = home.mcp_daemon(&repo, 60).await;
+    let task = start_task(&mcp, &["auth"]).await;
+
+    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    // The running task's progress began when the editor connected.
+    nvim.wait("progress begin", 10, "return _G.progress", |v| {
+        list(v)
+            .iter()
+            .any(|p| p["kind"] == "begin" && p["title"] == "Task: Setup JWT middleware")
+    })
+    .await;
+
+    // The user edits and saves in the editor: that hunk is marked at once.
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'fn parse() {}', 'fn check() {}' }); vim.cmd.write()").await;
+    let d = nvim
+        .wait("diagnostics on the saved hunk", 10, DIAGNOSTICS, |v| {
+            !list(v).is_empty()
+        })
+        .await;
+    assert_eq!(
+        d,
+        json!([[
+            1,
+            3,
+            "task-change",
+            "Changed by task “Setup JWT middleware” (in progress)"
+        ]])
+    );
+
+    // The agent edits a file outside the task's areas and logs a milestone.
+    write_files(
+        &repo,
+        &[("src/utils.rs", "pub fn helper() {}\npub fn extra() {}\n")],
+    );
+    mcp.ok(
+        "log_milestone",
+        json!({"task_id": task, "message": "Running tests…", "progress": 75}),
+    )
+    .await;
+    nvim.wait(
+        "the milestone's progress report",
+        10,
+        "return _G.progress",
+        |v| {
+            list(v).iter().any(|p| {
+                p["kind"] == "report" && p["percentage"] == 75 && p["message"] == "Running tests…"
+            })
+        },
+    )
+    .await;
+    nvim.lua("vim.cmd.edit('src/utils.rs')").await;
+    attached(&nvim).await;
+    let d = nvim
+        .wait("an out-of-scope warning", 10, DIAGNOSTICS, |v| {
+            !list(v).is_empty()
+        })
+        .await;
+    assert_eq!(
+        d,
+        json!([[
+            1,
+            2,
+            "outside-scope",
+            "Outside declared scope (auth): changed by task “Setup JWT middleware”"
+        ]])
+    );
+
+    // Code lenses: the task's headline on line 1, name and decisions on the hunk.
+    nvim.lua("vim.cmd.edit('src/auth/jwt.rs')").await;
+    let lenses = nvim
+        .wait(
+            "code lenses",
+            10,
+            &format!("vim.lsp.codelens.refresh({{ bufnr = 0 }}); {LENSES}"),
+            |v| list(v).len() == 3 && v[0][1].as_str().is_some_and(|t| t.contains("75%")),
+        )
+        .await;
+    assert_eq!(
+        lenses,
+        json!([
+            [
+                0,
+                "Task: Setup JWT middleware · in progress · 75% · Running tests…",
+                "tandem.task.show"
+            ],
+            [1, "Changed by Setup JWT middleware", "tandem.task.show"],
+            [1, "Decisions (0)", "tandem.task.decisions"],
+        ])
+    );
+
+    // Completion: progress ends, change marks clear, the review warnings come.
+    mcp.ok(
+        "complete_task",
+        json!({"task_id": task, "status": "success",
+               "outcome": {"summary": "done", "manual_review_needed": true,
+                           "manual_review_reason": "token expiry is hard-coded"}}),
+    )
+    .await;
+    nvim.wait("progress end", 10, "return _G.progress", |v| {
+        list(v)
+            .iter()
+            .any(|p| p["kind"] == "end" && p["message"] == "success · 2 file(s) changed")
+    })
+    .await;
+    let d = nvim
+        .wait("review warnings only", 10, DIAGNOSTICS, |v| {
+            list(v).iter().all(|d| d[2] == "review-needed") && !list(v).is_empty()
+        })
+        .await;
+    assert_eq!(
+        d,
+        json!([[
+            0,
+            2,
+            "review-needed",
+            "Manual review needed (task “Setup JWT middleware”): token expiry is hard-coded"
+        ]])
+    );
+
+    // Dismissed, they clear.
+    nvim.lua("vim.lsp.get_clients({ name = 'tandem' })[1]:request('workspace/executeCommand', { command = 'tandem.diagnostics.dismiss', arguments = {} }, function() end)").await;
+    nvim.wait("no tandem diagnostics", 10, DIAGNOSTICS, |v| {
+        list(v).is_empty()
+    })
+    .await;
+
+    nvim.quit().await;
+    mcp.close().await;
+}
+
+/// Sends an LSP request from Neovim's tandem client and waits for its answer (as JSON).
+async fn request(nvim: &Nvim, method: &str, params: &str) -> Value {
+    nvim.lua(&format!(
+        r#"
+        local c = vim.lsp.get_clients({{ bufnr = 0, name = 'tandem' }})[1]
+        local res = c:request_sync('{method}', {params}, 10000, vim.api.nvim_get_current_buf())
+        if not res then return {{ timeout = true }} end
+        return {{ result = res.result, error = res.err }}
+        "#
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn memory_in_neovim_hover_symbols_and_save_selection() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let mcp = home.mcp_daemon(&repo, 60).await;
+    let added = mcp
+        .ok(
+            "rekall_add",
+            json!({"type": "pitfall", "title": "JWT clock skew rejects fresh tokens",
+                   "content": "Allow 30 s of leeway when verifying exp and nbf.",
+                   "tags": ["jwt", "auth"]}),
+        )
+        .await;
+    let id = added["id"].as_str().unwrap().to_string();
+
+    let nvim = editor(&home, &repo, "README.md").await;
+    // Hover on a citation (a unique prefix works) shows the entry.
+    nvim.lua(&format!(
+        "vim.api.nvim_buf_set_lines(0, 0, -1, false, {{ 'See [{}] for the leeway.' }})",
+        &id[..10]
+    ))
+    .await;
+    let hover = request(
+        &nvim,
+        "textDocument/hover",
+        "vim.lsp.util.make_position_params(0, 'utf-8')",
+    )
+    .await;
+    assert_eq!(
+        hover["result"],
+        Value::Null,
+        "the cursor is not on the citation: {hover}"
+    );
+    nvim.lua("vim.api.nvim_win_set_cursor(0, { 1, 8 })").await;
+    let hover = request(
+        &nvim,
+        "textDocument/hover",
+        "vim.lsp.util.make_position_params(0, 'utf-8')",
+    )
+    .await;
+    let text = hover["result"]["contents"]["value"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("# JWT clock skew rejects fresh tokens"),
+        "{hover}"
+    );
+    assert!(text.contains("Allow 30 s of leeway"), "{hover}");
+    assert_eq!(hover["result"]["range"]["start"]["character"], 4);
+
+    // Workspace symbols search memory and locate entries at tandem:// documents, which the
+    // plugin opens as readable buffers.
+    let symbols = request(&nvim, "workspace/symbol", "{ query = 'clock skew' }").await;
+    let first = &symbols["result"][0];
+    assert_eq!(
+        first["name"], "JWT clock skew rejects fresh tokens",
+        "{symbols}"
+    );
+    let uri = first["location"]["uri"].as_str().unwrap().to_string();
+    assert_eq!(uri, format!("tandem://memory/{id}"));
+    nvim.lua(&format!("vim.cmd.edit('{uri}')")).await;
+    let doc = nvim
+        .wait(
+            "the entry's document",
+            10,
+            "return vim.api.nvim_buf_get_lines(0, 0, -1, false)",
+            |v| list(v).len() > 2,
+        )
+        .await;
+    assert_eq!(doc[0], "# JWT clock skew rejects fresh tokens");
+    assert_eq!(nvim.lua("return vim.bo.filetype").await, "markdown");
+    nvim.lua("vim.cmd.edit('src/auth/jwt.rs')").await;
+    attached(&nvim).await;
+
+    // "Save selection to memory": offered on a selection, then run with the type the user
+    // picked; the entry keeps the file and lines as context.
+    let actions = request(
+        &nvim,
+        "textDocument/codeAction",
+        "{ textDocument = { uri = vim.uri_from_bufnr(0) }, range = { start = { line = 0, character = 0 }, ['end'] = { line = 1, character = 0 } }, context = { diagnostics = {} } }",
+    )
+    .await;
+    let action = &actions["result"][0];
+    assert_eq!(action["title"], "Save selection to memory", "{actions}");
+    let mut args = action["command"]["arguments"][0].clone();
+    args["type"] = json!("pattern");
+    let saved = request(
+        &nvim,
+        "workspace/executeCommand",
+        &format!(
+            "{{ command = 'tandem.memory.saveSelection', arguments = {{ vim.json.decode([[{args}]]) }} }}"
+        ),
+    )
+    .await;
+    let new_id = saved["result"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{saved}"));
+    let shown = mcp.ok("rekall_show", json!({"id": new_id})).await;
+    assert_eq!(shown["title"], "fn verify() {}");
+    assert_eq!(shown["content"], "fn verify() {}\n");
+    assert_eq!(shown["type"], "pattern");
+    assert!(
+        shown["context"]
+            .as_str()
+            .unwrap()
+            .starts_with("src/auth/jwt.rs:L1-L1"),
+        "{shown}"
+    );
+
+    // Without the type the command says what is missing.
+    let refused = request(
+        &nvim,
+        "workspace/executeCommand",
+        &format!(
+            "{{ command = 'tandem.memory.saveSelection', arguments = {{ vim.json.decode([[{}]]) }} }}",
+            action["command"]["arguments"][0]
+        ),
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'type'"),
+        "{refused}"
+    );
+    assert_eq!(
+        refused["error"]["data"]["error"]["code"],
+        "INVALID_ARGUMENT"
+    );
+
+    nvim.quit().await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn tandem_commands_in_neovim() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let mcp = home.mcp_daemon(&repo, 60).await;
+    let task = start_task(&mcp, &["auth"]).await;
+    mcp.ok(
+        "log_decision",
+        json!({"task_id": task, "category": "architecture", "question": "Where to verify?",
+               "options_considered": ["middleware", "handler"], "chosen": "middleware",
+               "reasoning": "one place for every route"}),
+    )
+    .await;
+    mcp.ok(
+        "rekall_add",
+        json!({"type": "decision", "title": "Verify JWT in middleware", "content": "One place.", "tags": ["jwt"]}),
+    )
+    .await;
+    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    // Dialogs answer themselves; notifications are recorded.
+    nvim.lua(
+        r#"
+        _G.notes = {}
+        vim.notify = function(msg, level) table.insert(_G.notes, msg) end
+        vim.ui.select = function(items, opts, on_choice)
+            _G.offered = items
+            on_choice(items[1], 1)
+        end
+        vim.ui.input = function(opts, on_confirm) on_confirm(opts.default) end
+        "#,
+    )
+    .await;
+
+    // Completion of subcommands, then task ids once a list was fetched.
+    let subs = nvim
+        .lua("return vim.fn.getcompletion('Tandem ', 'cmdline')")
+        .await;
+    for sub in ["tasks", "task", "memory", "log", "status", "dismiss"] {
+        assert!(
+            list(&subs).contains(&json!(sub)),
+            "{sub} missing from {subs}"
+        );
+    }
+    // `:Tandem tasks` shows the tree in a float.
+    nvim.lua("vim.cmd('Tandem tasks')").await;
+    let float = nvim
+        .wait(
+            "the task float",
+            10,
+            r#"for _, w in ipairs(vim.api.nvim_list_wins()) do
+                 if vim.api.nvim_win_get_config(w).relative ~= '' then
+                   return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
+                 end
+               end
+               return {}"#,
+            |v| !list(v).is_empty(),
+        )
+        .await;
+    let text = float.to_string();
+    assert!(
+        text.contains("Auth") && text.contains("Setup JWT middleware"),
+        "{float}"
+    );
+    nvim.lua("vim.cmd('close')").await;
+    let ids = nvim
+        .lua("return vim.fn.getcompletion('Tandem task ', 'cmdline')")
+        .await;
+    assert_eq!(ids, json!([task]));
+    // `:Tandem tasks!` fills the quickfix list.
+    nvim.lua("vim.cmd('Tandem tasks!')").await;
+    let qf = nvim
+        .wait(
+            "the quickfix list",
+            10,
+            "return vim.tbl_map(function(i) return i.text end, vim.fn.getqflist())",
+            |v| !list(v).is_empty(),
+        )
+        .await;
+    assert!(qf.to_string().contains("Setup JWT middleware"), "{qf}");
+
+    // `:Tandem task ID` opens the record; its decisions are there.
+    nvim.lua(&format!("vim.cmd('Tandem task {}')", &task[..8]))
+        .await;
+    let doc = nvim
+        .wait(
+            "the task document",
+            10,
+            "return vim.api.nvim_buf_get_lines(0, 0, -1, false)",
+            |v| list(v).len() > 3,
+        )
+        .await;
+    assert_eq!(doc[0], "# Task: Setup JWT middleware");
+    let text = doc.to_string();
+    assert!(
+        text.contains("## Decisions") && text.contains("Where to verify?"),
+        "{doc}"
+    );
+
+    // `:Tandem memory search` offers results in vim.ui.select and opens the chosen one.
+    nvim.lua("vim.cmd('Tandem memory search jwt middleware')")
+        .await;
+    let entry = nvim
+        .wait(
+            "the chosen entry",
+            10,
+            "return vim.api.nvim_buf_get_lines(0, 0, 1, false)[1]",
+            |v| v == "# Verify JWT in middleware",
+        )
+        .await;
+    assert_eq!(entry, "# Verify JWT in middleware");
+
+    // `:'<,'>Tandem memory add` saves the lines with the type and title picked.
+    nvim.lua("vim.cmd.edit('src/auth/jwt.rs')").await;
+    attached(&nvim).await;
+    nvim.lua("vim.cmd('3,3Tandem memory add')").await;
+    let found = nvim
+        .wait("the saved entry", 10, "return _G.notes", |v| {
+            list(v)
+                .iter()
+                .any(|n| n.as_str().unwrap_or("").contains("saved"))
+        })
+        .await;
+    let searched = mcp.ok("rekall_search", json!({"query": "sign"})).await;
+    assert_eq!(
+        searched["results"][0]["title"], "fn sign() {}",
+        "{searched} {found}"
+    );
+
+    // `:Tandem status` and `:checkhealth tandem`.
+    nvim.lua("_G.notes = {}; vim.cmd('Tandem status')").await;
+    let notes = nvim
+        .wait("the status", 10, "return _G.notes", |v| !list(v).is_empty())
+        .await;
+    let text = notes.to_string();
+    assert!(
+        text.contains(env!("CARGO_PKG_VERSION")) && text.contains("daemon"),
+        "{notes}"
+    );
+    nvim.lua("vim.cmd('checkhealth tandem')").await;
+    let health = nvim
+        .lua("return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')")
+        .await;
+    let health = health.as_str().unwrap();
+    assert!(health.contains("OK version: tandem"), "{health}");
+    assert!(health.contains("OK running: pid"), "{health}");
+    assert!(!health.contains("ERROR"), "{health}");
+
+    nvim.quit().await;
+    mcp.close().await;
+}
