@@ -8,7 +8,7 @@
 //! The CLI keeps the types: it builds a method's parameters and reads its result with
 //! [`Method`]'s type parameters, whichever way the call travels.
 //!
-//! A call is synchronous (sled and tantivy block): async callers use `spawn_blocking`.
+//! A call is synchronous (sled and tantivy block): async callers use [`spawn_call`].
 //! Every failure is a [`CallError`] carrying the spec's code; a call never writes a file
 //! (`memory/export` and `memory/import` carry the JSON Lines in the JSON).
 
@@ -64,7 +64,7 @@ impl CallError {
         CallError::new(
             UNKNOWN_METHOD,
             format!("Unknown method '{method}'"),
-            serde_json::json!({ "method": method, "known": METHODS.iter().map(|m| m.name()).collect::<Vec<_>>() }),
+            serde_json::json!({ "method": method, "known": methods().collect::<Vec<_>>() }),
         )
     }
 
