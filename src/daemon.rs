@@ -78,7 +78,7 @@ pub struct Welcome {
     pub error: Option<String>,
     pub version: String,
     pub pid: u32,
-    /// Connected sessions (`mcp` and `cli`), this one excluded.
+    /// Connected sessions (`mcp`, `lsp` and `cli`), this one excluded.
     pub clients: usize,
     #[serde(default)]
     pub stopping: bool,
