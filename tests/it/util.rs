@@ -118,18 +118,41 @@ impl TestHome {
     }
 }
 
-/// Stops the home's daemon when the test ends, whatever happened.
+/// Stops the home's daemon when the test ends, whatever happened: asks it to stop, then
+/// kills every `tandem daemon` of this home still there (one that clients started at once
+/// and that had not reached the lock yet would otherwise take the data dir afterwards).
 pub struct DaemonGuard<'a>(pub &'a TestHome);
 
 impl Drop for DaemonGuard<'_> {
     fn drop(&mut self) {
         let _ = self.0.std_command().args(["daemon", "stop"]).output();
-        if let Some(pid) = lock_pid(self.0) {
+        for pid in daemons_of(self.0) {
             let _ = std::process::Command::new("kill")
                 .args(["-9", &pid.to_string()])
                 .status();
         }
     }
+}
+
+/// The `tandem daemon` processes whose `TANDEM_HOME` is this home's.
+fn daemons_of(home: &TestHome) -> Vec<u32> {
+    let wanted = format!("TANDEM_HOME={}", home.tandem_home().display());
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(|p| p.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let read = |what| std::fs::read(format!("/proc/{pid}/{what}")).unwrap_or_default();
+            let args = read("cmdline");
+            let mut args = args.split(|&b| b == 0);
+            args.next().is_some_and(|exe| exe.ends_with(b"tandem"))
+                && args.next() == Some(b"daemon")
+                && read("environ")
+                    .split(|&b| b == 0)
+                    .any(|var| var == wanted.as_bytes())
+        })
+        .collect()
 }
 
 /// The pid written in the data dir's lock file, if a live (not zombie) process has it.
