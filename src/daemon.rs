@@ -38,8 +38,9 @@ use tokio::sync::watch;
 
 use crate::calls::{self, CallError};
 use crate::core::Core;
+use crate::core::LazyCore;
+use crate::mcp::TandemServer;
 use crate::mcp::transport::{Line, error_line, read_line};
-use crate::mcp::{LazyCore, TandemServer};
 
 /// The socket's file name in the data dir.
 pub const SOCKET: &str = "tandem.sock";
@@ -229,7 +230,18 @@ async fn serve_connection(
             return Ok(());
         }
     };
-    match hello.face.as_str() {
+    // The session faces work in a workspace: an absolute root (the `cli` face may omit it).
+    let face = hello.face.as_str();
+    let workspace = hello.workspace.clone();
+    let bad_workspace = match &workspace {
+        Some(w) if !w.is_absolute() => Some("the workspace must be an absolute path".to_string()),
+        None if matches!(face, "mcp" | "lsp") => Some(format!("the {face} face needs a workspace")),
+        _ => None,
+    };
+    if let Some(error) = bad_workspace {
+        return reply(&mut write, &state.welcome(false, Some(error))).await;
+    }
+    match face {
         "control" => {
             let command = hello.command.as_deref().unwrap_or("status");
             let welcome = match command {
@@ -251,16 +263,7 @@ async fn serve_connection(
             reply(&mut write, &welcome).await
         }
         "mcp" => {
-            let Some(workspace) = hello.workspace.clone().filter(|w| w.is_absolute()) else {
-                return reply(
-                    &mut write,
-                    &state.welcome(
-                        false,
-                        Some("the mcp face needs an absolute workspace".into()),
-                    ),
-                )
-                .await;
-            };
+            let workspace = workspace.unwrap_or_default();
             reply(&mut write, &state.welcome(true, None)).await?;
             let _session = state.session();
             tracing::info!(
@@ -268,10 +271,7 @@ async fn serve_connection(
                 workspace.display(),
                 hello.client.as_deref().unwrap_or("unknown client")
             );
-            // Bytes the hello reader buffered past the hello line belong to MCP.
-            let buffered = read.buffer().to_vec();
-            let input = std::io::Cursor::new(buffered).chain(read.into_inner());
-            let io = crate::mcp::transport::framed(input, write);
+            let io = crate::mcp::transport::framed(after_hello(read), write);
             let server = TandemServer::new(core, workspace);
             let service = match rmcp::ServiceExt::serve(server, io).await {
                 Ok(s) => s,
@@ -281,22 +281,15 @@ async fn serve_connection(
                 }
             };
             let cancel = service.cancellation_token();
-            let mut stop = state.stop.subscribe();
+            let stop = state.stop.subscribe();
             tokio::spawn(async move {
-                if !*stop.borrow() {
-                    let _ = stop.changed().await;
-                }
+                stopped(stop).await;
                 cancel.cancel();
             });
             let _ = service.waiting().await;
             Ok(())
         }
         "cli" => {
-            let workspace = hello.workspace.clone();
-            if workspace.as_ref().is_some_and(|w| !w.is_absolute()) {
-                let error = "the workspace must be an absolute path".to_string();
-                return reply(&mut write, &state.welcome(false, Some(error))).await;
-            }
             let core = match core.get().await {
                 Ok(core) => core,
                 Err(e) => {
@@ -315,16 +308,7 @@ async fn serve_connection(
             serve_calls(read, write, handler, state.stop.subscribe()).await
         }
         "lsp" => {
-            let Some(workspace) = hello.workspace.clone().filter(|w| w.is_absolute()) else {
-                return reply(
-                    &mut write,
-                    &state.welcome(
-                        false,
-                        Some("the lsp face needs an absolute workspace".into()),
-                    ),
-                )
-                .await;
-            };
+            let workspace = workspace.unwrap_or_default();
             reply(&mut write, &state.welcome(true, None)).await?;
             let _session = state.session();
             tracing::info!(
@@ -332,17 +316,14 @@ async fn serve_connection(
                 workspace.display(),
                 hello.client.as_deref().unwrap_or("unknown client")
             );
-            let buffered = read.buffer().to_vec();
-            let input = std::io::Cursor::new(buffered).chain(read.into_inner());
             let host = crate::lsp::Host {
                 log_file: state.config.log_file.clone(),
                 home: state.config.home.clone(),
                 daemon: true,
             };
-            let mut stop = state.stop.subscribe();
             tokio::select! {
-                _ = crate::lsp::serve(core, host, workspace, input, write) => {}
-                _ = async { if !*stop.borrow() { let _ = stop.changed().await; } } => {}
+                _ = crate::lsp::serve(core, host, workspace, after_hello(read), write) => {}
+                _ = stopped(state.stop.subscribe()) => {}
             }
             Ok(())
         }
@@ -353,6 +334,22 @@ async fn serve_connection(
             )
             .await
         }
+    }
+}
+
+/// The connection's input after the hello line, starting with what the hello reader had
+/// already buffered past it.
+fn after_hello<R: tokio::io::AsyncRead + Unpin>(
+    read: BufReader<R>,
+) -> impl tokio::io::AsyncRead + Unpin {
+    let buffered = read.buffer().to_vec();
+    std::io::Cursor::new(buffered).chain(read.into_inner())
+}
+
+/// Resolves once the daemon is stopping.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    if !*stop.borrow() {
+        let _ = stop.changed().await;
     }
 }
 

@@ -17,7 +17,7 @@ use clap::{Parser, Subcommand};
 use tandem::calls::{CallError, LogProgress};
 use tandem::config::{self, Config};
 use tandem::core::Core;
-use tandem::mcp::LazyCore;
+use tandem::core::LazyCore;
 use tandem::memory::MemoryError;
 use tandem::store::StoreError;
 

@@ -25,6 +25,7 @@ use tower_lsp_server::ls_types::*;
 use tower_lsp_server::{Client, LanguageServer, LspService, Server};
 use ulid::Ulid;
 
+use crate::calls::{self, CallError};
 use crate::core::{Core, LazyCore};
 use crate::events::{Event, TaskChange};
 use crate::memory::{EntryDetails, MemoryError, SearchQuery};
@@ -149,33 +150,28 @@ struct Backend {
 type LspResult<T> = jsonrpc::Result<T>;
 
 /// A core error as a JSON-RPC error whose `data` is the spec's error object.
-fn core_error(code: &str, message: String, object: Value) -> jsonrpc::Error {
-    let rpc = match code {
+fn rpc_error(e: CallError) -> jsonrpc::Error {
+    let code = match e.code() {
         "INTERNAL_ERROR" | "SNAPSHOT_FAILED" => ErrorCode::InternalError,
         _ => ErrorCode::InvalidParams,
     };
     jsonrpc::Error {
-        code: rpc,
-        message: message.into(),
-        data: Some(object),
+        code,
+        message: e.message().to_string().into(),
+        data: Some(e.to_json()),
     }
 }
 
 fn task_error(e: TaskError) -> jsonrpc::Error {
-    core_error(e.code(), e.to_string(), e.to_json())
+    rpc_error(e.into())
 }
 
 fn memory_error(e: MemoryError) -> jsonrpc::Error {
-    core_error(e.code(), e.to_string(), e.to_json())
+    rpc_error(e.into())
 }
 
 fn invalid(message: impl Into<String>) -> jsonrpc::Error {
-    let message = message.into();
-    core_error(
-        "INVALID_ARGUMENT",
-        message.clone(),
-        crate::error_object("INVALID_ARGUMENT", &message, json!({})),
-    )
+    rpc_error(CallError::new("INVALID_ARGUMENT", message, json!({})))
 }
 
 impl Session {
@@ -207,17 +203,19 @@ impl Session {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!("an LSP request panicked: {e}");
-                Err(core_error(
-                    "INTERNAL_ERROR",
-                    "the request failed unexpectedly".into(),
-                    crate::error_object(
-                        "INTERNAL_ERROR",
-                        "the request failed unexpectedly",
-                        json!({}),
-                    ),
-                ))
+                Err(rpc_error(CallError::internal(
+                    "the request failed unexpectedly",
+                )))
             }
         }
+    }
+
+    /// Runs one of the core's operations by name (`crate::calls`): the same arguments,
+    /// results and error codes as the MCP tools and the CLI.
+    async fn call(&self, method: &'static str, params: Value) -> LspResult<Value> {
+        let ws = self.workspace().to_path_buf();
+        self.blocking(move |core| calls::call(core, Some(&ws), method, params).map_err(rpc_error))
+            .await
     }
 
     fn text_of(&self, uri: &Uri) -> Option<String> {
@@ -613,7 +611,6 @@ impl Backend {
                 _ => Err(invalid(format!("{name} needs an id as its first argument"))),
             }
         };
-        let ws = self.session.workspace().to_path_buf();
         match name {
             "tandem.tasks.list" => {
                 let all = first
@@ -622,53 +619,49 @@ impl Backend {
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
                 self.session
-                    .blocking(move |core| {
-                        let list = core.tasks.list((!all).then_some(ws.as_path()));
-                        list.map(|l| json!(l)).map_err(task_error)
-                    })
+                    .call(calls::TASKS_LIST.name, json!({ "all": all }))
                     .await
             }
             view::SHOW_TASK => {
                 let id = id_arg(first)?;
                 self.session
-                    .blocking(move |core| {
-                        core.tasks.record(&id).map(|r| json!(r)).map_err(task_error)
-                    })
+                    .call(calls::TASKS_SHOW.name, json!({ "id": id }))
                     .await
             }
             view::SHOW_DECISIONS => {
                 let id = id_arg(first)?;
-                self.session
-                    .blocking(move |core| {
-                        let r = core.tasks.record(&id).map_err(task_error)?;
-                        Ok(json!({"task_id": r.task_id, "name": r.name, "decisions": r.decisions}))
-                    })
-                    .await
+                let r = self
+                    .session
+                    .call(calls::TASKS_SHOW.name, json!({ "id": id }))
+                    .await?;
+                Ok(json!({"task_id": r["task_id"], "name": r["name"], "decisions": r["decisions"]}))
             }
-            "tandem.memory.search" | "tandem.memory.add" => {
-                let tool = if name.ends_with("search") {
-                    "rekall_search"
-                } else {
-                    "rekall_add"
-                };
-                let args = match first {
-                    Some(Value::Object(o)) => o,
-                    Some(Value::String(q)) if tool == "rekall_search" => {
-                        json!({"query": q}).as_object().cloned().unwrap_or_default()
-                    }
-                    _ => {
-                        return Err(invalid(format!(
-                            "{name} takes an object of {tool} arguments"
-                        )));
-                    }
-                };
-                self.tool(tool, args).await
-            }
+            "tandem.memory.search" => match first {
+                Some(Value::String(q)) => {
+                    self.session
+                        .call(calls::MEMORY_SEARCH.name, json!({ "query": q }))
+                        .await
+                }
+                Some(args @ Value::Object(_)) => {
+                    self.session.call(calls::MEMORY_SEARCH.name, args).await
+                }
+                _ => Err(invalid(format!(
+                    "{name} takes a query or an object of rekall_search arguments"
+                ))),
+            },
+            "tandem.memory.add" => match first {
+                Some(args @ Value::Object(_)) => {
+                    self.session.call(calls::MEMORY_ADD.name, args).await
+                }
+                _ => Err(invalid(format!(
+                    "{name} takes an object of rekall_add arguments"
+                ))),
+            },
             "tandem.memory.show" => {
                 let id = id_arg(first)?;
-                let mut args = serde_json::Map::new();
-                args.insert("id".into(), json!(id));
-                self.tool("rekall_show", args).await
+                self.session
+                    .call(calls::MEMORY_SHOW.name, json!({ "id": id }))
+                    .await
             }
             "tandem.memory.saveSelection" => self.save_selection(first).await,
             "tandem.diagnostics.dismiss" => {
@@ -697,24 +690,6 @@ impl Backend {
                 data: None,
             }),
         }
-    }
-
-    /// Runs one of the MCP face's memory tools: same arguments, same results, same errors.
-    async fn tool(
-        &self,
-        tool: &'static str,
-        args: serde_json::Map<String, Value>,
-    ) -> LspResult<Value> {
-        let ws = self.session.workspace().to_path_buf();
-        self.session
-            .blocking(
-                move |core| match crate::mcp::run_tool(core, &ws, tool, args) {
-                    Some(Ok(v)) => Ok(v),
-                    Some(Err((code, message, object))) => Err(core_error(code, message, object)),
-                    None => Err(invalid(format!("no tool {tool}"))),
-                },
-            )
-            .await
     }
 
     async fn save_selection(&self, arg: Option<Value>) -> LspResult<Value> {
@@ -760,18 +735,15 @@ impl Backend {
             .title
             .filter(|t| !t.trim().is_empty())
             .unwrap_or_else(|| text::first_line(&selected, 80));
-        let mut add = serde_json::Map::new();
-        add.insert("type".into(), json!(entry_type));
-        add.insert("title".into(), json!(title));
-        add.insert("content".into(), json!(selected));
-        add.insert("context".into(), json!(context));
-        if let Some(tags) = args.tags {
-            add.insert("tags".into(), json!(tags));
-        }
-        if let Some(project) = ws.file_name() {
-            add.insert("project".into(), json!(project.to_string_lossy()));
-        }
-        self.tool("rekall_add", add).await
+        let add = json!({
+            "type": entry_type,
+            "title": title,
+            "content": selected,
+            "context": context,
+            "tags": args.tags,
+            "project": ws.file_name().map(|p| p.to_string_lossy()),
+        });
+        self.session.call(calls::MEMORY_ADD.name, add).await
     }
 }
 

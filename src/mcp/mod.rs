@@ -23,9 +23,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use crate::calls::{self, CallError, params::HelpParams};
-use crate::core::Core;
-pub use crate::core::LazyCore;
-pub use crate::memory::render_markdown;
+use crate::core::LazyCore;
+use crate::memory::render_markdown;
 use crate::memory::{self, MemoryError};
 
 /// What the agent is told at connection: the spec's "three lines".
@@ -170,23 +169,6 @@ static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
         ),
     ]
 });
-
-/// Runs one tool by name, as an agent would, for other faces that offer the same operation
-/// (the editor's memory commands). `None` when no tool of that name runs a call; an error is
-/// `(code, message, spec error object)`. Faces that route by method name use
-/// [`calls::call`] directly.
-pub fn run_tool(
-    core: &Core,
-    workspace: &std::path::Path,
-    name: &str,
-    args: JsonObject,
-) -> Option<Result<Value, (&'static str, String, Value)>> {
-    let method = TOOLS.iter().find(|t| t.tool.name == name)?.method?;
-    Some(
-        calls::call(core, Some(workspace), method, Value::Object(args))
-            .map_err(|e| (e.code(), e.message().to_string(), e.to_json())),
-    )
-}
 
 /// A core error as a tool result: `isError`, the spec's error object as structured content
 /// and as text.
