@@ -355,11 +355,28 @@ mod tests {
             manual_review_reason: Some("token expiry".into()),
             ..Outcome::default()
         });
-        let review = Focus { task: t, ..clean };
+        let issue = IssueRecord {
+            id: "i".into(),
+            issue_type: crate::tasks::IssueType::UnclearRequirement,
+            description: "tokens never expire".into(),
+            resolution: "left for review".into(),
+            requires_human_review: true,
+            created_at: String::new(),
+        };
+        let review = Focus {
+            task: t,
+            review_issues: vec![issue],
+            ..clean
+        };
         let d = diagnostics(&review);
         assert_eq!(d.len(), 2);
         let b = &d[Path::new("/repo/b.rs")];
-        assert_eq!(codes(b), ["review-needed"]);
+        assert_eq!(codes(b), ["review-needed", "human-review"]);
+        assert_eq!(
+            b[1].message,
+            "Human review required (task “Setup JWT middleware”): tokens never expire"
+        );
+        assert_eq!(b[1].severity, Some(DiagnosticSeverity::WARNING));
         assert_eq!(
             b[0].message,
             "Manual review needed (task “Setup JWT middleware”): token expiry"

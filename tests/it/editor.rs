@@ -181,6 +181,19 @@ async fn a_task_shows_up_in_neovim_while_the_agent_works() {
         ])
     );
 
+    // An issue that needs a human: a warning on the files the task touched, at once.
+    mcp.ok(
+        "log_issue",
+        json!({"task_id": task, "type": "unclear_requirement",
+               "description": "token lifetime unspecified", "resolution": "used 1 h",
+               "requires_human_review": true}),
+    )
+    .await;
+    nvim.wait("the human-review warning", 10, DIAGNOSTICS, |v| {
+        list(v).iter().any(|d| d[2] == "human-review")
+    })
+    .await;
+
     // Completion: progress ends, change marks clear, the review warnings come.
     mcp.ok(
         "complete_task",
@@ -197,17 +210,25 @@ async fn a_task_shows_up_in_neovim_while_the_agent_works() {
     .await;
     let d = nvim
         .wait("review warnings only", 10, DIAGNOSTICS, |v| {
-            list(v).iter().all(|d| d[2] == "review-needed") && !list(v).is_empty()
+            list(v).iter().all(|d| d[0] == 0) && list(v).len() == 2
         })
         .await;
     assert_eq!(
         d,
-        json!([[
-            0,
-            2,
-            "review-needed",
-            "Manual review needed (task “Setup JWT middleware”): token expiry is hard-coded"
-        ]])
+        json!([
+            [
+                0,
+                2,
+                "human-review",
+                "Human review required (task “Setup JWT middleware”): token lifetime unspecified"
+            ],
+            [
+                0,
+                2,
+                "review-needed",
+                "Manual review needed (task “Setup JWT middleware”): token expiry is hard-coded"
+            ]
+        ])
     );
 
     // Dismissed, they clear.
