@@ -174,7 +174,7 @@ pub fn methods() -> impl Iterator<Item = &'static str> {
     METHODS.iter().map(|m| m.name())
 }
 
-static METHODS: [&dyn Erased; 21] = [
+static METHODS: [&dyn Erased; 25] = [
     &MEMORY_ADD,
     &MEMORY_SEARCH,
     &MEMORY_SHOW,
@@ -196,6 +196,10 @@ static METHODS: [&dyn Erased; 21] = [
     &TASKS_LOG_ISSUE,
     &TASKS_LOG_MILESTONE,
     &TASKS_COMPLETE_TASK,
+    &HUB_SERVERS,
+    &HUB_PROMPTS,
+    &HUB_GET_PROMPT,
+    &HUB_TRUST,
 ];
 
 /// Parameters as the method's type; a wrong one is `INVALID_ARGUMENT` naming the field.
@@ -468,4 +472,180 @@ pub const TASKS_COMPLETE_TASK: Method<CompleteTaskParams, tasks::TaskCompleted> 
             },
             metadata,
         })?)
+    });
+
+// ---- hub ------------------------------------------------------------------------------
+
+/// Runs a future of the hub from a call (calls run on blocking threads, never on the
+/// runtime's workers, so this may block).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Handle::current().block_on(f)
+}
+
+fn hub_error(e: crate::hub::HubError) -> CallError {
+    CallError::new(e.code, e.message, serde_json::json!({}))
+}
+
+fn hub_workspace(
+    core: &Core,
+    workspace: Option<&Path>,
+) -> Result<std::sync::Arc<crate::hub::Workspace>, CallError> {
+    let ws = workspace_of(workspace)?;
+    let w = core.hub.workspace(ws);
+    block_on(w.refresh_config());
+    Ok(w)
+}
+
+fn settle(w: &crate::hub::Workspace, wait_ms: Option<u64>) {
+    block_on(w.settle(std::time::Duration::from_millis(wait_ms.unwrap_or(10_000))));
+}
+
+/// The workspace's downstream servers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HubServers {
+    pub workspace: String,
+    /// The files read: the user's config and the workspace's `.mcp.json`.
+    pub files: Vec<String>,
+    /// Files that could not be read or parsed.
+    pub errors: Vec<String>,
+    pub servers: Vec<Value>,
+}
+
+pub const HUB_SERVERS: Method<HubListParams, HubServers> =
+    Method::new("hub/servers", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        settle(&w, p.wait_ms);
+        let config = w.config();
+        Ok(HubServers {
+            workspace: w.root().display().to_string(),
+            files: vec![
+                core.hub.user_file().display().to_string(),
+                w.root()
+                    .join(crate::hub::config::WORKSPACE_FILE)
+                    .display()
+                    .to_string(),
+            ],
+            errors: config.errors.iter().map(|e| e.to_string()).collect(),
+            servers: w
+                .servers()
+                .iter()
+                .map(|s| serde_json::to_value(s).expect("plain data"))
+                .collect(),
+        })
+    });
+
+pub const HUB_PROMPTS: Method<HubListParams, Vec<crate::hub::PromptInfo>> =
+    Method::new("hub/prompts", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        settle(&w, p.wait_ms);
+        Ok(w.prompts())
+    });
+
+/// A prompt's messages, as the server gave them (role, and text, image or resource content).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PromptRun {
+    pub server: String,
+    pub prompt: String,
+    pub description: Option<String>,
+    pub messages: Vec<Value>,
+}
+
+pub const HUB_GET_PROMPT: Method<GetPromptParams, PromptRun> =
+    Method::new("hub/get_prompt", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        let server = w.server(&p.server).map_err(hub_error)?;
+        let result = block_on(server.get_prompt(&p.prompt, p.arguments)).map_err(hub_error)?;
+        Ok(PromptRun {
+            server: p.server,
+            prompt: p.prompt,
+            description: result.description,
+            messages: result
+                .messages
+                .iter()
+                .map(|m| serde_json::to_value(m).expect("plain data"))
+                .collect(),
+        })
+    });
+
+/// What `tandem trust` shows and does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrustReport {
+    /// The workspace's `.mcp.json`, if there is one.
+    pub file: Option<String>,
+    pub sha256: Option<String>,
+    pub trusted: bool,
+    /// Its servers and what each would run.
+    pub servers: Vec<TrustedServer>,
+    /// What this call changed: `approved`, `revoked` or nothing.
+    pub done: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrustedServer {
+    pub name: String,
+    pub runs: Option<String>,
+    pub env: Vec<String>,
+    pub error: Option<String>,
+}
+
+pub const HUB_TRUST: Method<TrustParams, TrustReport> =
+    Method::new("hub/trust", |core, workspace, p| {
+        let ws = workspace_of(workspace)?;
+        let env = |var: &str| std::env::var(var).ok();
+        let config = crate::hub::config::load(core.hub.user_file(), ws, &env);
+        let Some((file, content)) = config.workspace_file.clone() else {
+            return Ok(TrustReport {
+                file: None,
+                sha256: None,
+                trusted: false,
+                servers: Vec::new(),
+                done: None,
+            });
+        };
+        let servers = config
+            .servers
+            .values()
+            .filter(|s| matches!(s.origin, crate::hub::config::Origin::Workspace(_)))
+            .map(|s| TrustedServer {
+                name: s.name.clone(),
+                runs: s.transport.as_ref().map(|t| t.describe()),
+                env: match &s.transport {
+                    Some(crate::hub::config::Transport::Stdio { env, .. }) => {
+                        env.keys().cloned().collect()
+                    }
+                    _ => Vec::new(),
+                },
+                error: s.error.as_ref().map(|e| e.to_string()),
+            })
+            .collect();
+        let trust = core.hub.trust();
+        let done = match p.action.as_deref().unwrap_or("show") {
+            "show" => None,
+            "approve" => {
+                trust.approve(&file, &content).map_err(MemoryError::from)?;
+                Some("approved".to_string())
+            }
+            "revoke" => {
+                trust.revoke(&file).map_err(MemoryError::from)?;
+                Some("revoked".to_string())
+            }
+            other => {
+                return Err(CallError::invalid_argument(
+                    "action",
+                    format!("unknown action '{other}' (show, approve or revoke)"),
+                ));
+            }
+        };
+        if done.is_some() {
+            // Apply at once in this process (a daemon's watcher would also see it).
+            let w = core.hub.workspace(ws);
+            w.apply_now();
+        }
+        Ok(TrustReport {
+            file: Some(file.display().to_string()),
+            sha256: Some(crate::hub::trust::digest(&content)),
+            trusted: trust.is_trusted(&file, &content),
+            servers,
+            done,
+        })
     });

@@ -4,14 +4,20 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::events::Bus;
+use crate::hub::Hub;
 use crate::memory::{Memory, MemoryError, Progress};
 use crate::store::Store;
 use crate::tasks::{TaskError, Tasks};
 
-/// Memory and tasks on one store: what a serving process (in-process MCP, the daemon) holds.
+/// The user's config file (downstream MCP servers, injection settings), in the data dir.
+pub const USER_CONFIG: &str = "config.json";
+
+/// Memory, tasks and the hub on one store: what a serving process (in-process MCP, the
+/// daemon) holds.
 pub struct Core {
     pub memory: Memory,
     pub tasks: Tasks,
+    pub hub: Arc<Hub>,
 }
 
 impl Core {
@@ -22,8 +28,13 @@ impl Core {
             TaskError::Store(e) => MemoryError::Store(e),
             other => MemoryError::Corrupt(other.to_string()),
         })?;
+        let hub = Arc::new(Hub::open(
+            home.join(USER_CONFIG),
+            store.clone(),
+            tasks.bus().clone(),
+        )?);
         let memory = Memory::open(store, progress)?;
-        Ok(Core { memory, tasks })
+        Ok(Core { memory, tasks, hub })
     }
 
     /// The bus every service of this core publishes on.
@@ -59,6 +70,11 @@ impl LazyCore {
             cell: tokio::sync::OnceCell::new_with(Some(core)),
             open: Box::new(|| Err(MemoryError::Corrupt("the core was given open".into()))),
         })
+    }
+
+    /// The core if it is open, without opening it.
+    pub fn opened(&self) -> Option<Arc<Core>> {
+        self.cell.get().cloned()
     }
 
     /// The open core, opening it first if needed.

@@ -205,6 +205,10 @@ pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
     while state.sessions.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Downstream servers stop with the daemon (their children are killed on the runtime).
+    if let Some(core) = core.opened() {
+        core.hub.shutdown();
+    }
     Ok(())
 }
 

@@ -19,6 +19,23 @@ pub enum Event {
         task_id: Ulid,
         change: TaskChange,
     },
+    /// Something happened to a downstream server of a workspace (`server` is empty for a
+    /// change of the config as a whole).
+    Hub {
+        workspace: PathBuf,
+        server: String,
+        change: HubChange,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HubChange {
+    /// The config files were (re)loaded.
+    Config,
+    /// A server's state changed (started, ready, crashed, stopped).
+    Status,
+    Prompts,
+    Tools,
 }
 
 #[derive(Debug, Clone, PartialEq)]

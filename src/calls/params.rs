@@ -8,6 +8,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::memory::{EntryType, MemoryType, RelationType};
 
@@ -271,4 +272,32 @@ pub struct CompleteTaskParams {
     pub status: String,
     pub outcome: OutcomeParams,
     pub metadata: Option<CompletionMetadataParams>,
+}
+
+/// `hub/servers`, `hub/prompts`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HubListParams {
+    /// Wait up to this long (ms) for starting servers to be ready or fail; default 10000.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+/// `hub/get_prompt`: a downstream prompt's messages.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetPromptParams {
+    pub server: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub arguments: serde_json::Map<String, Value>,
+}
+
+/// `hub/trust`: the workspace's `.mcp.json` as it is now.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrustParams {
+    /// `show` (default), `approve` or `revoke`.
+    #[serde(default)]
+    pub action: Option<String>,
 }

@@ -27,6 +27,8 @@ pub enum Backend {
     Local {
         core: Box<Core>,
         workspace: Option<PathBuf>,
+        /// Hub calls start downstream servers and wait on them.
+        runtime: tokio::runtime::Runtime,
     },
 }
 
@@ -43,6 +45,10 @@ impl Backend {
             Ok(core) => Ok(Backend::Local {
                 core: Box::new(core),
                 workspace,
+                runtime: tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()?,
             }),
             // A daemon may have started between the two attempts: it holds the data dir now.
             Err(e @ MemoryError::Store(StoreError::Locked { .. })) => {
@@ -63,13 +69,30 @@ impl Backend {
     ) -> anyhow::Result<R> {
         let params = serde_json::to_value(params).expect("parameters serialise to JSON");
         let result = match self {
-            Backend::Local { core, workspace } => {
+            Backend::Local {
+                core,
+                workspace,
+                runtime,
+            } => {
+                // On this (non-worker) thread, with the runtime entered, a call may block on
+                // the hub's futures.
+                let _entered = runtime.enter();
                 calls::call(core, workspace.as_deref(), method.name, params)?
             }
             Backend::Daemon(session) => session.call(method.name, params)?,
         };
         serde_json::from_value(result)
             .with_context(|| format!("unexpected result from {}", method.name))
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        // Downstream servers this command started stop on the runtime, before it goes.
+        if let Backend::Local { core, runtime, .. } = self {
+            let _entered = runtime.enter();
+            core.hub.shutdown();
+        }
     }
 }
 

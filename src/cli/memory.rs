@@ -403,7 +403,11 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
     }
 }
 
-fn emit<T: Serialize>(out: &Output, value: &T, human: impl Fn(&T) -> String) -> anyhow::Result<()> {
+pub(crate) fn emit<T: Serialize>(
+    out: &Output,
+    value: &T,
+    human: impl Fn(&T) -> String,
+) -> anyhow::Result<()> {
     if out.json {
         println!("{}", serde_json::to_string_pretty(value)?);
     } else {
@@ -412,7 +416,7 @@ fn emit<T: Serialize>(out: &Output, value: &T, human: impl Fn(&T) -> String) -> 
     Ok(())
 }
 
-fn table(header: &[&str]) -> Table {
+pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)

@@ -5,6 +5,7 @@
 
 mod backend;
 mod daemon;
+mod hub;
 mod memory;
 mod tasks;
 
@@ -66,6 +67,14 @@ enum Command {
     Memory(memory::MemoryCommand),
     /// Workflows and tasks the agent tracked: a tree, or one task in full.
     Tasks(tasks::TasksArgs),
+    /// The workspace's downstream MCP servers: state, prompt and tool counts, last error.
+    Servers(hub::ListArgs),
+    /// Every prompt of the workspace's servers, as `/server:prompt` commands.
+    Prompts(hub::ListArgs),
+    /// Run a downstream prompt and print its messages.
+    Prompt(hub::PromptArgs),
+    /// Review and approve the workspace's `.mcp.json` (its servers run only once trusted).
+    Trust(hub::TrustArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -118,6 +127,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Daemon(args) => daemon::run(&config, args),
         Command::Memory(cmd) => memory::run(&config, cmd),
         Command::Tasks(args) => tasks::run(&config, args),
+        Command::Servers(args) => hub::servers(&config, args),
+        Command::Prompts(args) => hub::prompts(&config, args),
+        Command::Prompt(args) => hub::prompt(&config, args),
+        Command::Trust(args) => hub::trust(&config, args),
     }
 }
 
@@ -136,7 +149,7 @@ fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::
             }
         });
         tracing::info!("serving MCP on stdio (data dir {})", config.home.display());
-        let server = tandem::mcp::TandemServer::new(memory, workspace_root(workspace)?);
+        let server = tandem::mcp::TandemServer::new(memory.clone(), workspace_root(workspace)?);
         let io = tandem::mcp::transport::framed(tokio::io::stdin(), tokio::io::stdout());
         let service = rmcp::ServiceExt::serve(server, io)
             .await
@@ -149,6 +162,9 @@ fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::
         });
         let reason = service.waiting().await;
         tracing::info!("MCP session ended: {reason:?}");
+        if let Some(core) = memory.opened() {
+            core.hub.shutdown();
+        }
         anyhow::Ok(())
     })?;
     // Dropping the runtime and then the memory flushes sled and commits the index.
@@ -170,8 +186,11 @@ fn serve_lsp(config: &Config, workspace: std::path::PathBuf) -> anyhow::Result<(
         };
         tracing::info!("serving LSP on stdio (data dir {})", config.home.display());
         tokio::select! {
-            _ = tandem::lsp::serve(core, host, workspace, tokio::io::stdin(), tokio::io::stdout()) => {}
+            _ = tandem::lsp::serve(core.clone(), host, workspace, tokio::io::stdin(), tokio::io::stdout()) => {}
             _ = tandem::daemon::shutdown_signal() => tracing::info!("signal received; closing the LSP session"),
+        }
+        if let Some(core) = core.opened() {
+            core.hub.shutdown();
         }
     });
     drop(runtime);

@@ -525,6 +525,7 @@ impl Backend {
                     self.progress(task_id, &change).await;
                     self.session.refresh.notify_one();
                 }
+                Ok(Event::Hub { .. }) => {}
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!("LSP session lagged {n} events; refreshing");
                     self.session.refresh.notify_one();

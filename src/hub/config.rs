@@ -1,0 +1,572 @@
+//! Which downstream MCP servers a workspace has: the user's config file and the workspace's
+//! `.mcp.json` (the usual `mcpServers` format), merged (the workspace wins, server by
+//! server), with `${VAR}`, `${env:VAR}` and `${VAR:-default}` expanded from the environment.
+//!
+//! A file that does not parse is an error naming the file (and the line); a server whose
+//! entry is wrong (a field of the wrong type, neither `command` nor `url`, an unset
+//! variable) is kept, marked with an error naming the file, the server and the field, so
+//! the others still run and the user sees why that one does not.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The workspace's file, at its root.
+pub const WORKSPACE_FILE: &str = ".mcp.json";
+/// How long a request to a downstream server may take, unless its `timeout_ms` says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A configuration problem, located.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[error("{}{}{}: {message}", file.display(), server.as_deref().map(|s| format!(": server '{s}'")).unwrap_or_default(), field.as_deref().map(|f| format!(", field '{f}'")).unwrap_or_default())]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub server: Option<String>,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// Where a server's entry comes from. Workspace entries run only once the file is trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "file", rename_all = "snake_case")]
+pub enum Origin {
+    User(PathBuf),
+    Workspace(PathBuf),
+}
+
+impl Origin {
+    pub fn file(&self) -> &Path {
+        match self {
+            Origin::User(p) | Origin::Workspace(p) => p,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: PathBuf,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl Transport {
+    /// What runs, as a user reads it: the command line, or the URL.
+    pub fn describe(&self) -> String {
+        match self {
+            Transport::Stdio { command, args, .. } => std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .map(|a| {
+                    if a.is_empty()
+                        || a.contains(|c: char| c.is_whitespace() || "'\"\\$`".contains(c))
+                    {
+                        format!("'{}'", a.replace('\'', r"'\''"))
+                    } else {
+                        a.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            Transport::Http { url, .. } => url.clone(),
+        }
+    }
+}
+
+/// One downstream server, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerConfig {
+    pub name: String,
+    pub origin: Origin,
+    /// `None` when the entry is wrong: `error` says why.
+    pub transport: Option<Transport>,
+    pub error: Option<ConfigError>,
+    pub disabled: bool,
+    /// Connect when the workspace opens (default), or on first use.
+    pub autostart: bool,
+    pub core: bool,
+    pub category: Option<String>,
+    pub description: Option<String>,
+    pub disabled_prompts: BTreeSet<String>,
+    #[serde(with = "millis")]
+    pub timeout: Duration,
+}
+
+mod millis {
+    pub fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+/// Settings of the conventional prompts injection (spec 000), by server name (`tandem` for
+/// Tandem's own prompts).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conventional {
+    /// Off turns the whole injection off.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerRules>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerRules {
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Lower comes first within each kind of prompt; default 0, ties keep server order.
+    #[serde(default)]
+    pub priority: Option<i64>,
+    /// Workspace roots (globs; `~` is the home dir) where this server's prompts apply; empty:
+    /// everywhere.
+    #[serde(default)]
+    pub workspaces: Vec<String>,
+    /// By prompt name.
+    #[serde(default)]
+    pub prompts: BTreeMap<String, PromptRules>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptRules {
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub priority: Option<i64>,
+    #[serde(default)]
+    pub workspaces: Vec<String>,
+    /// The prompt's arguments, given to `prompts/get`.
+    #[serde(default)]
+    pub arguments: BTreeMap<String, String>,
+}
+
+/// A workspace's servers and settings, from both files.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HubConfig {
+    pub servers: BTreeMap<String, ServerConfig>,
+    pub conventional: Conventional,
+    /// Files that could not be read or parsed at all.
+    pub errors: Vec<ConfigError>,
+    /// The workspace file and its exact content, when there is one (what trust approves).
+    #[serde(skip)]
+    pub workspace_file: Option<(PathBuf, String)>,
+}
+
+/// An entry as written. Unknown fields are ignored: other clients add their own.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawFile {
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, Value>,
+    #[serde(default)]
+    conventional_prompts: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawServer {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    disabled: bool,
+    #[serde(default)]
+    autostart: Option<bool>,
+    #[serde(default)]
+    core: bool,
+    #[serde(default)]
+    category: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default, alias = "disabledPrompts")]
+    disabled_prompts: Vec<String>,
+    #[serde(default, alias = "timeoutMs")]
+    timeout_ms: Option<u64>,
+}
+
+/// Reads and merges the user's file and the workspace's (either may be missing).
+pub fn load(user_file: &Path, workspace: &Path, env: &dyn Fn(&str) -> Option<String>) -> HubConfig {
+    let mut config = HubConfig::default();
+    let workspace_file = workspace.join(WORKSPACE_FILE);
+    for (file, is_workspace) in [(user_file.to_path_buf(), false), (workspace_file, true)] {
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                config
+                    .errors
+                    .push(file_error(&file, format!("cannot read it: {e}")));
+                continue;
+            }
+        };
+        if is_workspace {
+            config.workspace_file = Some((file.clone(), text.clone()));
+        }
+        let raw: RawFile = match serde_json::from_str(&text) {
+            Ok(r) => r,
+            Err(e) => {
+                config
+                    .errors
+                    .push(file_error(&file, format!("not valid JSON: {e}")));
+                continue;
+            }
+        };
+        let origin = if is_workspace {
+            Origin::Workspace(file.clone())
+        } else {
+            Origin::User(file.clone())
+        };
+        for (name, value) in raw.mcp_servers {
+            let server = resolve(&name, value, origin.clone(), workspace, env);
+            // The workspace's entry replaces the user's of the same name.
+            config.servers.insert(name, server);
+        }
+        if let Some(v) = raw.conventional_prompts {
+            match serde_path_to_error::deserialize::<_, Conventional>(v) {
+                Ok(c) => merge_conventional(&mut config.conventional, c),
+                Err(e) => config.errors.push(ConfigError {
+                    file: file.clone(),
+                    server: None,
+                    field: Some(format!("conventionalPrompts.{}", e.path())),
+                    message: e.inner().to_string(),
+                }),
+            }
+        }
+    }
+    config
+}
+
+fn file_error(file: &Path, message: String) -> ConfigError {
+    ConfigError {
+        file: file.to_path_buf(),
+        server: None,
+        field: None,
+        message,
+    }
+}
+
+fn merge_conventional(into: &mut Conventional, from: Conventional) {
+    if from.enabled.is_some() {
+        into.enabled = from.enabled;
+    }
+    for (name, rules) in from.servers {
+        let slot = into.servers.entry(name).or_default();
+        if rules.enabled.is_some() {
+            slot.enabled = rules.enabled;
+        }
+        if rules.priority.is_some() {
+            slot.priority = rules.priority;
+        }
+        if !rules.workspaces.is_empty() {
+            slot.workspaces = rules.workspaces;
+        }
+        slot.prompts.extend(rules.prompts);
+    }
+}
+
+fn resolve(
+    name: &str,
+    value: Value,
+    origin: Origin,
+    workspace: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> ServerConfig {
+    let mut server = ServerConfig {
+        name: name.to_string(),
+        origin: origin.clone(),
+        transport: None,
+        error: None,
+        disabled: false,
+        autostart: true,
+        core: false,
+        category: None,
+        description: None,
+        disabled_prompts: BTreeSet::new(),
+        timeout: DEFAULT_TIMEOUT,
+    };
+    let fail = |field: Option<String>, message: String| ConfigError {
+        file: origin.file().to_path_buf(),
+        server: Some(name.to_string()),
+        field,
+        message,
+    };
+    let raw: RawServer = match serde_path_to_error::deserialize(value) {
+        Ok(r) => r,
+        Err(e) => {
+            let path = e.path().to_string();
+            server.error = Some(fail((path != ".").then_some(path), e.inner().to_string()));
+            return server;
+        }
+    };
+    server.disabled = raw.disabled;
+    server.autostart = raw.autostart.unwrap_or(true);
+    server.core = raw.core;
+    server.category = raw.category;
+    server.description = raw.description;
+    server.disabled_prompts = raw.disabled_prompts.into_iter().collect();
+    if let Some(ms) = raw.timeout_ms {
+        if ms == 0 {
+            server.error = Some(fail(
+                Some("timeout_ms".into()),
+                "must be more than 0".into(),
+            ));
+            return server;
+        }
+        server.timeout = Duration::from_millis(ms);
+    }
+    let expand = |field: &str, text: &str| -> Result<String, ConfigError> {
+        expand_vars(text, env).map_err(|var| {
+            fail(
+                Some(field.to_string()),
+                format!("${{{var}}} is not set in the environment"),
+            )
+        })
+    };
+    let transport = (|| -> Result<Transport, ConfigError> {
+        let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
+        match (raw.command, raw.url, kind.as_deref()) {
+            (Some(_), Some(_), _) => Err(fail(None, "has both 'command' and 'url': choose one".into())),
+            (None, None, _) => Err(fail(None, "needs 'command' (stdio) or 'url' (Streamable HTTP)".into())),
+            (_, _, Some("sse")) => Err(fail(
+                Some("type".into()),
+                "the legacy SSE transport is not supported; use the server's Streamable HTTP endpoint".into(),
+            )),
+            (Some(command), None, None | Some("stdio")) => {
+                let command = expand("command", &command)?;
+                if command.trim().is_empty() {
+                    return Err(fail(Some("command".into()), "is empty".into()));
+                }
+                let args = raw
+                    .args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| expand(&format!("args[{i}]"), a))
+                    .collect::<Result<_, _>>()?;
+                let env = raw
+                    .env
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), expand(&format!("env.{k}"), v)?)))
+                    .collect::<Result<_, _>>()?;
+                let cwd = match raw.cwd {
+                    Some(c) => {
+                        let c = PathBuf::from(expand("cwd", &c)?);
+                        if c.is_absolute() { c } else { workspace.join(c) }
+                    }
+                    None => workspace.to_path_buf(),
+                };
+                Ok(Transport::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                })
+            }
+            (None, Some(url), None | Some("http") | Some("streamable-http") | Some("streamablehttp")) => {
+                let url = expand("url", &url)?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(fail(Some("url".into()), format!("'{url}' is not an http(s) URL")));
+                }
+                let headers = raw
+                    .headers
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), expand(&format!("headers.{k}"), v)?)))
+                    .collect::<Result<_, _>>()?;
+                Ok(Transport::Http { url, headers })
+            }
+            (_, _, Some(other)) => Err(fail(
+                Some("type".into()),
+                format!("unknown transport '{other}' (stdio or http)"),
+            )),
+        }
+    })();
+    match transport {
+        Ok(t) => server.transport = Some(t),
+        Err(e) => server.error = Some(e),
+    }
+    server
+}
+
+/// Expands `${VAR}`, `${env:VAR}` and `${VAR:-default}`; `$$` is a literal `$`. An unset
+/// variable without a default is an error naming it.
+pub fn expand_vars(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+            continue;
+        }
+        let Some(body) = after.strip_prefix('{') else {
+            out.push('$');
+            rest = after;
+            continue;
+        };
+        let Some(end) = body.find('}') else {
+            // An unclosed `${` is kept as written.
+            out.push_str(&rest[i..]);
+            return Ok(out);
+        };
+        let expr = &body[..end];
+        let expr = expr.strip_prefix("env:").unwrap_or(expr);
+        let (var, default) = match expr.split_once(":-") {
+            Some((v, d)) => (v, Some(d)),
+            None => (expr, None),
+        };
+        match (env(var), default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return Err(var.to_string()),
+        }
+        rest = &body[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(var: &str) -> Option<String> {
+        match var {
+            "TOKEN" => Some("s3cret".into()),
+            "HOME" => Some("/home/u".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn variables_expand_with_defaults_and_escapes() {
+        let cases: &[(&str, Result<&str, &str>)] = &[
+            ("Bearer ${TOKEN}", Ok("Bearer s3cret")),
+            ("${env:HOME}/bin", Ok("/home/u/bin")),
+            ("${MISSING:-fallback}", Ok("fallback")),
+            ("$$HOME and $HOME", Ok("$HOME and $HOME")),
+            ("${MISSING}", Err("MISSING")),
+            ("open ${", Ok("open ${")),
+        ];
+        for (input, want) in cases {
+            let got = expand_vars(input, &env);
+            assert_eq!(got.as_deref().map_err(String::as_str), *want, "{input}");
+        }
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn files_merge_and_errors_name_file_server_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let user = write(
+            dir.path(),
+            "config.json",
+            r#"{"mcpServers": {
+                "shared": {"command": "user-version"},
+                "api": {"url": "https://api.example/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                "broken": {"command": "x", "args": ["ok", 3]},
+                "secret": {"command": "x", "env": {"KEY": "${NOPE}"}}
+              },
+              "conventionalPrompts": {"servers": {"shared": {"priority": 5}}}}"#,
+        );
+        write(
+            &ws,
+            WORKSPACE_FILE,
+            r#"{"mcpServers": {
+                "shared": {"command": "npx", "args": ["-y", "srv"], "cwd": "tools", "disabled_prompts": ["noisy"], "timeoutMs": 2500},
+                "both": {"command": "x", "url": "http://y"},
+                "legacy": {"type": "sse", "url": "http://y/sse"}
+              }}"#,
+        );
+        let c = load(&user, &ws, &env);
+        assert!(c.errors.is_empty(), "{:?}", c.errors);
+        let shared = &c.servers["shared"];
+        assert_eq!(shared.origin, Origin::Workspace(ws.join(WORKSPACE_FILE)));
+        assert_eq!(
+            shared.transport,
+            Some(Transport::Stdio {
+                command: "npx".into(),
+                args: vec!["-y".into(), "srv".into()],
+                env: BTreeMap::new(),
+                cwd: ws.join("tools"),
+            })
+        );
+        assert_eq!(shared.timeout, Duration::from_millis(2500));
+        assert!(shared.disabled_prompts.contains("noisy"));
+        match &c.servers["api"].transport {
+            Some(Transport::Http { headers, .. }) => {
+                assert_eq!(headers["Authorization"], "Bearer s3cret")
+            }
+            other => panic!("{other:?}"),
+        }
+        let broken = c.servers["broken"].error.as_ref().unwrap();
+        assert_eq!(broken.field.as_deref(), Some("args[1]"));
+        assert!(broken.to_string().starts_with(&format!(
+            "{}: server 'broken', field 'args[1]': ",
+            user.display()
+        )));
+        let secret = c.servers["secret"].error.as_ref().unwrap().to_string();
+        assert!(
+            secret.ends_with("field 'env.KEY': ${NOPE} is not set in the environment"),
+            "{secret}"
+        );
+        assert!(
+            c.servers["both"]
+                .error
+                .as_ref()
+                .unwrap()
+                .message
+                .contains("choose one")
+        );
+        assert_eq!(
+            c.servers["legacy"].error.as_ref().unwrap().field.as_deref(),
+            Some("type")
+        );
+        assert_eq!(c.conventional.servers["shared"].priority, Some(5));
+        assert!(c.workspace_file.is_some());
+    }
+
+    #[test]
+    fn a_file_that_does_not_parse_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(dir.path(), "config.json", "{\"mcpServers\": {");
+        let c = load(&user, dir.path(), &env);
+        assert_eq!(c.errors.len(), 1);
+        let e = c.errors[0].to_string();
+        assert!(
+            e.starts_with(&format!("{}: not valid JSON", user.display())),
+            "{e}"
+        );
+        assert!(c.servers.is_empty());
+    }
+}

@@ -1,0 +1,675 @@
+//! One downstream MCP server: its connection (an rmcp client over a stdio child process),
+//! its cached prompts and tools, and what happens when it misbehaves.
+//!
+//! Every request has a timeout. A server that exits or does not answer in time is marked
+//! (`restarting`, with the error and the last lines of its stderr), its connection is
+//! dropped (the child is killed), and it is started again after a backoff (1 s, 2 s, 4 s ...
+//! up to 60 s; after 8 failures in a row it stays `failed` until the config changes or
+//! someone asks for it again). Meanwhile its requests fail at once with that error: one
+//! broken server never stalls the daemon or another server.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CompletionContext, GetPromptRequestParams, GetPromptResult,
+    Implementation, Prompt, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde::Serialize;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{Notify, mpsc};
+
+use super::config::{ServerConfig, Transport};
+
+/// How long a server has to start and answer `initialize` and the first lists.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+const MAX_ATTEMPTS: u32 = 8;
+/// Lines of a server's stderr kept for error messages.
+const STDERR_TAIL: usize = 5;
+
+/// Where a server is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum Status {
+    /// From a workspace file that is not trusted: listed, never run.
+    Untrusted,
+    Disabled,
+    /// Its entry is wrong (see the error).
+    Misconfigured,
+    /// `autostart: false`, not used yet.
+    Idle,
+    Starting,
+    Ready,
+    /// Crashed or hung; next attempt in `retry_in_ms`.
+    Restarting {
+        retry_in_ms: u64,
+    },
+    /// Gave up after repeated failures.
+    Failed,
+    Stopped,
+}
+
+impl Status {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Status::Untrusted => "untrusted",
+            Status::Disabled => "disabled",
+            Status::Misconfigured => "misconfigured",
+            Status::Idle => "idle",
+            Status::Starting => "starting",
+            Status::Ready => "ready",
+            Status::Restarting { .. } => "restarting",
+            Status::Failed => "failed",
+            Status::Stopped => "stopped",
+        }
+    }
+}
+
+/// A downstream server's failure, as said to users.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+#[error("{message}")]
+pub struct HubError {
+    /// `SERVER_UNAVAILABLE` (not running: untrusted, disabled, misconfigured, restarting),
+    /// `SERVER_TIMEOUT`, `SERVER_ERROR` (the server answered with an error).
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// What changed, for the hub to publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Status,
+    Prompts,
+    Tools,
+}
+
+pub type OnChange = Arc<dyn Fn(&str, Change) + Send + Sync>;
+
+#[derive(Default)]
+struct Lists {
+    prompts: Arc<Vec<Prompt>>,
+    tools: Arc<Vec<Tool>>,
+}
+
+struct Inner {
+    status: Status,
+    peer: Option<Peer<RoleClient>>,
+    /// Dropping it ends the session and kills the child.
+    service: Option<RunningService<RoleClient, Handler>>,
+    lists: Lists,
+    server_info: Option<Implementation>,
+    failures: u32,
+    last_error: Option<String>,
+    stderr: VecDeque<String>,
+    /// Bumped on every (re)connection and stop, so a stale task does not touch a newer one.
+    generation: u64,
+    next_attempt: Option<Instant>,
+}
+
+pub struct Downstream {
+    pub config: ServerConfig,
+    inner: Mutex<Inner>,
+    /// Signalled on every status change (waiters of `Starting`).
+    changed: Notify,
+    on_change: OnChange,
+}
+
+/// A snapshot for listings.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerState {
+    pub name: String,
+    #[serde(flatten)]
+    pub status: Status,
+    pub origin: super::config::Origin,
+    pub runs: Option<String>,
+    pub prompts: usize,
+    pub tools: usize,
+    pub last_error: Option<String>,
+    pub server_info: Option<String>,
+}
+
+/// Receives the server's notifications.
+struct Handler {
+    lists: mpsc::UnboundedSender<Change>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.lists.send(Change::Prompts);
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.lists.send(Change::Tools);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("tandem", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+impl Downstream {
+    /// A server in its first state (`trusted`: its file may run).
+    pub fn new(config: ServerConfig, trusted: bool, on_change: OnChange) -> Arc<Downstream> {
+        let status = if config.error.is_some() {
+            Status::Misconfigured
+        } else if !trusted {
+            Status::Untrusted
+        } else if config.disabled {
+            Status::Disabled
+        } else {
+            Status::Idle
+        };
+        Arc::new(Downstream {
+            config,
+            inner: Mutex::new(Inner {
+                status,
+                peer: None,
+                service: None,
+                lists: Lists::default(),
+                server_info: None,
+                failures: 0,
+                last_error: None,
+                stderr: VecDeque::new(),
+                generation: 0,
+                next_attempt: None,
+            }),
+            changed: Notify::new(),
+            on_change,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn status(&self) -> Status {
+        let inner = self.lock();
+        match (&inner.status, inner.next_attempt) {
+            (Status::Restarting { .. }, Some(at)) => Status::Restarting {
+                retry_in_ms: at.saturating_duration_since(Instant::now()).as_millis() as u64,
+            },
+            (s, _) => s.clone(),
+        }
+    }
+
+    pub fn state(&self) -> ServerState {
+        let status = self.status();
+        let inner = self.lock();
+        ServerState {
+            name: self.config.name.clone(),
+            status,
+            origin: self.config.origin.clone(),
+            runs: self.config.transport.as_ref().map(Transport::describe),
+            prompts: inner.lists.prompts.len(),
+            tools: inner.lists.tools.len(),
+            last_error: inner
+                .last_error
+                .clone()
+                .or_else(|| self.config.error.as_ref().map(|e| e.to_string())),
+            server_info: inner
+                .server_info
+                .as_ref()
+                .map(|i| format!("{} {}", i.name, i.version)),
+        }
+    }
+
+    pub fn prompts(&self) -> Arc<Vec<Prompt>> {
+        self.lock().lists.prompts.clone()
+    }
+
+    pub fn tools(&self) -> Arc<Vec<Tool>> {
+        self.lock().lists.tools.clone()
+    }
+
+    /// Starts the server if it may run and does not yet.
+    pub fn start(self: &Arc<Self>) {
+        {
+            let mut inner = self.lock();
+            match inner.status {
+                Status::Idle | Status::Failed | Status::Stopped => {}
+                Status::Restarting { .. } => return,
+                _ => return,
+            }
+            inner.status = Status::Starting;
+            inner.generation += 1;
+        }
+        self.changed.notify_waiters();
+        let this = self.clone();
+        tokio::spawn(async move { this.connect().await });
+    }
+
+    /// Ends the session and kills the child; the server stays stopped.
+    pub fn stop(&self) {
+        let service = {
+            let mut inner = self.lock();
+            inner.generation += 1;
+            inner.peer = None;
+            if matches!(
+                inner.status,
+                Status::Starting | Status::Ready | Status::Restarting { .. } | Status::Failed
+            ) {
+                inner.status = Status::Stopped;
+            }
+            inner.service.take()
+        };
+        end(service);
+        self.changed.notify_waiters();
+    }
+
+    async fn connect(self: Arc<Self>) {
+        let generation = self.lock().generation;
+        let Some(Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        }) = self.config.transport.clone()
+        else {
+            self.fail(
+                generation,
+                "Streamable HTTP servers are not supported yet".into(),
+            );
+            return;
+        };
+        let mut cmd = tokio::process::Command::new(&command);
+        cmd.args(&args)
+            .envs(&env)
+            .current_dir(&cwd)
+            .kill_on_drop(true);
+        let spawned = rmcp::transport::TokioChildProcess::builder(cmd)
+            .stderr(std::process::Stdio::piped())
+            .spawn();
+        let (transport, stderr) = match spawned {
+            Ok(t) => t,
+            Err(e) => {
+                self.fail(
+                    generation,
+                    format!("cannot start `{command}` in {}: {e}", cwd.display()),
+                );
+                return;
+            }
+        };
+        if let Some(stderr) = stderr {
+            let this = self.clone();
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::info!(target: "tandem::downstream", "{}: {line}", this.config.name);
+                    let mut inner = this.lock();
+                    if inner.stderr.len() == STDERR_TAIL {
+                        inner.stderr.pop_front();
+                    }
+                    inner.stderr.push_back(line);
+                }
+            });
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let started = tokio::time::timeout(START_TIMEOUT, async {
+            let service = Handler { lists: tx }
+                .serve(transport)
+                .await
+                .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+            let lists = fetch_lists(service.peer(), self.config.timeout).await?;
+            Ok::<_, String>((service, lists))
+        })
+        .await;
+        let (service, lists) = match started {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return self.fail(generation, e),
+            Err(_) => {
+                return self.fail(
+                    generation,
+                    format!("did not start within {}s", START_TIMEOUT.as_secs()),
+                );
+            }
+        };
+        let peer = service.peer().clone();
+        {
+            let mut inner = self.lock();
+            if inner.generation != generation {
+                return; // stopped or replaced meanwhile: dropping `service` kills the child
+            }
+            inner.server_info = peer.peer_info().and_then(|i| i.server_info.clone());
+            inner.lists = lists;
+            inner.peer = Some(peer.clone());
+            inner.service = Some(service);
+            inner.failures = 0;
+            inner.last_error = None;
+            inner.status = Status::Ready;
+        }
+        tracing::info!("downstream server {} ready", self.config.name);
+        self.changed.notify_waiters();
+        (self.on_change)(&self.config.name, Change::Status);
+        (self.on_change)(&self.config.name, Change::Prompts);
+        // List changes refresh the cache; the connection's end is a crash unless we stopped.
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    change = rx.recv() => {
+                        let Some(change) = change else { break };
+                        this.refresh(generation, &peer, change).await;
+                    }
+                    _ = closed_or_dead(&peer) => break,
+                }
+            }
+            if this.lock().generation == generation {
+                this.fail(generation, "the server exited".into());
+            }
+        });
+    }
+
+    async fn refresh(self: &Arc<Self>, generation: u64, peer: &Peer<RoleClient>, change: Change) {
+        let timeout = self.config.timeout;
+        let result = match change {
+            Change::Tools => with_timeout(timeout, "tools/list", peer.list_all_tools())
+                .await
+                .map(|t| (None, Some(t))),
+            _ => with_timeout(timeout, "prompts/list", peer.list_all_prompts())
+                .await
+                .map(|p| (Some(p), None)),
+        };
+        match result {
+            Ok((prompts, tools)) => {
+                let mut inner = self.lock();
+                if inner.generation != generation {
+                    return;
+                }
+                if let Some(p) = prompts {
+                    inner.lists.prompts = Arc::new(p);
+                }
+                if let Some(t) = tools {
+                    inner.lists.tools = Arc::new(t);
+                }
+                drop(inner);
+                tracing::debug!("{}: {change:?} list refreshed", self.config.name);
+                (self.on_change)(&self.config.name, change);
+            }
+            Err(e) => self.fail(generation, e.message),
+        }
+    }
+
+    /// Marks a failure of connection `generation` and schedules the next attempt.
+    fn fail(self: &Arc<Self>, generation: u64, error: String) {
+        let (delay, service) = {
+            let mut inner = self.lock();
+            if inner.generation != generation {
+                return;
+            }
+            inner.generation += 1;
+            inner.failures += 1;
+            let tail: Vec<String> = inner.stderr.iter().cloned().collect();
+            let error = if tail.is_empty() {
+                error
+            } else {
+                format!("{error}; its stderr ended with: {}", tail.join(" | "))
+            };
+            tracing::warn!("downstream server {}: {error}", self.config.name);
+            inner.last_error = Some(error);
+            inner.peer = None;
+            let service = inner.service.take();
+            if inner.failures >= MAX_ATTEMPTS {
+                inner.status = Status::Failed;
+                inner.next_attempt = None;
+                (None, service)
+            } else {
+                let delay = backoff(inner.failures);
+                inner.status = Status::Restarting {
+                    retry_in_ms: delay.as_millis() as u64,
+                };
+                inner.next_attempt = Some(Instant::now() + delay);
+                (Some((delay, inner.generation)), service)
+            }
+        };
+        end(service);
+        self.changed.notify_waiters();
+        (self.on_change)(&self.config.name, Change::Status);
+        if let Some((delay, scheduled)) = delay {
+            let this = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                {
+                    let mut inner = this.lock();
+                    if inner.generation != scheduled
+                        || !matches!(inner.status, Status::Restarting { .. })
+                    {
+                        return;
+                    }
+                    inner.status = Status::Starting;
+                    inner.next_attempt = None;
+                }
+                this.changed.notify_waiters();
+                this.connect().await;
+            });
+        }
+    }
+
+    /// The live connection, starting or waiting for it when that makes sense; otherwise a
+    /// clear error at once.
+    async fn peer(self: &Arc<Self>) -> Result<(Peer<RoleClient>, u64), HubError> {
+        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+        loop {
+            let waiting = self.changed.notified();
+            {
+                let inner = self.lock();
+                match &inner.status {
+                    Status::Ready => {
+                        if let Some(p) = &inner.peer {
+                            return Ok((p.clone(), inner.generation));
+                        }
+                    }
+                    Status::Starting => {}
+                    Status::Idle | Status::Stopped => {
+                        drop(inner);
+                        self.start();
+                        continue;
+                    }
+                    _ => return Err(self.unavailable()),
+                }
+            }
+            if tokio::time::timeout_at(deadline, waiting).await.is_err() {
+                return Err(HubError {
+                    code: "SERVER_TIMEOUT",
+                    message: format!(
+                        "server '{}' did not start within {}s",
+                        self.config.name,
+                        START_TIMEOUT.as_secs()
+                    ),
+                });
+            }
+        }
+    }
+
+    /// Why the server cannot answer now.
+    fn unavailable(&self) -> HubError {
+        let name = &self.config.name;
+        let status = self.status();
+        let error = self.lock().last_error.clone().unwrap_or_default();
+        let message = match status {
+            Status::Untrusted => format!(
+                "server '{name}' comes from {}, which is not trusted yet: review it and run `tandem trust`",
+                self.config.origin.file().display()
+            ),
+            Status::Disabled => format!(
+                "server '{name}' is disabled in {}",
+                self.config.origin.file().display()
+            ),
+            Status::Misconfigured => match &self.config.error {
+                Some(e) => e.to_string(),
+                None => format!("server '{name}' is misconfigured"),
+            },
+            Status::Restarting { retry_in_ms } => format!(
+                "server '{name}' is restarting ({error}); next attempt in {:.1}s",
+                retry_in_ms as f64 / 1000.0
+            ),
+            Status::Failed => {
+                format!("server '{name}' failed {MAX_ATTEMPTS} times and is stopped: {error}")
+            }
+            other => format!("server '{name}' is {}", other.label()),
+        };
+        HubError {
+            code: "SERVER_UNAVAILABLE",
+            message,
+        }
+    }
+
+    /// Runs one request with the server's timeout. A timeout or a dead connection marks the
+    /// server failed (it restarts with backoff); an error answer is just returned.
+    async fn request<T, F, Fut>(self: &Arc<Self>, method: &str, f: F) -> Result<T, HubError>
+    where
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, rmcp::ServiceError>>,
+    {
+        let (peer, generation) = self.peer().await?;
+        match tokio::time::timeout(self.config.timeout, f(peer)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(HubError {
+                code: "SERVER_ERROR",
+                message: format!(
+                    "server '{}' answered {method} with an error: {}",
+                    self.config.name, e.message
+                ),
+            }),
+            Ok(Err(e)) => {
+                let message = format!("server '{}' failed during {method}: {e}", self.config.name);
+                self.fail(generation, message.clone());
+                Err(HubError {
+                    code: "SERVER_UNAVAILABLE",
+                    message,
+                })
+            }
+            Err(_) => {
+                let message = format!(
+                    "server '{}' did not answer {method} within {:.1}s",
+                    self.config.name,
+                    self.config.timeout.as_secs_f64()
+                );
+                self.fail(generation, message.clone());
+                Err(HubError {
+                    code: "SERVER_TIMEOUT",
+                    message,
+                })
+            }
+        }
+    }
+
+    pub async fn get_prompt(
+        self: &Arc<Self>,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<GetPromptResult, HubError> {
+        let mut params = GetPromptRequestParams::new(name);
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        self.request("prompts/get", |peer| async move {
+            peer.get_prompt(params).await
+        })
+        .await
+    }
+
+    /// Values for a prompt argument (`completion/complete`); none when the server does not
+    /// complete.
+    pub async fn complete(
+        self: &Arc<Self>,
+        prompt: &str,
+        argument: &str,
+        value: &str,
+        context: std::collections::HashMap<String, String>,
+    ) -> Result<Vec<String>, HubError> {
+        let supports = self
+            .lock()
+            .peer
+            .as_ref()
+            .and_then(|p| p.peer_info())
+            .map(|i| i.capabilities.completions.is_some());
+        if supports == Some(false) {
+            return Ok(Vec::new());
+        }
+        let (prompt, argument, value) =
+            (prompt.to_string(), argument.to_string(), value.to_string());
+        let context = (!context.is_empty()).then(|| CompletionContext::with_arguments(context));
+        self.request("completion/complete", |peer| async move {
+            peer.complete_prompt_argument(prompt, argument, value, context)
+                .await
+        })
+        .await
+        .map(|info| info.values)
+    }
+}
+
+/// Ends a session: dropping it kills the child, which rmcp does on the runtime. Outside one
+/// (a process tearing down after its runtime) the session is let go: the child sees its
+/// stdin close when this process exits.
+fn end(service: Option<RunningService<RoleClient, Handler>>) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        drop(service);
+    } else {
+        std::mem::forget(service);
+    }
+}
+
+fn backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(6);
+    Duration::from_secs(secs).min(MAX_BACKOFF)
+}
+
+/// Resolves when the peer's transport has closed.
+async fn closed_or_dead(peer: &Peer<RoleClient>) {
+    while !peer.is_transport_closed() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn with_timeout<T>(
+    timeout: Duration,
+    method: &str,
+    f: impl std::future::Future<Output = Result<T, rmcp::ServiceError>>,
+) -> Result<T, HubError> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(HubError {
+            code: "SERVER_ERROR",
+            message: format!("{method} failed: {e}"),
+        }),
+        Err(_) => Err(HubError {
+            code: "SERVER_TIMEOUT",
+            message: format!(
+                "{method} got no answer within {:.1}s",
+                timeout.as_secs_f64()
+            ),
+        }),
+    }
+}
+
+/// The prompts and tools a server offers (only what its capabilities announce).
+async fn fetch_lists(peer: &Peer<RoleClient>, timeout: Duration) -> Result<Lists, String> {
+    let caps = peer.peer_info().map(|i| i.capabilities.clone());
+    let mut lists = Lists::default();
+    if caps.as_ref().is_some_and(|c| c.prompts.is_some()) {
+        lists.prompts = Arc::new(
+            with_timeout(timeout, "prompts/list", peer.list_all_prompts())
+                .await
+                .map_err(|e| e.message)?,
+        );
+    }
+    if caps.as_ref().is_some_and(|c| c.tools.is_some()) {
+        lists.tools = Arc::new(
+            with_timeout(timeout, "tools/list", peer.list_all_tools())
+                .await
+                .map_err(|e| e.message)?,
+        );
+    }
+    Ok(lists)
+}
