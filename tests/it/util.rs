@@ -1,4 +1,5 @@
-//! Shared test helpers: hermetic homes and the memory under test.
+//! Shared test helpers: hermetic homes, the memory under test, and the downstream MCP
+//! servers (our `mcp_fixture` example and the npm reference servers).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -286,4 +287,189 @@ pub fn repo_with(dir: &Path, files: &[(&str, &str)]) {
     write_files(dir, files);
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "-m", "initial"]);
+}
+
+/// The `mcp_fixture` example (a downstream MCP server with switches to misbehave), built
+/// next to this test binary: `target/debug/deps/it-HASH` → `target/debug/examples/`.
+pub fn fixture_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let bin = profile_dir.join("examples").join("mcp_fixture");
+    if !bin.is_file() {
+        panic!(
+            "{} is missing: run scripts/test, or cargo build --example mcp_fixture",
+            bin.display()
+        );
+    }
+    bin
+}
+
+/// A command starting `mcp_fixture` with `args` and only `PATH` in its environment.
+pub fn fixture(args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(fixture_bin());
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// `mcp-server-everything` (npm, installed by `scripts/test`).
+pub fn everything_bin() -> PathBuf {
+    npm_bin("TANDEM_TEST_EVERYTHING", "mcp-server-everything")
+}
+
+/// `mcp-server-filesystem` (npm, installed by `scripts/test`).
+pub fn filesystem_bin() -> PathBuf {
+    npm_bin("TANDEM_TEST_FILESYSTEM", "mcp-server-filesystem")
+}
+
+/// An npm server's executable: `$var`, else `.test-deps/npm/node_modules/.bin/NAME`.
+fn npm_bin(var: &str, name: &str) -> PathBuf {
+    let bin = match std::env::var_os(var) {
+        Some(path) => PathBuf::from(path),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".test-deps/npm/node_modules/.bin")
+            .join(name),
+    };
+    if !bin.is_file() {
+        panic!(
+            "{name} is not installed at {}: run scripts/test (it installs the reference MCP \
+             servers under .test-deps/npm), or set {var}",
+            bin.display()
+        );
+    }
+    bin
+}
+
+/// A `notifications/*/list_changed` a downstream server sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListChanged {
+    Prompts,
+    Tools,
+}
+
+/// The test's rmcp client handler: passes on every list_changed it receives.
+#[derive(Clone)]
+pub struct Watcher(pub tokio::sync::mpsc::UnboundedSender<ListChanged>);
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_prompt_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(ListChanged::Prompts);
+    }
+
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(ListChanged::Tools);
+    }
+}
+
+/// An rmcp client session (opened with `initialize`) with a downstream stdio server.
+pub struct Downstream {
+    pub client: rmcp::service::RunningService<rmcp::RoleClient, Watcher>,
+    /// The list_changed notifications received, in order.
+    pub changes: tokio::sync::mpsc::UnboundedReceiver<ListChanged>,
+}
+
+impl Downstream {
+    /// Starts `cmd` (its stderr inherited) and initializes a session with it.
+    pub async fn start(cmd: tokio::process::Command) -> Downstream {
+        Self::try_start(cmd, std::process::Stdio::inherit())
+            .await
+            .0
+            .expect("the server did not initialize")
+    }
+
+    /// Starts `cmd` with its stderr piped, returned beside the session (or its error).
+    pub async fn start_capturing(
+        cmd: tokio::process::Command,
+    ) -> (
+        Result<Downstream, rmcp::service::ClientInitializeError>,
+        tokio::process::ChildStderr,
+    ) {
+        let (session, stderr) = Self::try_start(cmd, std::process::Stdio::piped()).await;
+        (session, stderr.expect("stderr is piped"))
+    }
+
+    async fn try_start(
+        cmd: tokio::process::Command,
+        stderr: std::process::Stdio,
+    ) -> (
+        Result<Downstream, rmcp::service::ClientInitializeError>,
+        Option<tokio::process::ChildStderr>,
+    ) {
+        let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
+        let session = rmcp::ServiceExt::serve(Watcher(tx), transport)
+            .await
+            .map(|client| Downstream { client, changes });
+        (session, stderr)
+    }
+
+    /// The next list_changed notification (waiting up to 10 s).
+    pub async fn next_change(&mut self) -> ListChanged {
+        tokio::time::timeout(std::time::Duration::from_secs(10), self.changes.recv())
+            .await
+            .expect("no list_changed notification within 10 s")
+            .expect("the session ended")
+    }
+
+    pub async fn prompt_names(&self) -> Vec<String> {
+        let prompts = self.client.list_all_prompts().await.unwrap();
+        prompts.into_iter().map(|p| p.name).collect()
+    }
+
+    pub async fn tool_names(&self) -> Vec<String> {
+        let tools = self.client.list_all_tools().await.unwrap();
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    }
+
+    /// `prompts/get` of `name` with `args`; the text of each message, in order.
+    pub async fn prompt_texts(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+    ) -> Result<Vec<String>, rmcp::ServiceError> {
+        let serde_json::Value::Object(map) = args else {
+            panic!("arguments must be an object")
+        };
+        let params = rmcp::model::GetPromptRequestParams::new(name).with_arguments(map);
+        let result = self.client.get_prompt(params).await?;
+        Ok(result
+            .messages
+            .into_iter()
+            .map(|m| match m.content {
+                rmcp::model::ContentBlock::Text(t) => t.text,
+                other => serde_json::to_string(&other).unwrap(),
+            })
+            .collect())
+    }
+
+    /// Calls a tool; the text of its first content block.
+    pub async fn call_text(&self, tool: &str, args: serde_json::Value) -> String {
+        let serde_json::Value::Object(map) = args else {
+            panic!("arguments must be an object")
+        };
+        let result = self
+            .client
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(map),
+            )
+            .await
+            .unwrap();
+        assert_ne!(result.is_error, Some(true), "{tool} failed: {result:?}");
+        result.content[0]
+            .as_text()
+            .expect("a text block")
+            .text
+            .clone()
+    }
 }
