@@ -359,6 +359,7 @@ impl Downstream {
                 tokio::select! {
                     change = rx.recv() => {
                         let Some(change) = change else { break };
+                        tracing::debug!("{}: {change:?} list changed", this.config.name);
                         this.refresh(generation, &peer, change).await;
                     }
                     _ = closed_or_dead(&peer) => break,
@@ -461,22 +462,27 @@ impl Downstream {
         let deadline = tokio::time::Instant::now() + START_TIMEOUT;
         loop {
             let waiting = self.changed.notified();
-            {
+            // Decide under the lock, act after it (`start` and `unavailable` take it again).
+            let ready = {
                 let inner = self.lock();
                 match &inner.status {
-                    Status::Ready => {
-                        if let Some(p) = &inner.peer {
-                            return Ok((p.clone(), inner.generation));
-                        }
-                    }
-                    Status::Starting => {}
-                    Status::Idle | Status::Stopped => {
-                        drop(inner);
-                        self.start();
-                        continue;
-                    }
-                    _ => return Err(self.unavailable()),
+                    Status::Ready => match &inner.peer {
+                        Some(p) => Some(Ok((p.clone(), inner.generation))),
+                        None => None,
+                    },
+                    Status::Starting => None,
+                    Status::Idle | Status::Stopped => Some(Err(true)),
+                    _ => Some(Err(false)),
                 }
+            };
+            match ready {
+                Some(Ok(peer)) => return Ok(peer),
+                Some(Err(true)) => {
+                    self.start();
+                    continue;
+                }
+                Some(Err(false)) => return Err(self.unavailable()),
+                None => {}
             }
             if tokio::time::timeout_at(deadline, waiting).await.is_err() {
                 return Err(HubError {

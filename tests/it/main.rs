@@ -6,6 +6,7 @@ mod crash;
 mod daemon;
 mod editor;
 mod fixture;
+mod hub;
 mod mcp_stdio;
 mod memory_core;
 mod nvim;

@@ -1,0 +1,374 @@
+//! The hub from the shell: downstream servers (our fixture, and the npm reference servers)
+//! configured in a workspace's `.mcp.json` and the user's config, trusted, listed, run.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::util::{DaemonGuard, TestHome, everything_bin, filesystem_bin, fixture_bin};
+
+/// `tandem ARGS --json` in `dir`; (success, stdout JSON or stderr text).
+fn tandem(home: &TestHome, dir: &Path, args: &[&str]) -> (bool, Value, String) {
+    let out = home
+        .std_command()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (out.status.success(), json, stderr)
+}
+
+fn ok(home: &TestHome, dir: &Path, args: &[&str]) -> Value {
+    let (ok, json, stderr) = tandem(home, dir, args);
+    assert!(ok, "tandem {args:?} failed: {stderr}");
+    json
+}
+
+fn workspace(home: &TestHome, mcp_json: Value) -> std::path::PathBuf {
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    crate::util::git(&ws, &["init", "-q"]);
+    std::fs::write(
+        ws.join(".mcp.json"),
+        serde_json::to_string_pretty(&mcp_json).unwrap(),
+    )
+    .unwrap();
+    ws
+}
+
+fn fixture_entry(args: &[&str]) -> Value {
+    json!({"command": fixture_bin(), "args": args})
+}
+
+fn server<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no server {name} in {report:#}"))
+}
+
+#[test]
+fn workspace_servers_run_only_once_the_file_is_trusted() {
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {
+            "everything": {"command": everything_bin(), "args": ["stdio"]},
+            "files": {"command": filesystem_bin(), "args": ["."]},
+        }}),
+    );
+    let before = ok(&home, &ws, &["servers", "--json"]);
+    assert_eq!(server(&before, "everything")["state"], "untrusted");
+    assert_eq!(server(&before, "files")["state"], "untrusted");
+    let (refused, _, stderr) = tandem(&home, &ws, &["prompt", "/everything:simple-prompt"]);
+    assert!(!refused);
+    assert!(
+        stderr.contains("not trusted yet") && stderr.contains("(SERVER_UNAVAILABLE)"),
+        "{stderr}"
+    );
+
+    let shown = ok(&home, &ws, &["trust", "--yes", "--json"]);
+    assert_eq!(shown["done"], "approved");
+    assert!(
+        shown["servers"]
+            .to_string()
+            .contains("mcp-server-everything stdio"),
+        "{shown}"
+    );
+
+    let after = ok(&home, &ws, &["servers", "--json"]);
+    let everything = server(&after, "everything");
+    assert_eq!(everything["state"], "ready", "{after:#}");
+    assert_eq!(everything["prompts"], 4);
+    assert!(everything["tools"].as_u64().unwrap() > 5);
+    assert_eq!(
+        server(&after, "files")["prompts"],
+        0,
+        "a server without prompts is fine"
+    );
+    let prompts = ok(&home, &ws, &["prompts", "--json"]);
+    let commands: Vec<&str> = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["command"].as_str().unwrap())
+        .collect();
+    assert!(
+        commands.contains(&"/everything:args-prompt"),
+        "{commands:?}"
+    );
+    let args = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "args-prompt")
+        .unwrap();
+    assert_eq!(
+        args["arguments"][0],
+        json!({"name": "city", "description": "Name of the city", "required": true})
+    );
+
+    let run = ok(
+        &home,
+        &ws,
+        &["prompt", "/everything:args-prompt", "city=Paris", "--json"],
+    );
+    assert_eq!(run["messages"][0]["role"], "user");
+    assert!(
+        run["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Paris"),
+        "{run}"
+    );
+
+    // Any edit to the file withdraws the trust.
+    let mut text = std::fs::read_to_string(ws.join(".mcp.json")).unwrap();
+    text.push('\n');
+    std::fs::write(ws.join(".mcp.json"), text).unwrap();
+    let edited = ok(&home, &ws, &["servers", "--json"]);
+    assert_eq!(server(&edited, "everything")["state"], "untrusted");
+}
+
+#[test]
+fn config_errors_name_the_file_the_server_and_the_field() {
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {
+            "typo": {"command": fixture_bin(), "args": ["--name", 3]},
+            "secret": {"command": fixture_bin(), "env": {"TOKEN": "${TANDEM_TEST_UNSET_VAR}"}},
+        }}),
+    );
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(home.tandem_home().join("config.json"), "{ not json").unwrap();
+    ok(&home, &ws, &["trust", "--yes"]);
+    let report = ok(&home, &ws, &["servers", "--json"]);
+    let file = ws.join(".mcp.json").canonicalize().unwrap();
+    let typo = server(&report, "typo");
+    assert_eq!(typo["state"], "misconfigured");
+    assert!(
+        typo["last_error"].as_str().unwrap().starts_with(&format!(
+            "{}: server 'typo', field 'args[1]': ",
+            file.display()
+        )),
+        "{typo}"
+    );
+    let secret = server(&report, "secret");
+    assert!(
+        secret["last_error"]
+            .as_str()
+            .unwrap()
+            .ends_with("field 'env.TOKEN': ${TANDEM_TEST_UNSET_VAR} is not set in the environment")
+    );
+    let user = home.tandem_home().join("config.json");
+    assert!(
+        report["errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}: not valid JSON", user.display())),
+        "{report}"
+    );
+}
+
+#[test]
+fn user_config_is_trusted_and_expands_the_environment() {
+    let home = TestHome::new();
+    let ws = home.path().join("plain");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(
+        home.tandem_home().join("config.json"),
+        json!({"mcpServers": {"fx": {"command": fixture_bin(),
+            "args": ["--print-env", "GREETING", "--print-cwd"],
+            "env": {"GREETING": "hello ${TANDEM_TEST_WHO:-nobody}"}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = home
+        .std_command()
+        .args(["prompt", "/fx:env", "--json"])
+        .env("TANDEM_TEST_WHO", "world")
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        run["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello world"),
+        "{run}"
+    );
+    let cwd = ok(&home, &ws, &["prompt", "/fx:cwd", "--json"]);
+    let text = cwd["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains(ws.canonicalize().unwrap().to_str().unwrap()),
+        "servers run in the workspace: {text}"
+    );
+}
+
+#[test]
+fn a_crashing_server_is_reported_restarted_and_others_keep_working() {
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {
+            "bad": fixture_entry(&["--name", "bad", "--crash-on-get", "--stderr-noise"]),
+            "slow": {"command": fixture_bin(), "args": ["--name", "slow", "--hang-on-get", "--prompts", "1"], "timeout_ms": 400},
+            "good": fixture_entry(&["--name", "good", "--prompts", "2"]),
+        }}),
+    );
+    ok(&home, &ws, &["trust", "--yes"]);
+    let _daemon = start_daemon(&home);
+
+    // A crash: the call fails with the server's own last words; the server restarts.
+    let (crashed, _, stderr) = tandem(&home, &ws, &["prompt", "/bad:crash"]);
+    assert!(!crashed);
+    assert!(
+        stderr.contains("server 'bad' failed during prompts/get"),
+        "{stderr}"
+    );
+    let report = ok(&home, &ws, &["servers", "--json"]);
+    let bad = server(&report, "bad");
+    assert_eq!(bad["state"], "restarting", "{bad}");
+    assert!(
+        bad["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("request prompts/get"),
+        "its stderr tail: {bad}"
+    );
+    let (fast_fail, _, stderr) = tandem(&home, &ws, &["prompt", "/bad:crash"]);
+    assert!(
+        !fast_fail && stderr.contains("is restarting") && stderr.contains("next attempt in"),
+        "{stderr}"
+    );
+
+    // A hang: the timeout answers, and the other servers are not held up.
+    let started = Instant::now();
+    let (hung, _, stderr) = tandem(&home, &ws, &["prompt", "/slow:hang"]);
+    assert!(!hung);
+    assert!(
+        stderr.contains("did not answer prompts/get within 0.4s")
+            && stderr.contains("(SERVER_TIMEOUT)"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let good = ok(&home, &ws, &["prompt", "/good:prompt-000", "--json"]);
+    assert!(
+        good["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("from good")
+    );
+
+    // The crashed server comes back by itself after its backoff.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let report = ok(&home, &ws, &["servers", "--json"]);
+        if server(&report, "bad")["state"] == "ready" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "bad never came back: {report:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn prompt_list_and_config_changes_apply_without_a_restart() {
+    let home = TestHome::new();
+    let ws = home.path().join("plain");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    let user = home.tandem_home().join("config.json");
+    std::fs::write(
+        &user,
+        json!({"mcpServers": {"ticker": fixture_entry(&["--name", "ticker", "--change-every-ms", "300"])}}).to_string(),
+    )
+    .unwrap();
+    let _daemon = start_daemon(&home);
+    let names = |home: &TestHome| -> Vec<String> {
+        ok(home, &ws, &["prompts", "--json"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["command"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The fixture starts with no prompt and renames its one prompt every 300 ms.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let n = names(&home);
+        if !n.is_empty() {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "no prompt ever came");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(first.len(), 1, "{first:?}");
+    while names(&home) == first {
+        assert!(
+            Instant::now() < deadline,
+            "the prompt list never followed list_changed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A server added to the config file is picked up by the running daemon.
+    std::fs::write(
+        &user,
+        json!({"mcpServers": {
+            "ticker": fixture_entry(&["--name", "ticker", "--change-every-ms", "300"]),
+            "extra": fixture_entry(&["--name", "extra", "--prompts", "3"]),
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = names(&home);
+        if n.iter().filter(|c| c.starts_with("/extra:")).count() == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new server never showed: {n:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Starts the home's daemon (detached, as clients do) and waits until it answers.
+fn start_daemon(home: &TestHome) -> DaemonGuard<'_> {
+    let out = home
+        .std_command()
+        .args(["daemon", "--spawn"])
+        .env("TANDEM_DAEMON_IDLE_SECS", "60")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while crate::util::daemon_status(home)["ok"] != true {
+        assert!(Instant::now() < deadline, "the daemon did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    DaemonGuard(home)
+}
