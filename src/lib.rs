@@ -9,6 +9,7 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod events;
+pub mod hub;
 pub mod lsp;
 pub mod mcp;
 pub mod memory;
