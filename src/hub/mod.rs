@@ -7,7 +7,9 @@
 //! (only the servers whose entry changed are restarted). Every change is published on the
 //! core's bus (`Event::Hub`).
 
+pub mod command;
 pub mod config;
+pub mod inject;
 pub mod server;
 pub mod trust;
 
