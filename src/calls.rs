@@ -174,7 +174,7 @@ pub fn methods() -> impl Iterator<Item = &'static str> {
     METHODS.iter().map(|m| m.name())
 }
 
-static METHODS: [&dyn Erased; 25] = [
+static METHODS: [&dyn Erased; 27] = [
     &MEMORY_ADD,
     &MEMORY_SEARCH,
     &MEMORY_SHOW,
@@ -199,6 +199,8 @@ static METHODS: [&dyn Erased; 25] = [
     &HUB_SERVERS,
     &HUB_PROMPTS,
     &HUB_GET_PROMPT,
+    &HUB_COMPLETE,
+    &HUB_INJECT,
     &HUB_TRUST,
 ];
 
@@ -541,30 +543,57 @@ pub const HUB_PROMPTS: Method<HubListParams, Vec<crate::hub::PromptInfo>> =
         Ok(w.prompts())
     });
 
-/// A prompt's messages, as the server gave them (role, and text, image or resource content).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PromptRun {
-    pub server: String,
-    pub prompt: String,
-    pub description: Option<String>,
-    pub messages: Vec<Value>,
-}
-
-pub const HUB_GET_PROMPT: Method<GetPromptParams, PromptRun> =
-    Method::new("hub/get_prompt", |core, workspace, p| {
+pub const HUB_GET_PROMPT: Method<GetPromptParams, crate::hub::PromptRun> = Method::new(
+    "hub/get_prompt",
+    |core, workspace, p| {
         let w = hub_workspace(core, workspace)?;
-        let server = w.server(&p.server).map_err(hub_error)?;
-        let result = block_on(server.get_prompt(&p.prompt, p.arguments)).map_err(hub_error)?;
-        Ok(PromptRun {
-            server: p.server,
-            prompt: p.prompt,
-            description: result.description,
-            messages: result
-                .messages
-                .iter()
-                .map(|m| serde_json::to_value(m).expect("plain data"))
-                .collect(),
-        })
+        let run = match (p.command, p.server, p.prompt) {
+            (Some(line), None, None) if p.arguments.is_empty() => block_on(w.run_command(&line)),
+            (None, Some(server), Some(prompt)) => {
+                let arguments = p
+                    .arguments
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => (k, s),
+                        other => (k, other.to_string()),
+                    })
+                    .collect();
+                block_on(w.run(&server, &prompt, arguments))
+            }
+            _ => {
+                return Err(CallError::invalid_argument(
+                    "command",
+                    "give either 'command' (a /server:prompt line) or 'server', 'prompt' and 'arguments'",
+                ));
+            }
+        };
+        run.map_err(hub_error)
+    },
+);
+
+pub const HUB_COMPLETE: Method<CompleteParams, Vec<crate::hub::Completion>> =
+    Method::new("hub/complete", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        settle(&w, None);
+        let cursor = p.cursor.unwrap_or(p.line.len());
+        if cursor > p.line.len() || !p.line.is_char_boundary(cursor) {
+            return Err(CallError::invalid_argument(
+                "cursor",
+                format!(
+                    "{cursor} is not a character boundary of the {}-byte line",
+                    p.line.len()
+                ),
+            ));
+        }
+        block_on(w.complete(&p.line, cursor)).map_err(hub_error)
+    });
+
+pub const HUB_INJECT: Method<InjectParams, crate::hub::inject::Injection> =
+    Method::new("hub/inject", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        settle(&w, None);
+        let own = core.hub.own_prompts(&core.memory)?;
+        Ok(block_on(w.injection(own, p.thread_system.as_deref())))
     });
 
 /// What `tandem trust` shows and does.

@@ -283,14 +283,39 @@ pub struct HubListParams {
     pub wait_ms: Option<u64>,
 }
 
-/// `hub/get_prompt`: a downstream prompt's messages.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+/// `hub/get_prompt`: a downstream prompt's messages, from a command line
+/// (`/server:prompt name=value ...`) or from its parts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetPromptParams {
-    pub server: String,
-    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Values are strings; other JSON values are passed as their JSON text.
     #[serde(default)]
     pub arguments: serde_json::Map<String, Value>,
+}
+
+/// `hub/complete`: completions at `cursor` (a byte offset; default: the end) of a command
+/// line being typed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteParams {
+    pub line: String,
+    #[serde(default)]
+    pub cursor: Option<usize>,
+}
+
+/// `hub/inject`: the conventional prompts injection.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InjectParams {
+    /// The chat thread's own system prompt, merged as spec 000 shows.
+    #[serde(default)]
+    pub thread_system: Option<String>,
 }
 
 /// `hub/trust`: the workspace's `.mcp.json` as it is now.

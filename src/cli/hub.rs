@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use tandem::calls::{
     self,
-    params::{GetPromptParams, HubListParams, TrustParams},
+    params::{GetPromptParams, HubListParams, InjectParams, TrustParams},
 };
 use tandem::config::Config;
 
@@ -183,9 +183,10 @@ pub fn trust(config: &Config, args: TrustArgs) -> anyhow::Result<()> {
 
 #[derive(Args)]
 pub struct PromptArgs {
-    /// `/server:prompt`, or `server:prompt`.
+    /// `/server:prompt`, or a whole command line in one quoted word
+    /// (`'/server:prompt title="two words"'`).
     command: String,
-    /// Arguments as `name=value` (one per word; quote values with spaces in your shell).
+    /// Arguments as `name=value`, one per word (your shell's quoting applies).
     arguments: Vec<String>,
     /// Print JSON.
     #[arg(long)]
@@ -195,29 +196,40 @@ pub struct PromptArgs {
 /// `tandem prompt /server:prompt name=value ...`: runs a downstream prompt and prints its
 /// messages.
 pub fn prompt(config: &Config, args: PromptArgs) -> anyhow::Result<()> {
-    let name = args.command.trim_start_matches('/');
-    let Some((server, prompt)) = name.split_once(':') else {
-        bail!(
-            "'{}' is not a prompt command: use /server:prompt",
-            args.command
-        );
-    };
-    let mut arguments = serde_json::Map::new();
-    for a in &args.arguments {
-        let Some((k, v)) = a.split_once('=') else {
-            bail!("'{a}' is not name=value");
+    let params = if args.arguments.is_empty() {
+        GetPromptParams {
+            command: Some(args.command.clone()),
+            ..GetPromptParams::default()
+        }
+    } else {
+        let name = args.command.trim_start_matches('/');
+        let Some((server, prompt)) = name.split_once(':') else {
+            bail!(
+                "'{}' is not a prompt command: use /server:prompt",
+                args.command
+            );
         };
-        arguments.insert(k.to_string(), Value::String(v.to_string()));
-    }
-    let mut backend = Backend::open(config)?;
-    let run = backend.call(
-        &calls::HUB_GET_PROMPT,
-        &GetPromptParams {
-            server: server.into(),
-            prompt: prompt.into(),
+        let mut arguments = serde_json::Map::new();
+        for a in &args.arguments {
+            let Some((k, v)) = a.split_once('=') else {
+                bail!("'{a}' is not name=value");
+            };
+            if arguments
+                .insert(k.to_string(), Value::String(v.to_string()))
+                .is_some()
+            {
+                bail!("argument '{k}' is given twice");
+            }
+        }
+        GetPromptParams {
+            command: None,
+            server: Some(server.into()),
+            prompt: Some(prompt.into()),
             arguments,
-        },
-    )?;
+        }
+    };
+    let mut backend = Backend::open(config)?;
+    let run = backend.call(&calls::HUB_GET_PROMPT, &params)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&run)?);
         return Ok(());
@@ -236,6 +248,33 @@ pub fn prompt(config: &Config, args: PromptArgs) -> anyhow::Result<()> {
             _ => content.to_string(),
         };
         println!("[{role}]\n{text}\n");
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct InjectArgs {
+    /// The chat thread's own system prompt, merged into the system message.
+    #[arg(long)]
+    thread_system: Option<String>,
+    /// Print the messages and token counts as JSON instead of a preview.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `tandem inject`: the conventional prompts injection for this workspace.
+pub fn inject(config: &Config, args: InjectArgs) -> anyhow::Result<()> {
+    let mut backend = Backend::open(config)?;
+    let injection = backend.call(
+        &calls::HUB_INJECT,
+        &InjectParams {
+            thread_system: args.thread_system,
+        },
+    )?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&injection)?);
+    } else {
+        print!("{}", tandem::hub::inject::render_preview(&injection));
     }
     Ok(())
 }

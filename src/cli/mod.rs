@@ -75,6 +75,9 @@ enum Command {
     Prompt(hub::PromptArgs),
     /// Review and approve the workspace's `.mcp.json` (its servers run only once trusted).
     Trust(hub::TrustArgs),
+    /// The conventional prompts injection (spec 000): the messages, in order, with token
+    /// counts per source.
+    Inject(hub::InjectArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -131,6 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prompts(args) => hub::prompts(&config, args),
         Command::Prompt(args) => hub::prompt(&config, args),
         Command::Trust(args) => hub::trust(&config, args),
+        Command::Inject(args) => hub::inject(&config, args),
     }
 }
 

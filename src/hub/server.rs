@@ -497,6 +497,12 @@ impl Downstream {
         }
     }
 
+    /// Waits until the server can take requests (starting it if it is idle), or says why it
+    /// cannot.
+    pub async fn ready(self: &Arc<Self>) -> Result<(), HubError> {
+        self.peer().await.map(|_| ())
+    }
+
     /// Why the server cannot answer now.
     fn unavailable(&self) -> HubError {
         let name = &self.config.name;

@@ -36,6 +36,24 @@ pub struct SearchQuery {
     pub project: Option<String>,
 }
 
+/// [`crate::memory::Memory::overview`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Overview {
+    pub total: u64,
+    pub by_type: std::collections::BTreeMap<String, u64>,
+    pub recent: Vec<OverviewEntry>,
+    pub most_used: Vec<OverviewEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OverviewEntry {
+    pub id: String,
+    #[serde(rename = "type", skip_serializing_if = "String::is_empty", default)]
+    pub entry_type: String,
+    pub title: String,
+    pub access_count: u64,
+}
+
 /// `{id, title}` of an entry, where a result names one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EntryRef {

@@ -321,6 +321,60 @@ impl Memory {
         })
     }
 
+    /// A number that changes whenever an entry is added or imported.
+    pub fn version(&self) -> Result<u64> {
+        self.current_seq()
+    }
+
+    /// What the memory holds, at a glance: counts by type, the newest entries and the most
+    /// read ones (one pass over the entries).
+    pub fn overview(&self, recent: usize, most_used: usize) -> Result<Overview> {
+        let mut by_type: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut used: Vec<(u64, EntryRef)> = Vec::new();
+        let mut total = 0;
+        for e in self.iter_entries() {
+            let e = e?;
+            total += 1;
+            *by_type
+                .entry(e.entry_type.as_str().to_string())
+                .or_default() += 1;
+            if e.access_count > 0 {
+                used.push((
+                    e.access_count,
+                    EntryRef {
+                        id: e.id.to_string(),
+                        title: e.title.clone(),
+                    },
+                ));
+            }
+        }
+        used.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+        used.truncate(most_used);
+        Ok(Overview {
+            total,
+            by_type,
+            recent: self
+                .recent(recent)?
+                .into_iter()
+                .map(|e| OverviewEntry {
+                    id: e.id.to_string(),
+                    entry_type: e.entry_type.as_str().to_string(),
+                    title: e.title,
+                    access_count: e.access_count,
+                })
+                .collect(),
+            most_used: used
+                .into_iter()
+                .map(|(n, r)| OverviewEntry {
+                    id: r.id,
+                    entry_type: String::new(),
+                    title: r.title,
+                    access_count: n,
+                })
+                .collect(),
+        })
+    }
+
     /// The most recently created entries, newest first.
     pub fn recent(&self, limit: usize) -> Result<Vec<Entry>> {
         self.entries
