@@ -8,6 +8,7 @@
 //! `tandem://` documents, and added from a selection with a code action. Every request,
 //! command and custom method is documented in `docs/lsp-extensions.md`.
 
+mod prompts;
 mod text;
 pub mod view;
 
@@ -77,6 +78,8 @@ where
         workspace: OnceLock::new(),
         flags: OnceLock::new(),
         docs: Mutex::new(HashMap::new()),
+        languages: Mutex::new(HashMap::new()),
+        prompt_filetypes: OnceLock::new(),
         state: tokio::sync::Mutex::new(ViewState::default()),
         refresh: tokio::sync::Notify::new(),
         follower: Mutex::new(None),
@@ -88,6 +91,7 @@ where
     })
     .custom_method("tandem/document", Backend::document)
     .custom_method("tandem/status", Backend::status)
+    .custom_method("tandem/inject", Backend::inject_request)
     .finish();
     Server::new(input, output, socket).serve(service).await;
     if let Some(task) = session
@@ -116,6 +120,10 @@ struct Session {
     flags: OnceLock<Flags>,
     /// Open documents' text, by URI.
     docs: Mutex<HashMap<Uri, String>>,
+    /// Open documents' language ids (where prompt completion applies).
+    languages: Mutex<HashMap<Uri, String>>,
+    /// `initializationOptions.promptFiletypes`, if the client gave it.
+    prompt_filetypes: OnceLock<Vec<String>>,
     state: tokio::sync::Mutex<ViewState>,
     /// Asks the follower for a full refresh.
     refresh: tokio::sync::Notify,
@@ -483,6 +491,9 @@ impl Backend {
             }
         };
         let mut events = core.bus().subscribe();
+        // The trust question waits for the user: it must not hold the follower up.
+        let asker = self.clone_handle();
+        tokio::spawn(async move { asker.ask_trust().await });
         self.refresh().await;
         let focus_running = {
             let state = self.session.state.lock().await;
@@ -602,6 +613,12 @@ impl Backend {
 
     async fn command(&self, name: &str, args: Vec<Value>) -> LspResult<Value> {
         let first = args.into_iter().next();
+        if prompts::COMMANDS.contains(&name) {
+            return self
+                .prompt_command(name, first)
+                .await
+                .unwrap_or_else(|| Err(invalid(format!("no command {name}"))));
+        }
         let id_arg = |v: Option<Value>| -> LspResult<String> {
             match v {
                 Some(Value::String(s)) => Ok(s),
@@ -851,6 +868,9 @@ impl LanguageServer for Backend {
                 .workspace
                 .set(crate::config::workspace_root(&root));
         }
+        if let Some(list) = prompts::prompt_filetypes(params.initialization_options.as_ref()) {
+            let _ = self.session.prompt_filetypes.set(list);
+        }
         let caps = &params.capabilities;
         let encodings = caps
             .general
@@ -909,8 +929,17 @@ impl LanguageServer for Backend {
                 }),
                 workspace_symbol_provider: Some(OneOf::Left(true)),
                 code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
+                completion_provider: Some(CompletionOptions {
+                    trigger_characters: Some(vec!["/".into(), " ".into(), "=".into(), ":".into()]),
+                    resolve_provider: Some(false),
+                    ..CompletionOptions::default()
+                }),
                 execute_command_provider: Some(ExecuteCommandOptions {
-                    commands: COMMANDS.iter().map(|c| c.to_string()).collect(),
+                    commands: COMMANDS
+                        .iter()
+                        .chain(prompts::COMMANDS)
+                        .map(|c| c.to_string())
+                        .collect(),
                     ..ExecuteCommandOptions::default()
                 }),
                 ..ServerCapabilities::default()
@@ -935,6 +964,11 @@ impl LanguageServer for Backend {
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let d = params.text_document;
         self.session
+            .languages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(d.uri.clone(), d.language_id.clone());
+        self.session
             .docs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -955,6 +989,11 @@ impl LanguageServer for Backend {
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         self.session
             .docs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&params.text_document.uri);
+        self.session
+            .languages
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&params.text_document.uri);
@@ -1052,10 +1091,15 @@ impl LanguageServer for Backend {
         Ok(Some(WorkspaceSymbolResponse::Nested(symbols)))
     }
 
+    async fn completion(&self, params: CompletionParams) -> LspResult<Option<CompletionResponse>> {
+        self.prompt_completion(params).await
+    }
+
     async fn code_action(&self, params: CodeActionParams) -> LspResult<Option<CodeActionResponse>> {
         let r = params.range;
+        let run = self.prompt_action(&params.text_document.uri, r.start.line);
         if r.start == r.end {
-            return Ok(None);
+            return Ok(run.map(|a| vec![a]));
         }
         let action = CodeAction {
             title: "Save selection to memory".into(),
@@ -1066,7 +1110,11 @@ impl LanguageServer for Backend {
             }),
             ..CodeAction::default()
         };
-        Ok(Some(vec![CodeActionOrCommand::CodeAction(action)]))
+        Ok(Some(
+            std::iter::once(CodeActionOrCommand::CodeAction(action))
+                .chain(run)
+                .collect(),
+        ))
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> LspResult<Option<LSPAny>> {

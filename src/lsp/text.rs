@@ -19,7 +19,7 @@ fn is_id_char(c: char) -> bool {
 }
 
 /// The byte offset in `line` of column `col`, clamped to the line.
-fn byte_at(line: &str, col: u32, enc: Encoding) -> usize {
+pub(crate) fn byte_at(line: &str, col: u32, enc: Encoding) -> usize {
     match enc {
         Encoding::Utf8 => {
             let mut i = (col as usize).min(line.len());
@@ -42,7 +42,7 @@ fn byte_at(line: &str, col: u32, enc: Encoding) -> usize {
 }
 
 /// The column of byte offset `byte` in `line`.
-fn col_of(line: &str, byte: usize, enc: Encoding) -> u32 {
+pub(crate) fn col_of(line: &str, byte: usize, enc: Encoding) -> u32 {
     match enc {
         Encoding::Utf8 => byte as u32,
         Encoding::Utf16 => line[..byte].encode_utf16().count() as u32,
