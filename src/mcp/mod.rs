@@ -13,10 +13,12 @@ use std::sync::{Arc, LazyLock};
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation, JsonObject,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, JsonObject, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    Prompt, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use schemars::JsonSchema;
@@ -185,6 +187,7 @@ impl ServerHandler for TandemServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_prompts()
                 .build(),
         )
         .with_server_info(Implementation::new("tandem", env!("CARGO_PKG_VERSION")))
@@ -241,6 +244,69 @@ impl ServerHandler for TandemServer {
             Err(e) => tool_error(&e),
         }
         .into())
+    }
+
+    /// Tandem's own conventional prompts (spec 000): clients that inject `system_prompt`
+    /// and `tool_call:*`/`tool_result:*` pairs pick them up.
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(
+            crate::hub::own::PROMPTS
+                .iter()
+                .map(|(name, description)| Prompt::new(*name, Some(*description), None))
+                .collect(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let Some((name, description)) = crate::hub::own::PROMPTS
+            .iter()
+            .find(|(n, _)| *n == request.name)
+        else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown prompt '{}' (known: {})",
+                    request.name,
+                    crate::hub::own::PROMPTS
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None,
+            ));
+        };
+        let core = self
+            .core
+            .get()
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
+        let wanted = name.to_string();
+        let text =
+            tokio::task::spawn_blocking(move || crate::hub::own::text(&wanted, &core.memory))
+                .await
+                .map_err(|e| ErrorData::internal_error(format!("prompt {name} failed: {e}"), None))?
+                .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?
+                .unwrap_or_default();
+        // The role of a conventional prompt comes from its name; the message itself says user,
+        // except the simulated tool call, which the assistant makes.
+        let role = if *name == crate::hub::own::MEMORY_INDEX_CALL {
+            Role::Assistant
+        } else {
+            Role::User
+        };
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(role, text)])
+                .with_description(*description)
+                .into(),
+        )
     }
 
     async fn list_resource_templates(

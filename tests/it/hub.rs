@@ -372,3 +372,217 @@ fn start_daemon(home: &TestHome) -> DaemonGuard<'_> {
     }
     DaemonGuard(home)
 }
+
+#[test]
+fn prompt_command_lines_are_parsed_and_checked() {
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {"fx": fixture_entry(&["--name", "fx", "--prompt-args"])}}),
+    );
+    ok(&home, &ws, &["trust", "--yes"]);
+    let run = ok(
+        &home,
+        &ws,
+        &[
+            "prompt",
+            "/fx:greet name=\"Ada Lovelace\" style=formal",
+            "--json",
+        ],
+    );
+    let text = run["messages"][0]["content"]["text"].as_str().unwrap();
+    assert!(text.contains("Ada Lovelace"), "{run}");
+    for (line, code, says) in [
+        ("/fx:greet", "MISSING_ARGUMENT", "'name'"),
+        ("/fx:greet name=x nme=y", "UNKNOWN_ARGUMENT", "'nme'"),
+        ("/fx:greet name=\"open", "INVALID_COMMAND", "quote"),
+        ("/fx:nope", "PROMPT_NOT_FOUND", "greet"),
+        ("/nobody:greet", "SERVER_NOT_FOUND", "fx"),
+    ] {
+        let (ok, _, stderr) = tandem(&home, &ws, &["prompt", line]);
+        assert!(!ok, "{line}");
+        assert!(
+            stderr.contains(&format!("({code})")) && stderr.contains(says),
+            "{line}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn the_injection_follows_the_spec_order_and_the_settings() {
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {"obs": fixture_entry(&["--name", "obs", "--conventional"])}}),
+    );
+    ok(&home, &ws, &["trust", "--yes"]);
+    let inj = ok(
+        &home,
+        &ws,
+        &["inject", "--thread-system", "Be concise.", "--json"],
+    );
+    let roles: Vec<&str> = inj["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ],
+        "{inj:#}"
+    );
+    let system = inj["messages"][0]["content"].as_str().unwrap();
+    let tandem_at = system
+        .find("[System instructions from Server: tandem]")
+        .unwrap();
+    let obs_at = system
+        .find("[System instructions from Server: obs]")
+        .unwrap();
+    let thread_at = system.find("[Thread System Prompt]\nBe concise.").unwrap();
+    assert!(tandem_at < obs_at && obs_at < thread_at, "{system}");
+    assert!(system.contains("[Tool instructions from Server: obs]"));
+    // Tandem's memory index, then the fixture's tool calls, each with its tool answer.
+    assert_eq!(
+        inj["messages"][3]["tool_calls"][0]["function"]["name"],
+        "memory_index"
+    );
+    assert_eq!(
+        inj["messages"][4]["tool_call_id"],
+        inj["messages"][3]["tool_calls"][0]["id"]
+    );
+    assert!(
+        inj["messages"][4]["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"total\":0")
+    );
+    assert_eq!(
+        inj["messages"][7]["tool_calls"][0]["function"],
+        json!({"name": "weather", "arguments": "{\"city\":\"Paris\"}"})
+    );
+    assert!(
+        inj["warnings"].to_string().contains("tool_call:orphan"),
+        "{}",
+        inj["warnings"]
+    );
+    let counted: u64 = inj["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tokens"].as_u64().unwrap())
+        .sum();
+    // The total also counts the headers and separators the injection adds around them.
+    let total = inj["total_tokens"].as_u64().unwrap();
+    assert!(
+        counted > 100 && counted <= total && total - counted < 40,
+        "{counted} of {total}"
+    );
+
+    // Settings: Tandem's system prompt off, obs's user prompt off, priorities.
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(
+        home.tandem_home().join("config.json"),
+        json!({"conventionalPrompts": {"servers": {
+            "tandem": {"prompts": {"system_prompt": {"enabled": false}}, "priority": 10},
+            "obs": {"prompts": {"User_Prompt": {"enabled": false}}},
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let inj = ok(&home, &ws, &["inject", "--json"]);
+    let system = inj["messages"][0]["content"].as_str().unwrap();
+    assert!(!system.contains("Server: tandem"), "{system}");
+    let users = inj["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .count();
+    assert_eq!(users, 1);
+    // With priority 10, Tandem's tool call now follows the fixture's.
+    let calls: Vec<&str> = inj["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["tool_calls"][0]["id"].as_str())
+        .collect();
+    assert_eq!(calls.last().unwrap(), &"tandem__memory_index", "{calls:?}");
+
+    // Off entirely.
+    std::fs::write(
+        home.tandem_home().join("config.json"),
+        json!({"conventionalPrompts": {"enabled": false}}).to_string(),
+    )
+    .unwrap();
+    let inj = ok(
+        &home,
+        &ws,
+        &["inject", "--thread-system", "Only this.", "--json"],
+    );
+    assert_eq!(
+        inj["messages"],
+        json!([{"role": "system", "content": "Only this."}])
+    );
+    let preview = home
+        .std_command()
+        .args(["inject"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&preview.stdout).contains("tokens"));
+}
+
+#[tokio::test]
+async fn tandems_own_conventional_prompts_are_mcp_prompts() {
+    let home = TestHome::new();
+    let mcp = home.mcp().await;
+    mcp.ok(
+        "rekall_add",
+        json!({"type": "pitfall", "title": "Clock skew", "content": "Allow leeway."}),
+    )
+    .await;
+    let prompts = mcp.client.list_all_prompts().await.unwrap();
+    let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "system_prompt",
+            "tool_call:memory_index",
+            "tool_result:memory_index"
+        ]
+    );
+    let result = mcp
+        .client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new(
+            "tool_result:memory_index",
+        ))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&result.messages[0].content).unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let data: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(data["data"]["total"], 1);
+    assert_eq!(data["data"]["by_type"]["pitfall"], 1);
+    assert_eq!(data["data"]["recent"][0]["title"], "Clock skew");
+    let err = mcp
+        .client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new("nope"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown prompt 'nope'"), "{err}");
+    mcp.close().await;
+}
