@@ -386,8 +386,14 @@ fn resolve(
             }
             (None, Some(url), None | Some("http") | Some("streamable-http") | Some("streamablehttp")) => {
                 let url = expand("url", &url)?;
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(fail(Some("url".into()), format!("'{url}' is not an http(s) URL")));
+                if url.starts_with("https://") {
+                    return Err(fail(
+                        Some("url".into()),
+                        format!("'{url}': this build of Tandem speaks plain http only (loopback and LAN servers); https is not supported yet"),
+                    ));
+                }
+                if !url.starts_with("http://") {
+                    return Err(fail(Some("url".into()), format!("'{url}' is not an http URL")));
                 }
                 let headers = raw
                     .headers
@@ -493,7 +499,7 @@ mod tests {
             "config.json",
             r#"{"mcpServers": {
                 "shared": {"command": "user-version"},
-                "api": {"url": "https://api.example/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                "api": {"url": "http://api.example/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
                 "broken": {"command": "x", "args": ["ok", 3]},
                 "secret": {"command": "x", "env": {"KEY": "${NOPE}"}}
               },

@@ -269,71 +269,52 @@ impl Downstream {
 
     async fn connect(self: Arc<Self>) {
         let generation = self.lock().generation;
-        let Some(Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        }) = self.config.transport.clone()
-        else {
-            self.fail(
-                generation,
-                "Streamable HTTP servers are not supported yet".into(),
-            );
-            return;
-        };
-        let mut cmd = tokio::process::Command::new(&command);
-        cmd.args(&args)
-            .envs(&env)
-            .current_dir(&cwd)
-            .kill_on_drop(true);
-        let spawned = rmcp::transport::TokioChildProcess::builder(cmd)
-            .stderr(std::process::Stdio::piped())
-            .spawn();
-        let (transport, stderr) = match spawned {
-            Ok(t) => t,
-            Err(e) => {
-                self.fail(
-                    generation,
-                    format!("cannot start `{command}` in {}: {e}", cwd.display()),
-                );
-                return;
-            }
-        };
-        if let Some(stderr) = stderr {
-            let this = self.clone();
-            tokio::spawn(async move {
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    tracing::info!(target: "tandem::downstream", "{}: {line}", this.config.name);
-                    let mut inner = this.lock();
-                    if inner.stderr.len() == STDERR_TAIL {
-                        inner.stderr.pop_front();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handler = Handler { lists: tx };
+        let started = match self.config.transport.clone() {
+            Some(Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            }) => {
+                let mut cmd = tokio::process::Command::new(&command);
+                cmd.args(&args)
+                    .envs(&env)
+                    .current_dir(&cwd)
+                    .kill_on_drop(true);
+                let spawned = rmcp::transport::TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn();
+                let (transport, stderr) = match spawned {
+                    Ok(t) => t,
+                    Err(e) => {
+                        return self.fail(
+                            generation,
+                            format!("cannot start `{command}` in {}: {e}", cwd.display()),
+                        );
                     }
-                    inner.stderr.push_back(line);
+                };
+                if let Some(stderr) = stderr {
+                    self.capture_stderr(stderr);
                 }
-            });
-        }
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let started = tokio::time::timeout(START_TIMEOUT, async {
-            let service = Handler { lists: tx }
-                .serve(transport)
-                .await
-                .map_err(|e| format!("the MCP handshake failed: {e}"))?;
-            let lists = fetch_lists(service.peer(), self.config.timeout).await?;
-            Ok::<_, String>((service, lists))
-        })
-        .await;
-        let (service, lists) = match started {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return self.fail(generation, e),
-            Err(_) => {
-                return self.fail(
-                    generation,
-                    format!("did not start within {}s", START_TIMEOUT.as_secs()),
-                );
+                self.handshake(handler, transport).await
             }
+            Some(Transport::Http { url, headers }) => match http_config(&url, &headers) {
+                Ok(config) => {
+                    let transport =
+                        rmcp::transport::StreamableHttpClientTransport::from_config(config);
+                    self.handshake(handler, transport).await
+                }
+                Err(e) => Err(e),
+            },
+            None => Err("the server's entry is not runnable".into()),
         };
+        let (service, lists) = match started {
+            Ok(s) => s,
+            Err(e) => return self.fail(generation, e),
+        };
+        let mut rx = rx;
         let peer = service.peer().clone();
         {
             let mut inner = self.lock();
@@ -369,6 +350,47 @@ impl Downstream {
                 this.fail(generation, "the server exited".into());
             }
         });
+    }
+
+    /// Keeps the last lines of a child's stderr (for error messages) and logs them all.
+    fn capture_stderr(self: &Arc<Self>, stderr: tokio::process::ChildStderr) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(target: "tandem::downstream", "{}: {line}", this.config.name);
+                let mut inner = this.lock();
+                if inner.stderr.len() == STDERR_TAIL {
+                    inner.stderr.pop_front();
+                }
+                inner.stderr.push_back(line);
+            }
+        });
+    }
+
+    /// `initialize`, then the first lists, within the start timeout.
+    async fn handshake<T, E, A>(
+        &self,
+        handler: Handler,
+        transport: T,
+    ) -> Result<(RunningService<RoleClient, Handler>, Lists), String>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let started = tokio::time::timeout(START_TIMEOUT, async {
+            let service = handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+            let lists = fetch_lists(service.peer(), self.config.timeout).await?;
+            Ok::<_, String>((service, lists))
+        })
+        .await;
+        match started {
+            Ok(r) => r,
+            Err(_) => Err(format!("did not start within {}s", START_TIMEOUT.as_secs())),
+        }
     }
 
     async fn refresh(self: &Arc<Self>, generation: u64, peer: &Peer<RoleClient>, change: Change) {
@@ -619,6 +641,31 @@ impl Downstream {
         .await
         .map(|info| info.values)
     }
+}
+
+/// The HTTP client's settings: an `Authorization: Bearer` header becomes its token, other
+/// headers are sent as they are.
+fn http_config(
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig, String> {
+    let mut config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url);
+    let mut custom = std::collections::HashMap::new();
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("authorization")
+            && let Some(token) = value.strip_prefix("Bearer ")
+        {
+            config = config.auth_header(token.trim());
+            continue;
+        }
+        let n = http::HeaderName::try_from(name.as_str())
+            .map_err(|e| format!("header '{name}' is not a valid name: {e}"))?;
+        let v = http::HeaderValue::try_from(value.as_str())
+            .map_err(|e| format!("the value of header '{name}' is not valid: {e}"))?;
+        custom.insert(n, v);
+    }
+    Ok(config.custom_headers(custom))
 }
 
 /// Ends a session: dropping it kills the child, which rmcp does on the runtime. Outside one

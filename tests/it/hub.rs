@@ -586,3 +586,75 @@ async fn tandems_own_conventional_prompts_are_mcp_prompts() {
     assert!(err.to_string().contains("unknown prompt 'nope'"), "{err}");
     mcp.close().await;
 }
+
+/// Kills a child process when the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn streamable_http_servers_work_like_stdio_ones() {
+    let home = TestHome::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _server = Killed(
+        std::process::Command::new(everything_bin())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "server-everything did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ws = home.path().join("plain");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(
+        home.tandem_home().join("config.json"),
+        json!({"mcpServers": {
+            "remote": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp"),
+                       "headers": {"Authorization": "Bearer not-checked", "X-Tandem-Test": "1"}},
+            "gone": {"url": "http://127.0.0.1:9/mcp"},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let report = ok(&home, &ws, &["servers", "--json"]);
+    let remote = server(&report, "remote");
+    assert_eq!(remote["state"], "ready", "{report:#}");
+    assert_eq!(remote["prompts"], 4);
+    assert_eq!(remote["runs"], format!("http://127.0.0.1:{port}/mcp"));
+    let gone = server(&report, "gone");
+    assert_eq!(
+        gone["state"], "restarting",
+        "an unreachable URL is a failure, retried: {gone}"
+    );
+    let run = ok(
+        &home,
+        &ws,
+        &["prompt", "/remote:args-prompt", "city=Lyon", "--json"],
+    );
+    assert!(
+        run["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Lyon"),
+        "{run}"
+    );
+}
