@@ -386,14 +386,8 @@ fn resolve(
             }
             (None, Some(url), None | Some("http") | Some("streamable-http") | Some("streamablehttp")) => {
                 let url = expand("url", &url)?;
-                if url.starts_with("https://") {
-                    return Err(fail(
-                        Some("url".into()),
-                        format!("'{url}': this build of Tandem speaks plain http only (loopback and LAN servers); https is not supported yet"),
-                    ));
-                }
-                if !url.starts_with("http://") {
-                    return Err(fail(Some("url".into()), format!("'{url}' is not an http URL")));
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(fail(Some("url".into()), format!("'{url}' is not an http(s) URL")));
                 }
                 let headers = raw
                     .headers

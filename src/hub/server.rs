@@ -649,6 +649,11 @@ fn http_config(
     url: &str,
     headers: &std::collections::BTreeMap<String, String>,
 ) -> Result<rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig, String> {
+    // TLS is rustls with ring (no C toolchain beyond cc, no cmake) and the system's roots.
+    static PROVIDER: std::sync::Once = std::sync::Once::new();
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
     let mut config =
         rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url);
     let mut custom = std::collections::HashMap::new();
