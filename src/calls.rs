@@ -573,8 +573,8 @@ pub const HUB_GET_PROMPT: Method<GetPromptParams, crate::hub::PromptRun> = Metho
 
 pub const HUB_COMPLETE: Method<CompleteParams, Vec<crate::hub::Completion>> =
     Method::new("hub/complete", |core, workspace, p| {
+        // Completion answers with what is ready now: it never waits for starting servers.
         let w = hub_workspace(core, workspace)?;
-        settle(&w, None);
         let cursor = p.cursor.unwrap_or(p.line.len());
         if cursor > p.line.len() || !p.line.is_char_boundary(cursor) {
             return Err(CallError::invalid_argument(

@@ -45,6 +45,12 @@ M.commands = {
   ["tandem.memory.saveSelection"] = function(command, ctx)
     require("tandem.memory").save_selection(arg1(command), { client_id = ctx.client_id })
   end,
+
+  --- `[{command, uri, line}]` from the "Run /server:prompt" code action: runs the prompt and
+  --- shows its messages, or inserts their text below that line (`prompt_insert = "insert"`).
+  ["tandem.prompt.run"] = function(command, ctx)
+    require("tandem.prompt").run_action(command, ctx)
+  end,
 }
 
 return M

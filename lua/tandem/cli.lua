@@ -14,6 +14,7 @@ end
 
 ---@class tandem.Invocation
 ---@field args string[] The words after the subcommand (and after `memory <verb>`).
+---@field raw string The text after the subcommand, as typed (quotes and escapes kept).
 ---@field bang boolean `:Tandem!` or `:Tandem tasks!`.
 ---@field range integer 0, 1 or 2, as nvim_create_user_command gives it.
 ---@field line1 integer
@@ -21,7 +22,10 @@ end
 
 ---@class tandem.Subcommand
 ---@field run fun(inv: tandem.Invocation)
----@field complete? fun(arglead: string, words: string[]): string[]
+---@field complete? fun(arglead: string, words: string[], text: string): string[], boolean?
+--- `complete` gets the argument being completed, the words after `:Tandem` (the subcommand
+--- first; the last is `arglead`), and the text after the subcommand up to the cursor. A
+--- second result `true` means the candidates are final (not filtered by `arglead`, not sorted).
 
 ---@type table<string, tandem.Subcommand>
 M.memory_verbs = {
@@ -128,6 +132,42 @@ M.subcommands = {
       require("tandem.status").dismiss()
     end,
   },
+  prompt = {
+    run = function(inv)
+      local line = vim.trim(inv.raw)
+      local prompt = require("tandem.prompt")
+      -- `!` does the other of what `prompt_insert` says.
+      local insert = nil ---@type boolean?
+      if inv.bang then
+        insert = (state.config and state.config.prompt_insert or "buffer") ~= "insert"
+      end
+      if line == "" then
+        return prompt.pick({ insert = insert })
+      end
+      prompt.run(line, { insert = insert })
+    end,
+    complete = function(arglead, _, text)
+      return require("tandem.prompt").complete_cmdline(arglead, text), true
+    end,
+  },
+  inject = {
+    run = function(inv)
+      require("tandem.hub").inject({ thread_system = vim.trim(inv.raw), json = inv.bang })
+    end,
+  },
+  servers = {
+    run = function()
+      require("tandem.hub").servers()
+    end,
+  },
+  trust = {
+    run = function(inv)
+      if #inv.args > 0 then
+        return usage("trust[!]")
+      end
+      require("tandem.hub").trust({ revoke = inv.bang })
+    end,
+  },
 }
 
 --- Runs `:Tandem` with the table nvim_create_user_command gives. No subcommand: `tasks`.
@@ -145,7 +185,8 @@ function M.run(opts)
     table.sort(names)
     return notify_error(("unknown subcommand '%s' (one of: %s)"):format(name, table.concat(names, ", ")))
   end
-  sub.run({ args = fargs, bang = bang, range = opts.range, line1 = opts.line1, line2 = opts.line2 })
+  local raw = (opts.args or ""):match("^%s*%S+%s*(.-)%s*$") or ""
+  sub.run({ args = fargs, raw = raw, bang = bang, range = opts.range, line1 = opts.line1, line2 = opts.line2 })
 end
 
 --- Completion of `:Tandem` (the `complete` function of the user command).
@@ -163,7 +204,14 @@ function M.complete(arglead, cmdline, cursorpos)
     candidates = vim.tbl_keys(M.subcommands)
   else
     local sub = M.subcommands[(words[1]:gsub("!$", ""))]
-    candidates = sub and sub.complete and sub.complete(arglead, words) or {}
+    if sub and sub.complete then
+      local final
+      candidates, final = sub.complete(arglead, words, rest:match("^%S+%s+(.*)$") or "")
+      if final then
+        return candidates or {}
+      end
+    end
+    candidates = candidates or {}
   end
   local lead = arglead:lower()
   local out = vim.tbl_filter(function(c)

@@ -11,6 +11,9 @@ local M = {}
 ---@field codelens boolean Refresh code lenses automatically.
 ---@field log_level string? The server's log filter (TANDEM_LOG), e.g. "debug" or "tandem=debug".
 ---@field progress "none"|"notify" Also echo task progress with vim.notify.
+---@field prompt_filetypes string[] Filetypes where `/server:prompt` completes (`"*"`: all).
+---@field prompt_insert "buffer"|"insert" Where a prompt's messages go from a prompt buffer.
+---@field prompt_completion boolean Complete prompt commands as you type in prompt buffers.
 
 ---@class tandem.Option
 ---@field default any
@@ -65,7 +68,47 @@ M.schema = {
       return v == "none" or v == "notify", "must be 'none' or 'notify'"
     end,
   },
+  prompt_filetypes = {
+    -- The server's default list (src/lsp/prompts.rs DEFAULT_PROMPT_FILETYPES).
+    default = {
+      "",
+      "text",
+      "plaintext",
+      "markdown",
+      "gitcommit",
+      "codecompanion",
+      "AvanteInput",
+      "copilot-chat",
+      "tandem-prompt",
+    },
+    types = { "table" },
+    desc = "filetypes where a line starting with `/` completes prompt commands ({ '*' }: every buffer)",
+    check = function(v)
+      return vim.iter(v):all(function(x)
+        return type(x) == "string"
+      end),
+        "must be a list of strings"
+    end,
+  },
+  prompt_insert = {
+    default = "buffer",
+    types = { "string" },
+    desc = "'buffer': a prompt's messages open in a tandem://prompt/ buffer; "
+      .. "'insert': from a prompt buffer, its text is inserted at the cursor",
+    check = function(v)
+      return v == "buffer" or v == "insert", "must be 'buffer' or 'insert'"
+    end,
+  },
+  prompt_completion = {
+    default = true,
+    types = { "boolean" },
+    desc = "complete prompt commands as you type in prompt buffers (vim.lsp.completion, autotrigger); "
+      .. "false leaves it to your completion plugin",
+  },
 }
+
+--- The default of `prompt_filetypes`.
+M.DEFAULT_PROMPT_FILETYPES = M.schema.prompt_filetypes.default
 
 --- Resolves user options against the schema. Problems are reported with one vim.notify each
 --- and the default is used instead.

@@ -1,5 +1,7 @@
 --- `tandem://task/<ID>` and `tandem://memory/<ID>` buffers: read with the `tandem/document`
---- request (BufReadCmd), shown as read-only markdown.
+--- request (BufReadCmd), shown as read-only markdown. (`tandem://prompt/...` and
+--- `tandem://inject` are scratch buffers of prompt.lua and hub.lua; reading them again runs
+--- their command again.)
 ---
 --- Buffer options: `buftype=nofile` (no file behind it, never written), `swapfile` off,
 --- `modifiable` off, and `bufhidden=delete`: a hidden document is unloaded but keeps its
@@ -110,6 +112,12 @@ end
 ---@param buf integer
 function M.read(buf)
   local uri = api.nvim_buf_get_name(buf)
+  -- Not documents: output of the hub, made again rather than fetched.
+  if uri:match("^tandem://prompt/") then
+    return require("tandem.prompt").reload(buf)
+  elseif uri == "tandem://inject" or uri == "tandem://inject.json" then
+    return require("tandem.hub").reload_inject(buf)
+  end
   local opts = M.pending[uri]
   M.pending[uri] = nil
   M.load(buf, opts)

@@ -6,14 +6,15 @@ local M = {}
 local h = vim.health
 local TIMEOUT_MS = 3000
 
---- Runs the binary with `args` and waits at most TIMEOUT_MS.
+--- Runs the binary with `args` (in `cwd`) and waits at most TIMEOUT_MS.
 ---@param base string[]
 ---@param args string[]
+---@param cwd? string
 ---@return vim.SystemCompleted? result
 ---@return string? err
-local function run(base, args)
+local function run(base, args, cwd)
   local cmd = vim.list_extend(vim.deepcopy(base), args)
-  local ok, obj = pcall(vim.system, cmd, { text = true })
+  local ok, obj = pcall(vim.system, cmd, { text = true, cwd = cwd })
   if not ok then
     return nil, tostring(obj)
   end
@@ -42,6 +43,101 @@ local function origin_buf()
   end
   local alt = vim.fn.bufnr("#")
   return alt > 0 and alt or nil
+end
+
+--- The workspace's MCP servers: `tandem.servers` from the client serving `buf` when one runs,
+--- else `tandem servers --json` in the buffer's workspace (or the cwd).
+---@param base string[]
+---@param buf integer?
+---@return table? report
+---@return string? err
+local function servers_report(base, buf)
+  local lsp = require("tandem.lsp")
+  local client = lsp.resolve_client(buf)
+  if client then
+    local answered, report, err = false, nil, nil
+    require("tandem.hub").fetch_servers(function(e, r)
+      answered, report, err = true, r, e
+    end, { client_id = client.id })
+    vim.wait(TIMEOUT_MS, function()
+      return answered
+    end, 20)
+    if not answered then
+      return nil, ("`tandem.servers` did not answer within %d ms"):format(TIMEOUT_MS)
+    end
+    return type(report) == "table" and report or nil, err or (type(report) ~= "table" and "no report" or nil)
+  end
+  local cwd = buf and vim.api.nvim_buf_is_valid(buf) and lsp.root_for(buf) or vim.uv.cwd()
+  local res, err = run(base, { "servers", "--json" }, cwd)
+  if not res then
+    return nil, err
+  elseif res.code ~= 0 then
+    return nil, ("`tandem servers --json` exited with %d: %s"):format(res.code, vim.trim(res.stderr or ""))
+  end
+  local ok, decoded = pcall(vim.json.decode, res.stdout or "", { luanil = { object = true, array = true } })
+  if not ok or type(decoded) ~= "table" then
+    return nil, "cannot read `tandem servers --json`"
+  end
+  return decoded
+end
+
+--- The hub section: how many servers, which are not ready and why, an untrusted `.mcp.json`.
+---@param base string[]
+---@param buf integer?
+local function check_hub(base, buf)
+  h.start("tandem: MCP servers (the hub)")
+  local report, err = servers_report(base, buf)
+  if not report then
+    h.warn("cannot list the MCP servers: " .. tostring(err))
+    return
+  end
+  local hub = require("tandem.hub")
+  local servers = type(report.servers) == "table" and report.servers or {}
+  for _, e in ipairs(type(report.errors) == "table" and report.errors or {}) do
+    h.error("config error: " .. tostring(e), { "Fix the file; it is read again when it changes" })
+  end
+  if #servers == 0 then
+    h.info(("no MCP servers for %s (add them to %s)"):format(
+      tostring(report.workspace or "this workspace"),
+      table.concat(type(report.files) == "table" and report.files or {}, " or ")
+    ))
+    return
+  end
+  local ready, fine, untrusted, file = 0, 0, 0, nil
+  for _, s in ipairs(servers) do
+    if s.state == "ready" or s.state == "idle" or s.state == "disabled" then
+      fine = fine + 1
+    end
+    if s.state == "ready" then
+      ready = ready + 1
+    elseif s.state == "untrusted" then
+      untrusted = untrusted + 1
+      file = file or (type(s.origin) == "table" and s.origin.file or nil)
+    end
+  end
+  local summary = ("%d MCP server(s) for %s, %d ready"):format(#servers, tostring(report.workspace or "?"), ready)
+  if fine == #servers then
+    h.ok(summary)
+  else
+    h.info(summary) -- the ones that are not fine are warned about below
+  end
+  for _, s in ipairs(servers) do
+    local label = hub.state_label(s)
+    local why = type(s.last_error) == "string" and s.last_error ~= "" and (": " .. s.last_error:gsub("\n.*", "")) or ""
+    if s.state == "ready" then
+      h.info(("%s: ready, %s prompt(s), %s tool(s)"):format(s.name or "?", s.prompts or 0, s.tools or 0))
+    elseif s.state == "untrusted" then -- reported once below
+    elseif s.state == "idle" or s.state == "disabled" or s.state == "starting" then
+      h.info(("%s: %s"):format(s.name or "?", label))
+    else
+      h.warn(("%s: %s%s"):format(s.name or "?", label, why), { ":Tandem servers shows them all; :Tandem log has more" })
+    end
+  end
+  if untrusted > 0 then
+    h.warn(("%s is not trusted: its %d server(s) do not run"):format(file or ".mcp.json", untrusted), {
+      "Review what it runs and trust it with :Tandem trust (or `tandem trust` in the workspace)",
+    })
+  end
 end
 
 function M.check()
@@ -153,6 +249,9 @@ function M.check()
     h.warn("no log file yet at " .. log, { "It is created when tandem first runs" })
   end
 
+  local buf = origin_buf()
+  check_hub(base, buf)
+
   h.start("tandem: clients")
   local clients = lsp.clients()
   if #clients == 0 then
@@ -168,7 +267,6 @@ function M.check()
       info.version or ""
     ))
   end
-  local buf = origin_buf()
   if buf and vim.api.nvim_buf_is_valid(buf) then
     local name = vim.api.nvim_buf_get_name(buf)
     name = name ~= "" and vim.fn.fnamemodify(name, ":~:.") or ("buffer " .. buf)

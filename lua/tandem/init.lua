@@ -6,9 +6,10 @@
 --- a buffer of a workspace is read. Nothing waits on the server: requests take callbacks.
 ---
 --- Modules: config (options), state (what is remembered), lsp (attach, client lookup,
---- requests, code lenses), document (`tandem://` buffers), tasks, memory, status (status,
---- log, dismiss), actions (client-side commands of lenses and code actions), cli
---- (`:Tandem`), health.
+--- requests, code lenses, prompt buffers), document (`tandem://` buffers), tasks, memory,
+--- status (status, log, dismiss), prompt (prompt commands of the hub), hub (injection,
+--- servers, trust), ui (floats, scratch buffers), actions (client-side commands of lenses
+--- and code actions), cli (`:Tandem`), health.
 
 local M = {}
 
@@ -66,6 +67,16 @@ function M.setup(opts)
       end
     end,
   })
+  api.nvim_create_autocmd("FileType", {
+    group = group,
+    desc = "tandem: prompt completion follows the filetype",
+    callback = function(ev)
+      -- Attached buffers (vim.lsp is loaded then), and special buffers (chat inputs).
+      if package.loaded["vim.lsp"] or vim.bo[ev.buf].buftype ~= "" then
+        lsp().on_filetype(ev.buf)
+      end
+    end,
+  })
   if cfg.progress == "notify" then
     api.nvim_create_autocmd("LspProgress", {
       group = group,
@@ -82,7 +93,7 @@ function M.setup(opts)
     nargs = "*",
     bang = true,
     range = true,
-    desc = "Tandem: tasks, task, memory, log, status, dismiss",
+    desc = "Tandem: tasks, task, memory, prompt, inject, servers, trust, log, status, dismiss",
     complete = function(...)
       return require("tandem.cli").complete(...)
     end,
@@ -98,7 +109,17 @@ function M.setup(opts)
         else
           vim.lsp.codelens.clear(client.id, buf)
         end
+        if client.initialized then
+          lsp().setup_prompt_buffer(client, buf)
+        end
       end
+    end
+  end
+
+  -- Chat buffers opened before setup complete prompt commands too.
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype ~= "" and vim.bo[buf].filetype ~= "" then
+      lsp().on_filetype(buf)
     end
   end
 
@@ -287,6 +308,63 @@ end
 ---@param cb? tandem.Callback
 function M.dismiss(cb)
   require("tandem.status").dismiss(cb)
+end
+
+--- `:Tandem prompt`: runs `/server:prompt name=value ...` and shows its messages in
+--- `tandem://prompt/<server>:<prompt>`, or inserts their text (see |tandem-opt-prompt_insert|).
+--- `opts.insert` (true/false) overrides the option; `opts.show = false` only calls
+--- `opts.on_result(err, PromptRun, buf)`.
+---@param line string
+---@param opts? tandem.PromptOpts
+function M.prompt(line, opts)
+  require("tandem.prompt").run(line, opts)
+end
+
+--- `tandem.prompts.list` without any UI: `cb(err, PromptInfo[])`; the list is kept for
+--- completion.
+---@param cb tandem.Callback
+---@param opts? tandem.RequestOpts
+function M.prompt_list(cb, opts)
+  require("tandem.prompt").list(cb, opts)
+end
+
+--- The prompt commands of the cached list (what `:Tandem prompt <Tab>` offers). The cache is
+--- refreshed in the background.
+---@param bufnr? integer
+---@return string[]
+function M.prompt_commands(bufnr)
+  require("tandem.prompt").refresh({ bufnr = bufnr })
+  return require("tandem.prompt").commands(bufnr)
+end
+
+--- `:Tandem inject`: previews the conventional prompts injection in `tandem://inject`
+--- (`opts.thread_system`: the thread's own system prompt). With `json = true` the raw
+--- messages go to `tandem://inject.json` and `on_result(err, messages, injection, buf)`;
+--- else `on_result(err, injection, injection, buf)`. `show = false`: no buffer.
+---@param opts? tandem.InjectOpts
+function M.inject(opts)
+  require("tandem.hub").inject(opts)
+end
+
+--- `:Tandem servers`: the workspace's MCP servers in a float. `on_result(err, report)`.
+---@param opts? { bufnr?: integer, on_result?: fun(err: string?, report: table?) }
+function M.servers(opts)
+  require("tandem.hub").servers(opts)
+end
+
+--- `tandem.servers` without any UI: `cb(err, {workspace, files, errors, servers})`.
+---@param cb tandem.Callback
+---@param opts? tandem.RequestOpts
+function M.server_list(cb, opts)
+  require("tandem.hub").fetch_servers(cb, opts)
+end
+
+--- `:Tandem trust`: shows what the workspace's `.mcp.json` runs, asks, approves.
+--- `{ revoke = true }` (`:Tandem trust!`) withdraws it; `{ yes = true }` does not ask.
+--- `on_result(err, TrustReport)`.
+---@param opts? tandem.TrustOpts
+function M.trust(opts)
+  require("tandem.hub").trust(opts)
 end
 
 --- Requests the code lenses of a buffer (default: current) from its tandem client.

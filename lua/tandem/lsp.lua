@@ -355,6 +355,57 @@ function M.on_progress(ev)
   vim.notify(msg, vim.log.levels.INFO, { title = "Tandem" })
 end
 
+--- Sets a buffer up for prompt commands once attached: in a prompt buffer (by 'filetype',
+--- see |tandem-opt-prompt_filetypes|) LSP completion with autotrigger for this client (the
+--- server completes lines starting with `/`); elsewhere nothing, and completion this
+--- function enabled before is disabled. `b:tandem_prompt_buffer` records which it was.
+---@param client vim.lsp.Client
+---@param buf integer
+function M.setup_prompt_buffer(client, buf)
+  local prompt = require("tandem.prompt").is_prompt_buffer(buf)
+  vim.b[buf].tandem_prompt_buffer = prompt
+  local want = prompt and state.config ~= nil and state.config.prompt_completion
+  if want and vim.b[buf].tandem_completion ~= client.id then
+    vim.lsp.completion.enable(true, client.id, buf, { autotrigger = true })
+    vim.b[buf].tandem_completion = client.id
+  elseif not want and vim.b[buf].tandem_completion == client.id then
+    vim.lsp.completion.enable(false, client.id, buf)
+    vim.b[buf].tandem_completion = nil
+  end
+end
+
+--- FileType of an attached buffer: when it becomes (or stops being) a prompt buffer, the
+--- document is closed and opened again, so the server learns its new language id, and
+--- completion follows. A prompt buffer no client attaches to (a chat plugin's nofile
+--- buffer) gets completion from `tandem.prompt.complete` instead (prompt.lua).
+---@param buf integer
+function M.on_filetype(buf)
+  local client = M.client(buf)
+  local prompt = require("tandem.prompt")
+  if not client then
+    -- Chat buffers of other plugins never attach: completion without a document there.
+    if prompt.wants_fallback(buf) then
+      prompt.enable_fallback(buf)
+    else
+      prompt.disable_fallback(buf)
+    end
+    return
+  end
+  local was = vim.b[buf].tandem_prompt_buffer
+  if not client.initialized or was == nil then
+    return
+  end
+  if require("tandem.prompt").is_prompt_buffer(buf) == was then
+    return
+  end
+  pcall(vim.lsp.buf_detach_client, buf, client.id)
+  if vim.b[buf].tandem_completion == client.id then
+    vim.lsp.completion.enable(false, client.id, buf)
+    vim.b[buf].tandem_completion = nil
+  end
+  vim.lsp.buf_attach_client(buf, client.id) -- on_attach sets it up again
+end
+
 --- The client config for one workspace root.
 ---@param cfg tandem.Config
 ---@param root string
@@ -371,17 +422,30 @@ function M.client_config(cfg, root)
     root_dir = root,
     workspace_required = true,
     capabilities = capabilities,
-    handlers = { ["workspace/codeLens/refresh"] = on_codelens_refresh },
+    -- Where the server completes prompt commands (it has the same default list).
+    init_options = { promptFiletypes = cfg.prompt_filetypes },
+    handlers = {
+      ["workspace/codeLens/refresh"] = on_codelens_refresh,
+      -- The trust question: asked with vim.ui.select, answered without blocking.
+      ["window/showMessageRequest"] = function(...)
+        return require("tandem.hub").on_show_message_request(...)
+      end,
+    },
     -- Consulted by client:exec_cmd() (code lenses, code actions) before vim.lsp.commands,
     -- and only for this client: nothing global is registered.
     commands = require("tandem.actions").commands,
-    on_attach = function(_, buf)
+    on_attach = function(client, buf)
       if state.config and state.config.codelens then
         M.enable_codelens(buf)
       end
+      M.setup_prompt_buffer(client, buf)
+      -- The prompt list for `:Tandem prompt <Tab>`, in the background.
+      require("tandem.prompt").refresh({ client_id = client.id })
     end,
     on_exit = function(_, _, client_id)
       state.status[client_id] = nil
+      state.prompts[client_id] = nil
+      state.prompts_inflight[client_id] = nil
       -- Requests pending at exit are never answered: forget them all (cheap to redo).
       state.lens_inflight = {}
     end,

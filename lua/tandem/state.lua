@@ -9,6 +9,11 @@
 ---@field last_memory table? The result of the last `tandem.memory.search`.
 ---@field status table<integer, table> client id -> its last `tandem/status`.
 ---@field lens_inflight table<integer, true> buffers with a code-lens request in flight.
+---@field prompts table<integer, table[]> client id -> its last `tandem.prompts.list` (PromptInfo[]).
+---@field prompts_inflight table<integer, true> clients with a `tandem.prompts.list` in flight.
+---@field prompt_results table<string, table> `tandem://prompt/...` name -> the run it shows.
+---@field last_servers table? The last `tandem.servers` report.
+---@field last_injection table? The last `tandem.inject` result.
 local state = {
   config = nil,
   setup_calls = 0,
@@ -17,6 +22,11 @@ local state = {
   last_memory = nil,
   status = {},
   lens_inflight = {},
+  prompts = {},
+  prompts_inflight = {},
+  prompt_results = {},
+  last_servers = nil,
+  last_injection = nil,
 }
 
 return state

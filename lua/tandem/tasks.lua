@@ -185,36 +185,7 @@ end
 ---@return integer buf
 ---@return integer win
 function M.float(lines, ids, client_id)
-  local buf = api.nvim_create_buf(false, true)
-  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].modifiable = false
-  vim.bo[buf].bufhidden = "wipe"
-  vim.bo[buf].filetype = "markdown"
-  local width = 20
-  for _, l in ipairs(lines) do
-    width = math.max(width, vim.fn.strdisplaywidth(l))
-  end
-  width = math.min(width + 2, math.max(20, vim.o.columns - 8))
-  local height = math.min(#lines, math.max(3, vim.o.lines - 8))
-  local win_config = {
-    relative = "editor",
-    width = width,
-    height = height,
-    row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1),
-    col = math.floor((vim.o.columns - width) / 2),
-    style = "minimal",
-    border = vim.o.winborder ~= "" and vim.o.winborder or "rounded",
-  }
-  if win_config.border ~= "none" then -- a title needs a border
-    win_config.title = " Tandem tasks "
-    win_config.title_pos = "center"
-    win_config.footer = " <CR> open · q close "
-    win_config.footer_pos = "center"
-  end
-  local win = api.nvim_open_win(buf, true, win_config)
-  vim.wo[win].conceallevel = 2
-  vim.wo[win].wrap = false
-  vim.wo[win].cursorline = true
+  local buf, win = require("tandem.ui").float(lines, { title = "Tandem tasks", footer = "<CR> open · q close" })
   -- For tests and inspection: line number (as a string) -> task id.
   local by_line = vim.empty_dict()
   for lnum, id in pairs(ids) do
@@ -227,8 +198,6 @@ function M.float(lines, ids, client_id)
     end
   end
   local map = { buffer = buf, nowait = true, silent = true }
-  vim.keymap.set("n", "q", close, vim.tbl_extend("force", map, { desc = "Close" }))
-  vim.keymap.set("n", "<Esc>", close, vim.tbl_extend("force", map, { desc = "Close" }))
   vim.keymap.set("n", "<CR>", function()
     local id = ids[api.nvim_win_get_cursor(win)[1]]
     if not id then

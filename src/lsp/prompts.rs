@@ -51,8 +51,16 @@ impl Backend {
             _ => json!({}),
         };
         Some(match name {
-            "tandem.prompts.list" => self.session.call(calls::HUB_PROMPTS.name, json!({})).await,
-            "tandem.servers" => self.session.call(calls::HUB_SERVERS.name, json!({})).await,
+            "tandem.prompts.list" => {
+                self.session
+                    .call(calls::HUB_PROMPTS.name, object(first))
+                    .await
+            }
+            "tandem.servers" => {
+                self.session
+                    .call(calls::HUB_SERVERS.name, object(first))
+                    .await
+            }
             "tandem.prompt.run" => {
                 let params = match first {
                     Some(Value::String(line)) => json!({ "command": line }),
@@ -192,6 +200,9 @@ impl Backend {
 
     /// "Run /server:prompt" on a line that is a prompt command.
     pub(super) fn prompt_action(&self, uri: &Uri, line_no: u32) -> Option<CodeActionOrCommand> {
+        if !self.prompt_buffer(uri) {
+            return None;
+        }
         let doc = self.session.text_of(uri)?;
         let line = doc
             .split('\n')

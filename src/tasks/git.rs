@@ -19,9 +19,11 @@ pub fn discover(dir: &Path) -> Option<Repository> {
 
 /// The repository's working tree root.
 pub fn workdir(repo: &Repository) -> PathBuf {
+    // libgit2 ends it with a `/`; a workspace is shown and compared without one.
     repo.workdir()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| repo.path().to_path_buf())
+        .unwrap_or_else(|| repo.path())
+        .components()
+        .collect()
 }
 
 /// HEAD at this moment.

@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::nvim::Nvim;
-use crate::util::{DaemonGuard, McpClient, TestHome, repo_with, write_files};
+use crate::util::{
+    DaemonGuard, McpClient, TestHome, everything_bin, fixture_bin, repo_with, write_files,
+};
 
 const FILES: &[(&str, &str)] = &[
     ("src/auth/jwt.rs", "fn verify() {}\n\nfn sign() {}\n"),
@@ -16,9 +18,15 @@ const FILES: &[(&str, &str)] = &[
 /// Neovim with the plugin set up against the test's binary, progress recorded in
 /// `_G.progress`, and `file` open.
 async fn editor(home: &TestHome, repo: &std::path::Path, file: &str) -> Nvim {
+    editor_with(home, repo, file, "").await
+}
+
+/// The same, running the Lua `prelude` first (before the client starts).
+async fn editor_with(home: &TestHome, repo: &std::path::Path, file: &str, prelude: &str) -> Nvim {
     let nvim = Nvim::start(home, repo).await;
     nvim.lua(&format!(
         r#"
+        {prelude}
         _G.progress = {{}}
         vim.api.nvim_create_autocmd('LspProgress', {{ callback = function(ev)
             local v = ev.data.params.value
@@ -431,7 +439,10 @@ async fn tandem_commands_in_neovim() {
     let subs = nvim
         .lua("return vim.fn.getcompletion('Tandem ', 'cmdline')")
         .await;
-    for sub in ["tasks", "task", "memory", "log", "status", "dismiss"] {
+    for sub in [
+        "tasks", "task", "memory", "log", "status", "dismiss", "prompt", "inject", "servers",
+        "trust",
+    ] {
         assert!(
             list(&subs).contains(&json!(sub)),
             "{sub} missing from {subs}"
@@ -543,4 +554,436 @@ async fn tandem_commands_in_neovim() {
 
     nvim.quit().await;
     mcp.close().await;
+}
+
+// The hub in the editor: prompt commands, the injection, servers and trust.
+
+/// Dialogs answer themselves (the first choice, or the one titled `_G.pick`); notifications
+/// and what was offered are recorded.
+const RECORD_UI: &str = r#"
+    _G.notes = {}
+    _G.asked = {}
+    vim.notify = function(msg) table.insert(_G.notes, msg) end
+    vim.ui.select = function(items, opts, on_choice)
+        table.insert(_G.asked, (opts.kind or '') .. '|' .. (opts.prompt or ''))
+        for i, item in ipairs(items) do
+            local title = type(item) == 'table' and item.title or item
+            if _G.pick == nil or title == _G.pick then return on_choice(item, i) end
+        end
+        on_choice(nil, nil)
+    end
+"#;
+
+/// The states of the workspace's servers, from `tandem.servers`.
+const SERVER_STATES: &str = r#"
+    local done
+    require('tandem').server_list(function(err, r) done = r or {} end)
+    vim.wait(5000, function() return done ~= nil end)
+    return vim.tbl_map(function(s) return s.state end, done and done.servers or {})
+"#;
+
+/// A git repository with `notes.md` and a `.mcp.json` listing `servers`.
+fn hub_repo(home: &TestHome, servers: Value) -> std::path::PathBuf {
+    let repo = home.path().join("repo");
+    let config = json!({ "mcpServers": servers }).to_string();
+    repo_with(
+        &repo,
+        &[("notes.md", "# Notes\n"), (".mcp.json", config.as_str())],
+    );
+    repo
+}
+
+/// `tandem trust --yes` in `repo`.
+fn trust(home: &TestHome, repo: &std::path::Path) {
+    let out = home
+        .std_command()
+        .args(["trust", "--yes"])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Completion items (`[label, detail, newText]`) the server gives at the end of `line`, set
+/// as the current buffer's only line.
+async fn complete_line(nvim: &Nvim, line: &str) -> Value {
+    nvim.lua(&format!(
+        r#"
+        local line = vim.json.decode([[{}]])
+        vim.api.nvim_buf_set_lines(0, 0, -1, false, {{ line }})
+        local c = vim.lsp.get_clients({{ bufnr = 0, name = 'tandem' }})[1]
+        local params = {{ textDocument = {{ uri = vim.uri_from_bufnr(0) }}, position = {{ line = 0, character = #line }} }}
+        local res = c:request_sync('textDocument/completion', params, 10000, vim.api.nvim_get_current_buf())
+        if not res or res.err then return {{ error = res and res.err or 'timeout' }} end
+        local items = res.result and (res.result.items or res.result) or {{}}
+        return vim.tbl_map(function(i)
+            return {{ i.label, i.detail or vim.NIL, i.textEdit and i.textEdit.newText or vim.NIL }}
+        end, items)
+        "#,
+        json!(line)
+    ))
+    .await
+}
+
+fn labels(items: &Value) -> Vec<String> {
+    list(items)
+        .iter()
+        .map(|i| i[0].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// The lines of the current buffer once it is `name` and holds `text`.
+async fn buffer_with(nvim: &Nvim, name: &str, text: &str) -> String {
+    let v = nvim
+        .wait(
+            &format!("{name} holding {text:?}"),
+            10,
+            "return { vim.api.nvim_buf_get_name(0), table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n') }",
+            |v| v[0] == name && v[1].as_str().unwrap_or("").contains(text),
+        )
+        .await;
+    v[1].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn prompt_commands_complete_and_run_in_neovim() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = hub_repo(
+        &home,
+        json!({
+            "everything": {"command": everything_bin(), "args": ["stdio"]},
+            "obs": {"command": fixture_bin(), "args": ["--name", "obs", "--prompt-args"]},
+        }),
+    );
+    trust(&home, &repo);
+    let nvim = editor_with(&home, &repo, "notes.md", RECORD_UI).await;
+    assert_eq!(nvim.lua("return vim.bo.filetype").await, "markdown");
+
+    // The prompt list is fetched when the buffer attaches; `:Tandem prompt <Tab>` offers it.
+    let commands = nvim
+        .wait(
+            "the cached prompt list",
+            10,
+            "return require('tandem').prompt_commands()",
+            |v| {
+                let c = v.to_string();
+                c.contains("/everything:args-prompt") && c.contains("/obs:greet")
+            },
+        )
+        .await;
+    let mut commands: Vec<String> = list(&commands)
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    commands.sort();
+    let mut everything: Vec<String> = commands
+        .iter()
+        .filter(|c| c.starts_with("/everything:"))
+        .cloned()
+        .collect();
+    everything.sort();
+    let cmdline = nvim
+        .lua("return vim.fn.getcompletion('Tandem prompt /every', 'cmdline')")
+        .await;
+    assert_eq!(cmdline, json!(everything), "{commands:?}");
+    let args = nvim
+        .lua("return vim.fn.getcompletion('Tandem prompt /everything:args-prompt ', 'cmdline')")
+        .await;
+    assert_eq!(args, json!(["city=", "state="]));
+    let args = nvim
+        .lua("return vim.fn.getcompletion('Tandem prompt /everything:args-prompt city=Paris s', 'cmdline')")
+        .await;
+    assert_eq!(args, json!(["state="]));
+    // Values come from the server, within a short timeout (asked again until it answers).
+    nvim.wait(
+        "cmdline values",
+        5,
+        "return vim.fn.getcompletion('Tandem prompt /obs:greet style=', 'cmdline')",
+        |v| v == &json!(["style=formal", "style=casual", "style=pirate"]),
+    )
+    .await;
+
+    // Completion while typing: prompt completion is on in this markdown buffer, with autotrigger.
+    let enabled = nvim
+        .lua(
+            r#"local c = vim.lsp.get_clients({ bufnr = 0, name = 'tandem' })[1]
+               return { vim.b.tandem_completion == c.id,
+                        #vim.api.nvim_get_autocmds({ group = 'nvim.lsp.completion_' .. vim.api.nvim_get_current_buf(), event = 'InsertCharPre' }) }"#,
+        )
+        .await;
+    assert_eq!(enabled, json!([true, 1]));
+    // `/` offers every prompt command.
+    let items = complete_line(&nvim, "/").await;
+    let mut offered = labels(&items);
+    offered.sort();
+    assert_eq!(offered, commands, "{items}");
+    // Then the argument names, the required one marked.
+    let items = complete_line(&nvim, "/everything:args-prompt ").await;
+    assert_eq!(
+        items,
+        json!([
+            ["city=", "required", "city="],
+            ["state=", "optional", "state="]
+        ])
+    );
+    // Then values, from the server's completion/complete.
+    let items = complete_line(&nvim, "/obs:greet style=").await;
+    assert_eq!(labels(&items), ["formal", "casual", "pirate"], "{items}");
+    // Another filetype: the document is reopened with it, and completion is off.
+    nvim.lua("vim.bo.filetype = 'rust'").await;
+    assert_eq!(
+        nvim.lua("return vim.b.tandem_completion or false").await,
+        json!(false)
+    );
+    assert_eq!(complete_line(&nvim, "/").await, json!([]));
+    nvim.lua("vim.bo.filetype = 'markdown'").await;
+    assert_eq!(
+        labels(&complete_line(&nvim, "/").await).len(),
+        commands.len()
+    );
+    // Typing `/` in insert mode pops the menu up by itself.
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, { '' }); vim.api.nvim_win_set_cursor(0, { 1, 0 })")
+        .await;
+    nvim.api.input("i/").await.unwrap();
+    nvim.wait(
+        "the completion menu",
+        10,
+        "return vim.tbl_map(function(i) return i.abbr end, vim.fn.complete_info({ 'items' }).items)",
+        |v| v.to_string().contains("/everything:args-prompt"),
+    )
+    .await;
+    nvim.api.input("<Esc>").await.unwrap();
+    // A chat plugin's input buffer ('buftype' nofile: never attached) completes too.
+    let chat = nvim
+        .lua(
+            r#"local b = vim.api.nvim_create_buf(false, true)
+               vim.api.nvim_set_current_buf(b)
+               vim.bo[b].filetype = 'codecompanion'
+               return { vim.b.tandem_prompt_fallback or false, require('tandem').client(b) == nil }"#,
+        )
+        .await;
+    assert_eq!(chat, json!([true, true]));
+    nvim.api.input("i/obs:greet style=").await.unwrap();
+    nvim.wait(
+        "values in the chat buffer",
+        10,
+        "return vim.tbl_map(function(i) return i.abbr end, vim.fn.complete_info({ 'items' }).items)",
+        |v| v == &json!(["formal", "casual", "pirate"]),
+    )
+    .await;
+    nvim.api.input("<Esc>").await.unwrap();
+    nvim.lua("vim.cmd.edit('notes.md')").await;
+
+    // `:Tandem prompt` opens the messages.
+    nvim.lua("vim.cmd('Tandem prompt /everything:args-prompt city=Paris')")
+        .await;
+    let text = buffer_with(&nvim, "tandem://prompt/everything:args-prompt", "Paris").await;
+    assert!(
+        text.starts_with("# /everything:args-prompt") && text.contains("\n## user\n"),
+        "{text}"
+    );
+    assert_eq!(nvim.lua("return vim.bo.filetype").await, "markdown");
+    // A missing argument is an error naming its code.
+    nvim.lua("vim.cmd('Tandem prompt /everything:args-prompt state=Texas')")
+        .await;
+    nvim.wait("the missing argument", 10, "return _G.notes", |v| {
+        v.to_string().contains("MISSING_ARGUMENT")
+    })
+    .await;
+
+    // In a prompt buffer, `!` inserts the text at the cursor instead.
+    nvim.lua("vim.cmd.edit('notes.md')").await;
+    attached(&nvim).await;
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'Say: ' }); vim.api.nvim_win_set_cursor(0, { 1, 4 }); vim.cmd('Tandem prompt! /obs:greet name=Ann style=pirate')").await;
+    nvim.wait(
+        "the inserted text",
+        10,
+        "return vim.api.nvim_buf_get_lines(0, 0, -1, false)",
+        |v| v == &json!(["Say: Ahoy, Ann! (obs)"]),
+    )
+    .await;
+
+    // The code action on a prompt line runs it.
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'intro', '/everything:simple-prompt' }); vim.api.nvim_win_set_cursor(0, { 2, 0 })").await;
+    nvim.lua("vim.lsp.buf.code_action({ apply = true, filter = function(a) return a.title == 'Run /everything:simple-prompt' end })").await;
+    let text = buffer_with(&nvim, "tandem://prompt/everything:simple-prompt", "## user").await;
+    assert!(text.contains("simple prompt"), "{text}");
+    // With prompt_insert = "insert", below the line instead.
+    nvim.lua(&format!(
+        "vim.cmd.edit('notes.md'); require('tandem').setup({{ cmd = {{ '{}' }}, prompt_insert = 'insert' }})",
+        crate::util::tandem_bin()
+    ))
+    .await;
+    attached(&nvim).await;
+    nvim.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 }); vim.lsp.buf.code_action({ apply = true, filter = function(a) return a.title == 'Run /everything:simple-prompt' end })").await;
+    let lines = nvim
+        .wait(
+            "the text below the command",
+            10,
+            "return vim.api.nvim_buf_get_lines(0, 0, -1, false)",
+            |v| list(v).len() > 2,
+        )
+        .await;
+    assert_eq!(lines[1], "/everything:simple-prompt");
+    assert!(
+        lines[2].as_str().unwrap().contains("simple prompt"),
+        "{lines}"
+    );
+
+    nvim.quit().await;
+}
+
+#[tokio::test]
+async fn injection_servers_and_trust_in_neovim() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = hub_repo(
+        &home,
+        json!({"conv": {"command": fixture_bin(), "args": ["--name", "conv", "--conventional"]}}),
+    );
+    // Not trusted: the server asks when the editor connects; the answer trusts the file.
+    let nvim = editor_with(
+        &home,
+        &repo,
+        "notes.md",
+        &format!("{RECORD_UI} _G.pick = 'Trust'"),
+    )
+    .await;
+    let asked = nvim
+        .wait("the trust question", 10, "return _G.asked", |v| {
+            !list(v).is_empty()
+        })
+        .await;
+    // Asked by the plugin's handler (not Neovim's default, which may block).
+    let question = asked[0].as_str().unwrap();
+    assert!(
+        question.starts_with("tandem.message|")
+            && question.contains(".mcp.json")
+            && question.contains("conv"),
+        "{asked}"
+    );
+
+    nvim.wait("conv to be ready", 10, SERVER_STATES, |v| {
+        v == &json!(["ready"])
+    })
+    .await;
+
+    // `:Tandem inject`: the preview, in the spec's order.
+    nvim.lua("vim.cmd('Tandem inject Be brief.')").await;
+    let text = buffer_with(&nvim, "tandem://inject", "## 1. system").await;
+    let roles: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .filter_map(|l| l.split_once(". ").map(|(_, r)| r.to_string()))
+        .collect();
+    let order: Vec<&str> = roles
+        .iter()
+        .map(|r| r.split([':', ' ']).next().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "system",
+            "user",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ],
+        "{text}"
+    );
+    assert!(roles[7].contains("calls `weather`"), "{roles:?}");
+    let system = text.split("## 2.").next().unwrap();
+    assert!(
+        system.contains("System instructions from conv.")
+            && system.contains("[Thread System Prompt]")
+            && system.contains("Be brief."),
+        "{system}"
+    );
+    assert!(text.find("User context from conv.") < text.find("Assistant prefill from conv."));
+    // `!` gives the raw messages, and so does the API.
+    nvim.lua("vim.cmd('Tandem inject!')").await;
+    let json_text = buffer_with(&nvim, "tandem://inject.json", "tool_calls").await;
+    let messages: Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(messages[0]["role"], "system");
+    assert_eq!(list(&messages).len(), 10);
+    let api = nvim
+        .lua(
+            r#"local done
+               require('tandem').inject({ json = true, show = false, on_result = function(err, messages) done = { err or vim.NIL, messages } end })
+               vim.wait(5000, function() return done ~= nil end)
+               return done"#,
+        )
+        .await;
+    assert_eq!(api[1], messages);
+
+    // `:Tandem servers`: a float with the table.
+    nvim.lua("vim.cmd('Tandem servers')").await;
+    let float = nvim
+        .wait(
+            "the servers float",
+            10,
+            r#"for _, w in ipairs(vim.api.nvim_list_wins()) do
+                 if vim.api.nvim_win_get_config(w).relative ~= '' then
+                   return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
+                 end
+               end
+               return {}"#,
+            |v| !list(v).is_empty(),
+        )
+        .await;
+    assert!(
+        float.to_string().contains("| conv | ready | 10 |"),
+        "{float}"
+    );
+    nvim.lua("vim.cmd('close')").await;
+
+    // `:Tandem trust!` revokes; `:Tandem trust` asks, then approves.
+    nvim.lua("_G.notes = {}; vim.cmd('Tandem trust!')").await;
+    nvim.wait("the revocation", 10, "return _G.notes", |v| {
+        v.to_string().contains("no longer trusted")
+    })
+    .await;
+    nvim.wait("conv to stop", 10, SERVER_STATES, |v| {
+        v == &json!(["untrusted"])
+    })
+    .await;
+    nvim.lua("_G.asked = {}; vim.cmd('Tandem trust')").await;
+    nvim.wait("the approval", 10, "return _G.notes", |v| {
+        v.to_string().contains("trusted") && v.to_string().contains("servers are starting")
+    })
+    .await;
+    let asked = nvim.lua("return _G.asked").await;
+    assert!(
+        asked[0].as_str().unwrap().starts_with("tandem.trust|")
+            && asked.to_string().contains("conv:"),
+        "{asked}"
+    );
+    nvim.wait("conv to be back", 10, SERVER_STATES, |v| {
+        v == &json!(["ready"])
+    })
+    .await;
+
+    // `:checkhealth tandem` reports the hub.
+    nvim.lua("vim.cmd('checkhealth tandem')").await;
+    let health = nvim
+        .lua("return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')")
+        .await;
+    let health = health.as_str().unwrap();
+    assert!(
+        health.contains("OK 1 MCP server(s) for") && health.contains("1 ready"),
+        "{health}"
+    );
+    assert!(!health.contains("ERROR"), "{health}");
+
+    nvim.quit().await;
 }

@@ -1,0 +1,400 @@
+--- The hub's other faces: the conventional prompts injection (`tandem.inject`, previewed in
+--- `tandem://inject`), the downstream servers (`tandem.servers`), trusting the workspace's
+--- `.mcp.json` (`tandem.trust`), and the server's trust question (`window/showMessageRequest`).
+---
+--- Shapes (src/calls.rs, src/hub/inject.rs): Injection `{messages (OpenAI chat messages),
+--- sources, total_tokens, warnings, preview}`; HubServers `{workspace, files, errors, servers:
+--- [{name, state, retry_in_ms?, origin: {kind, file}, runs, prompts, tools, last_error,
+--- server_info}]}`; TrustReport `{file, sha256, trusted, servers: [{name, runs, env, error}],
+--- done}`.
+
+local api = vim.api
+local lsp = require("tandem.lsp")
+local state = require("tandem.state")
+local ui = require("tandem.ui")
+
+local M = {}
+
+M.INJECT_URI = "tandem://inject"
+M.INJECT_JSON_URI = "tandem://inject.json"
+
+-- JSON, indented ------------------------------------------------------------------------
+
+--- Keys in the order a reader expects them (OpenAI messages, tool calls); others follow,
+--- sorted.
+local KEY_ORDER = {}
+local ORDERED = { "role", "name", "content", "tool_call_id", "tool_calls", "id", "type", "function", "arguments" }
+for i, k in ipairs(ORDERED) do
+  KEY_ORDER[k] = i
+end
+
+---@param a string
+---@param b string
+local function key_before(a, b)
+  local ia, ib = KEY_ORDER[a] or 0, KEY_ORDER[b] or 0
+  if ia > 0 and ib > 0 then
+    return ia < ib
+  elseif ia > 0 or ib > 0 then
+    return ia > 0
+  end
+  return a < b
+end
+
+--- A value as indented JSON lines.
+---@param value any
+---@param indent? string
+---@return string[]
+function M.json_lines(value, indent)
+  indent = indent or ""
+  local inner = indent .. "  "
+  if type(value) ~= "table" or value == vim.NIL then
+    return { vim.json.encode(value) }
+  end
+  local is_list = vim.islist(value)
+  if next(value) == nil then
+    return { is_list and "[]" or "{}" }
+  end
+  local entries = {} ---@type string[][]
+  if is_list then
+    for _, v in ipairs(value) do
+      entries[#entries + 1] = M.json_lines(v, inner)
+    end
+  else
+    local keys = vim.tbl_keys(value)
+    table.sort(keys, key_before)
+    for _, k in ipairs(keys) do
+      local sub = M.json_lines(value[k], inner)
+      sub[1] = vim.json.encode(k) .. ": " .. sub[1]
+      entries[#entries + 1] = sub
+    end
+  end
+  local out = { is_list and "[" or "{" }
+  for i, sub in ipairs(entries) do
+    sub[1] = inner .. sub[1]
+    if i < #entries then
+      sub[#sub] = sub[#sub] .. ","
+    end
+    vim.list_extend(out, sub)
+  end
+  out[#out + 1] = indent .. (is_list and "]" or "}")
+  return out
+end
+
+-- Injection --------------------------------------------------------------------------------
+
+---@class tandem.InjectOpts
+---@field thread_system? string The thread's own system prompt (appended to the system message).
+---@field json? boolean Show (and give `on_result`) the raw messages rather than the preview.
+---@field show? boolean false: no buffer, only `on_result`.
+---@field bufnr? integer
+---@field client_id? integer
+---@field on_result? fun(err: string?, result: any, injection: table?, buf: integer?) `result`: the Injection, or its `messages` with `json`.
+
+--- `tandem.inject`: the conventional prompts injection, previewed in `tandem://inject`
+--- (markdown), or its messages as JSON in `tandem://inject.json` with `json`.
+---@param opts? tandem.InjectOpts
+function M.inject(opts)
+  opts = opts or {}
+  local args = vim.empty_dict()
+  if type(opts.thread_system) == "string" and opts.thread_system ~= "" then
+    args = { thread_system = opts.thread_system }
+  end
+  lsp.execute("tandem.inject", { args }, function(err, result, client)
+    if not err and type(result) ~= "table" then
+      err = "the server's answer is not an injection"
+    end
+    local buf
+    if err then
+      vim.notify("tandem: no injection: " .. err, vim.log.levels.ERROR)
+    else
+      state.last_injection = result
+      if opts.show ~= false then
+        if opts.json then
+          buf = ui.scratch(M.INJECT_JSON_URI, M.json_lines(result.messages or {}), { filetype = "json" })
+        else
+          local preview = type(result.preview) == "string" and result.preview or "(no preview)"
+          buf = ui.scratch(M.INJECT_URI, ui.split_lines(preview), { filetype = "markdown", modifiable = false })
+        end
+        vim.b[buf].tandem_client_id = client and client.id
+        vim.b[buf].tandem_thread_system = args.thread_system
+      end
+    end
+    if opts.on_result then
+      if opts.json then
+        opts.on_result(err, result and result.messages, result, buf)
+      else
+        opts.on_result(err, result, result, buf)
+      end
+    end
+  end, { bufnr = opts.bufnr, client_id = opts.client_id })
+end
+
+--- Reads a `tandem://inject` or `tandem://inject.json` buffer again (its BufReadCmd).
+---@param buf integer
+function M.reload_inject(buf)
+  local bo = vim.bo[buf]
+  bo.buftype = "nofile"
+  bo.swapfile = false
+  bo.bufhidden = "hide"
+  M.inject({
+    thread_system = vim.b[buf].tandem_thread_system,
+    json = api.nvim_buf_get_name(buf) == M.INJECT_JSON_URI,
+    client_id = vim.b[buf].tandem_client_id,
+    show = true,
+  })
+end
+
+-- Servers ------------------------------------------------------------------------------------
+
+--- `tandem.servers`: `cb(err, HubServers)`. The report is kept (`state().last_servers`).
+---@param cb tandem.Callback
+---@param opts? tandem.RequestOpts
+function M.fetch_servers(cb, opts)
+  lsp.execute("tandem.servers", {}, function(err, result, client, raw)
+    if not err and type(result) == "table" then
+      state.last_servers = result
+    end
+    cb(err, result, client, raw)
+  end, opts)
+end
+
+--- A server's state as shown: `restarting (retry in 2s)`.
+---@param s table
+---@return string
+function M.state_label(s)
+  local label = type(s.state) == "string" and s.state:gsub("_", " ") or "?"
+  if s.state == "restarting" and tonumber(s.retry_in_ms) then
+    label = ("%s (retry in %ds)"):format(label, math.ceil(tonumber(s.retry_in_ms) / 1000))
+  end
+  return label
+end
+
+---@param s string
+local function cell(s)
+  return (tostring(s):gsub("|", "\\|"):gsub("\n", " "))
+end
+
+--- The report as markdown: a table of the servers (state, prompts, tools, origin), then the
+--- last errors and the config errors.
+---@param report table HubServers
+---@return string[]
+function M.server_lines(report)
+  local servers = type(report.servers) == "table" and report.servers or {}
+  local lines = { "# MCP servers of " .. (ui.present(report.workspace) and report.workspace or "this workspace"), "" }
+  if #servers == 0 then
+    lines[#lines + 1] = "No MCP servers. Add them to:"
+    for _, f in ipairs(report.files or {}) do
+      lines[#lines + 1] = "- " .. f
+    end
+  else
+    lines[#lines + 1] = "| server | state | prompts | tools | from |"
+    lines[#lines + 1] = "|---|---|---|---|---|"
+    local untrusted = false
+    for _, s in ipairs(servers) do
+      untrusted = untrusted or s.state == "untrusted"
+      local origin = type(s.origin) == "table" and s.origin.kind or "?"
+      lines[#lines + 1] = ("| %s | %s | %s | %s | %s |"):format(
+        cell(s.name or "?"),
+        cell(M.state_label(s)),
+        tostring(s.prompts or 0),
+        tostring(s.tools or 0),
+        cell(origin)
+      )
+    end
+    local errors = vim.tbl_filter(function(s)
+      return ui.present(s.last_error)
+    end, servers)
+    if #errors > 0 then
+      vim.list_extend(lines, { "", "## Last errors", "" })
+      for _, s in ipairs(errors) do
+        local first = true
+        for _, l in ipairs(ui.split_lines(s.last_error)) do
+          lines[#lines + 1] = first and ("- **%s**: %s"):format(s.name or "?", l) or ("  " .. l)
+          first = false
+        end
+      end
+    end
+    if untrusted then
+      vim.list_extend(lines, { "", "Untrusted servers do not run: review and trust the file with `:Tandem trust`." })
+    end
+  end
+  local config_errors = type(report.errors) == "table" and report.errors or {}
+  if #config_errors > 0 then
+    vim.list_extend(lines, { "", "## Config errors", "" })
+    for _, e in ipairs(config_errors) do
+      lines[#lines + 1] = "- " .. (tostring(e):gsub("\n", " "))
+    end
+  end
+  return lines
+end
+
+--- `:Tandem servers`: the report in a float. `on_result(err, report)` follows the display.
+---@param opts? { bufnr?: integer, on_result?: fun(err: string?, report: table?) }
+function M.servers(opts)
+  opts = opts or {}
+  M.fetch_servers(function(err, report)
+    if err then
+      vim.notify("tandem: cannot list the MCP servers: " .. err, vim.log.levels.ERROR)
+    else
+      ui.float(M.server_lines(report), { title = "Tandem servers" })
+    end
+    if opts.on_result then
+      opts.on_result(err, report)
+    end
+  end, { bufnr = opts.bufnr })
+end
+
+-- Trust ----------------------------------------------------------------------------------------
+
+--- `tandem.trust` with `action` (`show`, `approve`, `revoke`): `cb(err, TrustReport)`.
+---@param action "show"|"approve"|"revoke"
+---@param cb tandem.Callback
+---@param opts? tandem.RequestOpts
+function M.trust_request(action, cb, opts)
+  lsp.execute("tandem.trust", { { action = action } }, cb, opts)
+end
+
+--- What a trust report's servers would run, one line each.
+---@param report table
+---@return string[]
+function M.trust_lines(report)
+  local out = {}
+  for _, s in ipairs(type(report.servers) == "table" and report.servers or {}) do
+    local runs = ui.present(s.runs) and s.runs or ("(not runnable: " .. tostring(s.error or "?") .. ")")
+    local env = type(s.env) == "table" and #s.env > 0 and (" [env: " .. table.concat(s.env, ", ") .. "]") or ""
+    out[#out + 1] = ("%s: %s%s"):format(s.name or "?", runs, env)
+  end
+  return out
+end
+
+--- After an approval: the servers start; the prompt list follows.
+---@param client vim.lsp.Client?
+local function after_change(client)
+  if client then
+    vim.defer_fn(function()
+      require("tandem.prompt").refresh({ client_id = client.id })
+    end, 500)
+  end
+end
+
+---@class tandem.TrustOpts
+---@field revoke? boolean Withdraw the approval instead.
+---@field yes? boolean Approve without asking.
+---@field bufnr? integer
+---@field client_id? integer
+---@field on_result? fun(err: string?, report: table?) The last report (`done` = `approved`, `revoked` or nil when nothing changed).
+
+--- `:Tandem trust`: shows what the workspace's `.mcp.json` would run and asks (vim.ui.select:
+--- Trust / Cancel) before approving it; `revoke` withdraws the approval.
+---@param opts? tandem.TrustOpts
+function M.trust(opts)
+  opts = opts or {}
+  local ropts = { bufnr = opts.bufnr, client_id = opts.client_id }
+  local function done(err, report)
+    if opts.on_result then
+      opts.on_result(err, report)
+    end
+  end
+  local function act(action, client)
+    M.trust_request(action, function(err, report, c)
+      if err then
+        vim.notify(("tandem: cannot %s: %s"):format(action, err), vim.log.levels.ERROR)
+      elseif action == "approve" then
+        local file = report.file or ".mcp.json"
+        vim.notify(("tandem: trusted %s; its servers are starting"):format(file), vim.log.levels.INFO)
+        after_change(c)
+      else
+        vim.notify(("tandem: %s is no longer trusted"):format(report.file or ".mcp.json"), vim.log.levels.INFO)
+        after_change(c)
+      end
+      done(err, report)
+    end, { client_id = client and client.id or ropts.client_id, bufnr = ropts.bufnr })
+  end
+  M.trust_request("show", function(err, report, client)
+    if err then
+      vim.notify("tandem: cannot read the workspace's .mcp.json: " .. err, vim.log.levels.ERROR)
+      return done(err, nil)
+    end
+    if not ui.present(report.file) then
+      vim.notify("tandem: this workspace has no .mcp.json", vim.log.levels.INFO)
+      return done(nil, report)
+    end
+    if opts.revoke then
+      return act("revoke", client)
+    end
+    if report.trusted then
+      vim.notify(("tandem: %s is trusted already"):format(report.file), vim.log.levels.INFO)
+      return done(nil, report)
+    end
+    if opts.yes then
+      return act("approve", client)
+    end
+    local runs = M.trust_lines(report)
+    vim.ui.select({ "Trust", "Cancel" }, {
+      prompt = ("%s would run: %s. Trust it as it is?"):format(
+        report.file,
+        #runs > 0 and table.concat(runs, "; ") or "no server"
+      ),
+      kind = "tandem.trust",
+    }, function(choice)
+      if choice == "Trust" then
+        act("approve", client)
+      else
+        done(nil, report)
+      end
+    end)
+  end, ropts)
+end
+
+-- The server's questions ---------------------------------------------------------------------
+
+--- `window/showMessageRequest` for the tandem client (the trust question). Never blocks the
+--- event loop: Neovim 0.11 runs server requests in a coroutine, so the handler asks with
+--- vim.ui.select and yields until the choice comes, then answers it. Called outside a
+--- coroutine, it answers `null` at once and, if the user then picks "Trust", approves the
+--- file itself.
+---@type lsp.Handler
+function M.on_show_message_request(_, params, ctx)
+  params = params or {}
+  local actions = type(params.actions) == "table" and params.actions or {}
+  local function ask(on_choice)
+    vim.ui.select(actions, {
+      prompt = (params.message or "tandem") .. ": ",
+      kind = "tandem.message",
+      format_item = function(a)
+        return ((a.title or "?"):gsub("\r?\n", " "))
+      end,
+    }, on_choice)
+  end
+  local co, is_main = coroutine.running()
+  if co and not is_main then
+    ask(function(choice)
+      -- Scheduled: a synchronous vim.ui.select would resume before the yield below.
+      vim.schedule(function()
+        coroutine.resume(co, choice or vim.NIL)
+      end)
+    end)
+    local choice = coroutine.yield()
+    if type(choice) == "table" and choice.title == "Trust" then
+      after_change(vim.lsp.get_client_by_id(ctx.client_id))
+    end
+    return choice
+  end
+  vim.schedule(function()
+    ask(function(choice)
+      if type(choice) == "table" and choice.title == "Trust" then
+        M.trust_request("approve", function(err, report, client)
+          if err then
+            vim.notify("tandem: cannot trust: " .. err, vim.log.levels.ERROR)
+          else
+            vim.notify(("tandem: trusted %s; its servers are starting"):format(report.file or ".mcp.json"))
+            after_change(client)
+          end
+        end, { client_id = ctx.client_id })
+      end
+    end)
+  end)
+  return vim.NIL
+end
+
+return M
