@@ -488,10 +488,10 @@ impl Downstream {
             let ready = {
                 let inner = self.lock();
                 match &inner.status {
-                    Status::Ready => match &inner.peer {
-                        Some(p) => Some(Ok((p.clone(), inner.generation))),
-                        None => None,
-                    },
+                    Status::Ready => inner
+                        .peer
+                        .as_ref()
+                        .map(|p| Ok((p.clone(), inner.generation))),
                     Status::Starting => None,
                     Status::Idle | Status::Stopped => Some(Err(true)),
                     _ => Some(Err(false)),
