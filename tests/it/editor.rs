@@ -62,6 +62,16 @@ const DIAGNOSTICS: &str = r#"
     return out
 "#;
 
+/// The lines of the open floating window, if any.
+const FLOAT_LINES: &str = r#"
+    for _, w in ipairs(vim.api.nvim_list_wins()) do
+        if vim.api.nvim_win_get_config(w).relative ~= '' then
+            return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
+        end
+    end
+    return {}
+"#;
+
 /// The current buffer's code lens titles, once the lenses have been fetched.
 const LENSES: &str = r#"
     local out = {}
@@ -451,17 +461,7 @@ async fn tandem_commands_in_neovim() {
     // `:Tandem tasks` shows the tree in a float.
     nvim.lua("vim.cmd('Tandem tasks')").await;
     let float = nvim
-        .wait(
-            "the task float",
-            10,
-            r#"for _, w in ipairs(vim.api.nvim_list_wins()) do
-                 if vim.api.nvim_win_get_config(w).relative ~= '' then
-                   return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
-                 end
-               end
-               return {}"#,
-            |v| !list(v).is_empty(),
-        )
+        .wait("the task float", 10, FLOAT_LINES, |v| !list(v).is_empty())
         .await;
     let text = float.to_string();
     assert!(
@@ -929,17 +929,9 @@ async fn injection_servers_and_trust_in_neovim() {
     // `:Tandem servers`: a float with the table.
     nvim.lua("vim.cmd('Tandem servers')").await;
     let float = nvim
-        .wait(
-            "the servers float",
-            10,
-            r#"for _, w in ipairs(vim.api.nvim_list_wins()) do
-                 if vim.api.nvim_win_get_config(w).relative ~= '' then
-                   return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
-                 end
-               end
-               return {}"#,
-            |v| !list(v).is_empty(),
-        )
+        .wait("the servers float", 10, FLOAT_LINES, |v| {
+            !list(v).is_empty()
+        })
         .await;
     assert!(
         float.to_string().contains("| conv | ready | 10 |"),
