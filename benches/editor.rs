@@ -14,16 +14,13 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, Command};
-use tokio::sync::{Mutex, mpsc};
+use tokio::process::Command;
 
 #[allow(dead_code)]
 #[path = "../tests/it/util.rs"]
@@ -31,10 +28,10 @@ mod util;
 use util::git;
 
 mod common;
+use common::lsp::{Editor, file_uri};
 use common::{Stats, file_path, generate, ms};
 
 const SAMPLES: usize = 100;
-const TIMEOUT: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() {
@@ -73,7 +70,7 @@ async fn main() {
         .unwrap()
         .to_string();
 
-    let mut editor = Editor::start(&home, &repo).await;
+    let mut editor = Editor::start(command(&home, &repo, &["lsp"]), &repo, None).await;
     let open = repo.join(file_path(100));
     editor.open(&open).await;
     editor
@@ -186,10 +183,6 @@ async fn settle(editor: &mut Editor) {
     {}
 }
 
-fn file_uri(path: &Path) -> String {
-    format!("file://{}", path.display())
-}
-
 fn command(home: &Path, repo: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tandem"));
     cmd.args(args)
@@ -228,142 +221,5 @@ impl Agent {
             .unwrap();
         assert!(r.is_error != Some(true), "{tool}: {r:?}");
         r.structured_content.unwrap_or(Value::Null)
-    }
-}
-
-/// A minimal LSP client: Content-Length framing, answers the server's requests with null,
-/// hands every message to `rx`.
-struct Editor {
-    stdin: Arc<Mutex<ChildStdin>>,
-    rx: mpsc::UnboundedReceiver<Value>,
-    child: tokio::process::Child,
-    next_id: i64,
-}
-
-async fn write(stdin: &Mutex<ChildStdin>, msg: &Value) {
-    let body = serde_json::to_vec(msg).unwrap();
-    let mut w = stdin.lock().await;
-    w.write_all(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes())
-        .await
-        .unwrap();
-    w.write_all(&body).await.unwrap();
-    w.flush().await.unwrap();
-}
-
-impl Editor {
-    async fn start(home: &Path, repo: &Path) -> Editor {
-        let mut child = command(home, repo, &["lsp"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = Arc::new(Mutex::new(child.stdin.take().unwrap()));
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let replies = stdin.clone();
-        tokio::spawn(async move {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let line = line.trim();
-                    if line.is_empty() {
-                        break;
-                    }
-                    if let Some(v) = line.strip_prefix("Content-Length:") {
-                        len = v.trim().parse().unwrap();
-                    }
-                }
-                let mut body = vec![0; len];
-                if r.read_exact(&mut body).await.is_err() {
-                    return;
-                }
-                let msg: Value = serde_json::from_slice(&body).unwrap();
-                if msg.get("id").is_some() && msg.get("method").is_some() {
-                    let reply = json!({"jsonrpc": "2.0", "id": msg["id"], "result": null});
-                    write(&replies, &reply).await;
-                }
-                if tx.send(msg).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut editor = Editor {
-            stdin,
-            rx,
-            child,
-            next_id: 0,
-        };
-        let root = file_uri(repo);
-        editor
-            .request(
-                "initialize",
-                json!({
-                    "processId": null,
-                    "rootUri": root,
-                    "workspaceFolders": [{"uri": root, "name": "repo"}],
-                    "capabilities": {
-                        "general": {"positionEncodings": ["utf-8", "utf-16"]},
-                        "window": {"workDoneProgress": true},
-                        "workspace": {"codeLens": {"refreshSupport": true}},
-                    },
-                }),
-            )
-            .await;
-        editor.notify("initialized", json!({})).await;
-        editor
-    }
-
-    async fn notify(&mut self, method: &str, params: Value) {
-        write(
-            &self.stdin,
-            &json!({"jsonrpc": "2.0", "method": method, "params": params}),
-        )
-        .await;
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        write(
-            &self.stdin,
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        )
-        .await;
-        self.until(|m| m["id"] == id && m.get("method").is_none())
-            .await
-    }
-
-    async fn open(&mut self, path: &Path) {
-        let text = std::fs::read_to_string(path).unwrap();
-        self.notify(
-            "textDocument/didOpen",
-            json!({"textDocument": {"uri": file_uri(path), "languageId": "text", "version": 1, "text": text}}),
-        )
-        .await;
-    }
-
-    /// Waits for the first message matching `want`, dropping others.
-    async fn until(&mut self, want: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
-                Ok(Some(m)) if want(&m) => return m,
-                Ok(Some(_)) => {}
-                Ok(None) => panic!("the LSP server closed the connection"),
-                Err(_) => panic!("no expected message within {TIMEOUT:?}"),
-            }
-        }
-    }
-
-    async fn stop(mut self) {
-        self.request("shutdown", Value::Null).await;
-        self.notify("exit", Value::Null).await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
     }
 }

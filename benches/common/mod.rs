@@ -1,9 +1,11 @@
-//! What the benchmarks share: percentiles, formatting, a generated file tree.
+//! What the benchmarks share: percentiles, formatting, a generated file tree, an LSP client.
 
 #![allow(dead_code)]
 
 use std::path::Path;
 use std::time::Duration;
+
+pub mod lsp;
 
 #[derive(Clone, Copy, Default)]
 pub struct Stats {
