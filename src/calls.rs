@@ -593,7 +593,11 @@ pub const HUB_INJECT: Method<InjectParams, crate::hub::inject::Injection> =
         let w = hub_workspace(core, workspace)?;
         settle(&w, None);
         let own = core.hub.own_prompts(&core.memory)?;
-        Ok(block_on(w.injection(own, p.thread_system.as_deref())))
+        Ok(block_on(w.injection(
+            own,
+            p.thread_system.as_deref(),
+            p.model.as_deref(),
+        )))
     });
 
 /// What `tandem trust` shows and does.

@@ -316,6 +316,10 @@ pub struct InjectParams {
     /// The chat thread's own system prompt, merged as spec 000 shows.
     #[serde(default)]
     pub thread_system: Option<String>,
+    /// The model the messages are for: prompts limited to models (`models` in the settings)
+    /// apply only when it matches.
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// `hub/trust`: the workspace's `.mcp.json` as it is now.

@@ -257,6 +257,9 @@ pub struct InjectArgs {
     /// The chat thread's own system prompt, merged into the system message.
     #[arg(long)]
     thread_system: Option<String>,
+    /// The model the messages are for (prompts limited to models apply only when it matches).
+    #[arg(long)]
+    model: Option<String>,
     /// Print the messages and token counts as JSON instead of a preview.
     #[arg(long)]
     json: bool,
@@ -269,6 +272,7 @@ pub fn inject(config: &Config, args: InjectArgs) -> anyhow::Result<()> {
         &calls::HUB_INJECT,
         &InjectParams {
             thread_system: args.thread_system,
+            model: args.model,
         },
     )?;
     if args.json {

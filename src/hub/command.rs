@@ -123,6 +123,8 @@ pub enum Syntax {
     InvalidJson { argument: String, detail: String },
     #[error("unclosed '{bracket}' in the value of '{argument}'; quote it to pass it as text")]
     UnclosedBracket { argument: String, bracket: char },
+    #[error("--args takes one JSON object of arguments ({detail})")]
+    ArgsNotAnObject { detail: String },
 }
 
 /// Which name an invalid character is in.
@@ -204,9 +206,20 @@ impl CommandError {
     }
 }
 
-/// Parses a complete command line.
+/// Parses a complete command line: `name=value` words, or all the arguments as one JSON
+/// object after `--args` (`/server:prompt --args '{"name": "x", "depth": 2}'`).
 pub fn parse(line: &str) -> Result<PromptCommand, CommandError> {
     let head = split_head(line)?;
+    let rest = &line[head.end..];
+    let trimmed = rest.trim_start();
+    if let Some(after) = trimmed.strip_prefix("--args") {
+        let value_at = line.len() - after.len();
+        return Ok(PromptCommand {
+            server: head.server.to_owned(),
+            prompt: head.prompt.to_owned(),
+            arguments: json_arguments(line, value_at)?,
+        });
+    }
     let words = lex_arguments(line, head.end, Mode::Strict)?;
     let mut arguments = BTreeMap::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -229,6 +242,39 @@ pub fn parse(line: &str) -> Result<PromptCommand, CommandError> {
         prompt: head.prompt.to_owned(),
         arguments,
     })
+}
+
+/// The arguments of `--args VALUE` (VALUE at byte `at`, after an optional `=`): one JSON
+/// object, quoted as a shell would or bare; strings pass as they are, other values as their
+/// JSON text.
+fn json_arguments(line: &str, at: usize) -> Result<BTreeMap<String, String>, CommandError> {
+    let after = &line[at..];
+    let after = after.strip_prefix('=').unwrap_or(after);
+    let start = line.len() - after.trim_start().len();
+    // The value lexes as the value of an argument would (quotes, escapes, bare JSON).
+    const HEAD: &str = "/s:p args=";
+    let synthetic = format!("{HEAD}{}", &line[start..]);
+    let shift = |e: CommandError| match e {
+        CommandError::Invalid { column, problem } => CommandError::Invalid {
+            column: column + column_at(line, start) - HEAD.len() - 1,
+            problem,
+        },
+        other => other,
+    };
+    let words = lex_arguments(&synthetic, 4, Mode::Strict).map_err(shift)?;
+    let not_object = |detail: String| invalid(line, start, Syntax::ArgsNotAnObject { detail });
+    let [word] = words.as_slice() else {
+        return Err(not_object("give exactly one value".into()));
+    };
+    let object: serde_json::Map<String, Value> =
+        serde_json::from_str(&word.value).map_err(|e| not_object(e.to_string()))?;
+    Ok(object
+        .into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => (k, s),
+            other => (k, other.to_string()),
+        })
+        .collect())
 }
 
 /// Checks a parsed command's arguments against what its prompt declares: unknown names
@@ -1238,5 +1284,31 @@ mod tests {
         assert_eq!(site_at(line, u + 1), None);
         assert_eq!(site_at(line, line.len() + 1), None);
         assert!(site_at(line, line.len()).is_some());
+    }
+}
+
+#[cfg(test)]
+mod args_tests {
+    use super::*;
+
+    #[test]
+    fn all_arguments_as_one_json_object_after_args() {
+        let cmd =
+            parse(r#"/notes:sum --args '{"topic": "two words", "depth": 2, "opts": {"a": [1]}}'"#)
+                .unwrap();
+        assert_eq!(cmd.arguments["topic"], "two words");
+        assert_eq!(cmd.arguments["depth"], "2");
+        assert_eq!(cmd.arguments["opts"], r#"{"a":[1]}"#);
+        let bare = parse(r#"/notes:sum --args={"topic": "x"}"#).unwrap();
+        assert_eq!(bare.arguments["topic"], "x");
+        let e = parse("/notes:sum --args '[1, 2]'").unwrap_err();
+        assert_eq!(e.code(), "INVALID_COMMAND");
+        assert!(
+            e.to_string().contains("--args takes one JSON object"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("column 19"), "{e}");
+        let e = parse("/notes:sum --args '{\"a\": 1' extra=1").unwrap_err();
+        assert_eq!(e.code(), "INVALID_COMMAND", "{e}");
     }
 }

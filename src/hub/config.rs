@@ -134,6 +134,10 @@ pub struct ServerRules {
     /// everywhere.
     #[serde(default)]
     pub workspaces: Vec<String>,
+    /// Models (globs, case-insensitive, e.g. `claude-*`) the injection is for; empty: any.
+    /// A request that names no model gets none of the prompts limited to models.
+    #[serde(default)]
+    pub models: Vec<String>,
     /// By prompt name.
     #[serde(default)]
     pub prompts: BTreeMap<String, PromptRules>,
@@ -148,6 +152,8 @@ pub struct PromptRules {
     pub priority: Option<i64>,
     #[serde(default)]
     pub workspaces: Vec<String>,
+    #[serde(default)]
+    pub models: Vec<String>,
     /// The prompt's arguments, given to `prompts/get`.
     #[serde(default)]
     pub arguments: BTreeMap<String, String>,
@@ -282,6 +288,9 @@ fn merge_conventional(into: &mut Conventional, from: Conventional) {
         }
         if !rules.workspaces.is_empty() {
             slot.workspaces = rules.workspaces;
+        }
+        if !rules.models.is_empty() {
+            slot.models = rules.models;
         }
         slot.prompts.extend(rules.prompts);
     }

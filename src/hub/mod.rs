@@ -568,6 +568,7 @@ impl Workspace {
         &self,
         own: Vec<inject::Fetched>,
         thread_system: Option<&str>,
+        model: Option<&str>,
     ) -> inject::Injection {
         let settings = self.config().conventional;
         if settings.enabled == Some(false) {
@@ -579,6 +580,7 @@ impl Workspace {
             .filter_map(|f| apply_rules(f, &settings, &self.root))
             .collect();
         fetched.extend(downstream.iter().cloned());
+        fetched.retain(|f| model_allows(f, &settings, model));
         let mut injection = inject::build(&fetched, thread_system);
         warnings.append(&mut injection.warnings);
         injection.warnings = warnings;
@@ -754,6 +756,29 @@ fn apply_rules(
         .or(server.and_then(|s| s.priority))
         .unwrap_or(0);
     Some(f)
+}
+
+/// Whether the settings limit a prompt to models, and if so whether `model` is one of them.
+fn model_allows(f: &inject::Fetched, settings: &config::Conventional, model: Option<&str>) -> bool {
+    let server = settings.servers.get(&f.server);
+    let prompt = server.and_then(|s| s.prompts.get(&f.prompt));
+    let globs = match prompt.filter(|p| !p.models.is_empty()) {
+        Some(p) => &p.models,
+        None => match server {
+            Some(s) => &s.models,
+            None => return true,
+        },
+    };
+    if globs.is_empty() {
+        return true;
+    }
+    let Some(model) = model else { return false };
+    globs.iter().any(|g| {
+        globset::GlobBuilder::new(g)
+            .case_insensitive(true)
+            .build()
+            .is_ok_and(|g| g.compile_matcher().is_match(model))
+    })
 }
 
 /// Whether a workspace root matches a setting's glob (`~` is the home dir; a path without

@@ -658,3 +658,50 @@ fn streamable_http_servers_work_like_stdio_ones() {
         "{run}"
     );
 }
+
+#[test]
+fn conventional_prompts_can_be_limited_to_models() {
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {"obs": fixture_entry(&["--name", "obs", "--conventional"])}}),
+    );
+    ok(&home, &ws, &["trust", "--yes"]);
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(
+        home.tandem_home().join("config.json"),
+        json!({"conventionalPrompts": {"servers": {
+            "obs": {"models": ["claude-*"], "prompts": {"assistant_prompt": {"models": ["gpt-*"]}}},
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let from_obs = |inj: &Value| -> Vec<String> {
+        inj["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["server"] == "obs")
+            .map(|s| s["prompt"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let none = ok(&home, &ws, &["inject", "--json"]);
+    assert!(
+        from_obs(&none).is_empty(),
+        "no model named: {:?}",
+        from_obs(&none)
+    );
+    let claude = ok(
+        &home,
+        &ws,
+        &["inject", "--model", "Claude-Sonnet", "--json"],
+    );
+    let names = from_obs(&claude);
+    assert!(
+        names.contains(&"system_prompt".to_string())
+            && !names.contains(&"assistant_prompt".to_string()),
+        "{names:?}"
+    );
+    let gpt = ok(&home, &ws, &["inject", "--model", "gpt-5", "--json"]);
+    assert_eq!(from_obs(&gpt), ["assistant_prompt"]);
+}
