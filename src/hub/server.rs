@@ -130,6 +130,9 @@ pub struct ServerState {
     pub tools: usize,
     pub last_error: Option<String>,
     pub server_info: Option<String>,
+    pub description: Option<String>,
+    pub category: Option<String>,
+    pub core: bool,
 }
 
 /// Receives the server's notifications.
@@ -221,6 +224,9 @@ impl Downstream {
                 .server_info
                 .as_ref()
                 .map(|i| format!("{} {}", i.name, i.version)),
+            description: self.config.description.clone(),
+            category: self.config.category.clone(),
+            core: self.config.core,
         }
     }
 
