@@ -14,6 +14,7 @@ local M = {}
 ---@field prompt_filetypes string[] Filetypes where `/server:prompt` completes (`"*"`: all).
 ---@field prompt_insert "buffer"|"insert" Where a prompt's messages go from a prompt buffer.
 ---@field prompt_completion boolean Complete prompt commands as you type in prompt buffers.
+---@field prompt_ask "required"|"all"|"never" Which missing arguments of a prompt command are asked for before it runs.
 
 ---@class tandem.Option
 ---@field default any
@@ -104,6 +105,16 @@ M.schema = {
     types = { "boolean" },
     desc = "complete prompt commands as you type in prompt buffers (vim.lsp.completion, autotrigger); "
       .. "false leaves it to your completion plugin",
+  },
+  prompt_ask = {
+    default = "required",
+    types = { "string" },
+    desc = "which arguments a prompt command lacks are asked for with vim.ui.input before it runs: "
+      .. "'required', 'all' (optional ones too; an empty answer leaves one out) or 'never' "
+      .. "(the server answers MISSING_ARGUMENT)",
+    check = function(v)
+      return v == "required" or v == "all" or v == "never", "must be 'required', 'all' or 'never'"
+    end,
   },
 }
 

@@ -313,7 +313,9 @@ end
 --- `:Tandem prompt`: runs `/server:prompt name=value ...` and shows its messages in
 --- `tandem://prompt/<server>:<prompt>`, or inserts their text (see |tandem-opt-prompt_insert|).
 --- `opts.insert` (true/false) overrides the option; `opts.show = false` only calls
---- `opts.on_result(err, PromptRun, buf)`.
+--- `opts.on_result(err, PromptRun, buf)`. Missing arguments are asked for first (see
+--- |tandem-opt-prompt_ask|; `opts.ask = false` asks none, `opts.ask_optional = true` the
+--- optional ones too); a cancelled question runs nothing (`err` "cancelled").
 ---@param line string
 ---@param opts? tandem.PromptOpts
 function M.prompt(line, opts)

@@ -2,6 +2,9 @@
 --- server's prompt run as `/server:prompt name=value ...`, from `:Tandem prompt` or from the
 --- "Run /server:prompt" code action. Its messages open in a `tandem://prompt/<server>:<prompt>`
 --- buffer, or, with `prompt_insert = "insert"` in a prompt buffer, their text is inserted.
+--- Arguments the line lacks are asked for first, one vim.ui.input after the other
+--- (`prompt_ask`: the required ones by default), from the prompt's entry in the cached list
+--- (fetched first when the list does not hold it); the answers are appended, quoted as needed.
 ---
 --- Completion on the command line: prompt names and argument names come from the last
 --- `tandem.prompts.list` (kept per client, refreshed asynchronously on `:Tandem prompt`, when
@@ -262,7 +265,9 @@ end
 ---@field show? boolean false: neither insert nor open anything (with `on_result`).
 ---@field bufnr? integer The buffer the request is about (picks the client).
 ---@field client_id? integer
----@field on_result? fun(err: string?, run: table?, buf: integer?) After the messages are shown (`buf`: their buffer, or the one they were inserted in).
+---@field ask? boolean false: ask for no missing argument (the server answers MISSING_ARGUMENT); nil: as `prompt_ask` says.
+---@field ask_optional? boolean true: ask for the missing optional arguments too; false: never for them; nil: as `prompt_ask` says.
+---@field on_result? fun(err: string?, run: table?, buf: integer?) After the messages are shown (`buf`: their buffer, or the one they were inserted in); `err` "cancelled" when a question was.
 
 --- Whether a run from the current buffer should insert its text there.
 ---@param opts tandem.PromptOpts
@@ -285,14 +290,255 @@ function M.normalize(line)
   return line
 end
 
+-- Asking for missing arguments ------------------------------------------------------------
+
+--- The end of the value that starts at byte `i` of `line` (the index just after it), by the
+--- server's grammar (src/hub/command.rs): a bracketed JSON value up to its matching bracket,
+--- else parts (`"..."` with backslash escapes, `'...'`, `\c`, any other character) up to
+--- unquoted whitespace. nil when a quote is not closed or the line ends on a backslash.
+---@param line string
+---@param i integer
+---@return integer?
+local function value_end(line, i)
+  local n = #line
+  local first = line:sub(i, i)
+  if first == "{" or first == "[" then
+    local depth, j, in_string = 0, i, false
+    while j <= n do
+      local c = line:sub(j, j)
+      if in_string then
+        if c == "\\" then
+          j = j + 1
+        elseif c == '"' then
+          in_string = false
+        end
+      elseif c == '"' then
+        in_string = true
+      elseif c == "{" or c == "[" then
+        depth = depth + 1
+      elseif c == "}" or c == "]" then
+        depth = depth - 1
+        if depth == 0 then
+          break
+        end
+      end
+      j = j + 1
+    end
+    if j <= n and (j == n or line:sub(j + 1, j + 1):match("%s")) then
+      return j + 1
+    end
+    -- Not JSON ending the word: ordinary parts (the server reads it so, or refuses it).
+  end
+  while i <= n do
+    local c = line:sub(i, i)
+    if c:match("%s") then
+      break
+    elseif c == '"' then
+      local j = i + 1
+      while j <= n and line:sub(j, j) ~= '"' do
+        j = j + (line:sub(j, j) == "\\" and 2 or 1)
+      end
+      if j > n then
+        return nil
+      end
+      i = j + 1
+    elseif c == "'" then
+      local j = line:find("'", i + 1, true)
+      if not j then
+        return nil
+      end
+      i = j + 1
+    elseif c == "\\" then
+      if i == n then
+        return nil
+      end
+      i = i + 2
+    else
+      i = i + 1
+    end
+  end
+  return i
+end
+
+--- A prompt command line split as the server would: its `/server:prompt` word and the names
+--- of the arguments it gives. nil when the line is not a well-formed command (the server
+--- then says what is wrong).
+---@param line string
+---@return { command: string, arguments: table<string, true> }?
+function M.parse(line)
+  line = M.normalize(line)
+  local command, i = line:match("^(/[^%s:]+:%S+)()")
+  if not command then
+    return nil
+  end
+  local names = {}
+  while true do
+    local s = line:find("%S", i)
+    if not s then
+      break
+    end
+    local name, value = line:match("^([^%s=]+)=()", s)
+    if s == i or not name or names[name] then
+      return nil
+    end
+    names[name] = true
+    i = value_end(line, value)
+    if not i then
+      return nil
+    end
+  end
+  return { command = command, arguments = names }
+end
+
+--- What a double-quoted value escapes.
+local ESCAPES = { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
+
+--- `value` as the server reads it back in a command line: as is when it is plain text; else
+--- double-quoted with `\` and `"` escaped (and newlines, tabs, carriage returns as `\n`,
+--- `\t`, `\r`). Plain: not empty, no whitespace, quote or backslash, not starting with a
+--- bracket (which would be read as JSON).
+---@param value string
+---@return string
+function M.quote(value)
+  if value ~= "" and not value:find("[%s\"'\\]") and not value:find("^[%[{]") then
+    return value
+  end
+  local escaped = value:gsub('[\\"\n\t\r]', ESCAPES)
+  return '"' .. escaped .. '"'
+end
+
+--- The question for an argument: `name (description): `, `, optional` added to an optional one.
+---@param arg table `{name, description, required}`
+---@return string
+function M.question(arg)
+  local desc = type(arg.description) == "string" and vim.trim((arg.description:gsub("\n.*", ""))) or ""
+  if not arg.required then
+    desc = desc ~= "" and (desc .. ", optional") or "optional"
+  end
+  return desc ~= "" and ("%s (%s): "):format(arg.name, desc) or ("%s: "):format(arg.name)
+end
+
+--- What to ask for this run: "required", "all" or "never" (|tandem-opt-prompt_ask|, which
+--- `opts.ask` and `opts.ask_optional` override).
+---@param opts tandem.PromptOpts
+---@return "required"|"all"|"never"
+local function ask_mode(opts)
+  if opts.ask == false then
+    return "never"
+  elseif opts.ask_optional == true then
+    return "all"
+  end
+  local mode = state.config and state.config.prompt_ask or "required"
+  if opts.ask_optional == false and mode == "all" then
+    return "required"
+  end
+  return mode
+end
+
+--- The arguments of `info` the line does not give, in the prompt's order: the required
+--- ones, or all with `all`.
+---@param info table PromptInfo
+---@param given table<string, true>
+---@param all boolean
+---@return table[]
+function M.missing(info, given, all)
+  local out = {}
+  for _, a in ipairs(type(info.arguments) == "table" and info.arguments or {}) do
+    if type(a) == "table" and type(a.name) == "string" and not given[a.name] and (a.required or all) then
+      out[#out + 1] = a
+    end
+  end
+  return out
+end
+
+--- Asks for each argument in turn with vim.ui.input (the next question once the previous is
+--- answered, never waiting). `cb(words)`: the `name=value` words to append (an optional
+--- argument left empty is left out), or nil when a question was cancelled.
+---@param args table[]
+---@param cb fun(words: string[]?)
+function M.ask(args, cb)
+  local words = {}
+  local function step(i)
+    local arg = args[i]
+    if not arg then
+      return cb(words)
+    end
+    vim.ui.input({ prompt = M.question(arg) }, function(value)
+      if value == nil then
+        return vim.schedule(function()
+          cb(nil)
+        end)
+      end
+      if value ~= "" or arg.required then
+        words[#words + 1] = arg.name .. "=" .. M.quote(value)
+      end
+      -- The next question once this one's window (if any) is gone.
+      vim.schedule(function()
+        step(i + 1)
+      end)
+    end)
+  end
+  step(1)
+end
+
+---@param prompts table[]?
+---@param command string
+---@return table?
+local function find(prompts, command)
+  for _, p in ipairs(type(prompts) == "table" and prompts or {}) do
+    if type(p) == "table" and p.command == command then
+      return p
+    end
+  end
+end
+
+--- Completes `line` with the arguments it lacks, asked for (see ask_mode), then
+--- `cb(line, client_id)`; `cb(nil)` when the user cancelled. The prompt's arguments come from
+--- the cached list, fetched first when it does not hold the prompt; a line that is not a
+--- command, or a prompt the server does not list, goes on as it is (the server says why).
+---@param line string
+---@param opts tandem.PromptOpts
+---@param cb fun(line: string?, client_id: integer?)
+local function complete_arguments(line, opts, cb)
+  local mode = ask_mode(opts)
+  local parsed = mode ~= "never" and M.parse(line) or nil
+  local function decide(info, client_id)
+    local args = info and M.missing(info, parsed.arguments, mode == "all") or {}
+    if #args == 0 then
+      return cb(line, client_id)
+    end
+    M.ask(args, function(words)
+      if not words then
+        return cb(nil)
+      end
+      cb(#words > 0 and (line .. " " .. table.concat(words, " ")) or line, client_id)
+    end)
+  end
+  local client = opts.client_id and vim.lsp.get_client_by_id(opts.client_id) or lsp.resolve_client(opts.bufnr)
+  local info = parsed and client and find(state.prompts[client.id], parsed.command)
+  if not parsed or info then
+    -- Whatever happens, the next <Tab> sees the current list.
+    M.refresh({ client_id = opts.client_id, bufnr = opts.bufnr })
+    return decide(info, info and client.id or opts.client_id)
+  end
+  -- Not in the cache (cold, or a server that just started): the list first.
+  M.list(function(err, prompts, c)
+    local id = c and c.id or opts.client_id
+    decide(not err and find(prompts, parsed.command) or nil, id)
+  end, { bufnr = opts.bufnr, client_id = opts.client_id })
+end
+
 --- Runs `/server:prompt name=value ...` (`tandem.prompt.run`) and shows the messages, or
---- inserts their text (see |tandem-opt-prompt_insert|). Errors are notified with their code.
+--- inserts their text (see |tandem-opt-prompt_insert|). Required arguments the line lacks
+--- are asked for first with vim.ui.input (see |tandem-opt-prompt_ask|); a cancelled question
+--- runs nothing. Errors are notified with their code.
 ---@param line string
 ---@param opts? tandem.PromptOpts
 function M.run(line, opts)
   opts = opts or {}
   line = M.normalize(line)
   local origin = api.nvim_get_current_buf()
+  -- Where to insert is decided now: the questions may move the cursor, or open windows.
   local target ---@type tandem.InsertTarget?
   if opts.show ~= false and wants_insert(opts) then
     if opts.below and api.nvim_buf_is_loaded(opts.below.buf) and vim.bo[opts.below.buf].modifiable then
@@ -303,29 +549,40 @@ function M.run(line, opts)
       target = cursor_target(origin)
     end
   end
-  -- Whatever happens, the next <Tab> sees the current list.
-  M.refresh({ client_id = opts.client_id, bufnr = opts.bufnr })
-  lsp.execute("tandem.prompt.run", { line }, function(err, run, client)
-    local buf
-    if not err and type(run) ~= "table" then
-      err = "the server's answer has no messages"
+  local function drop_target()
+    if target then
+      pcall(api.nvim_buf_del_extmark, target.buf, ns, target.mark)
     end
-    if err then
-      if target then
-        pcall(api.nvim_buf_del_extmark, target.buf, ns, target.mark)
+  end
+  complete_arguments(line, opts, function(full, client_id)
+    if not full then
+      drop_target()
+      vim.notify(("tandem: %s: cancelled"):format(line:match("^%S+") or line), vim.log.levels.INFO)
+      if opts.on_result then
+        opts.on_result("cancelled", nil, nil)
       end
-      vim.notify(("tandem: %s: %s"):format(line:match("^%S+") or line, err), vim.log.levels.ERROR)
-    elseif opts.show == false then
-      buf = nil
-    elseif target and M.insert(run, target) then
-      buf = target.buf
-    else
-      buf = M.show(run, line, client and client.id)
+      return
     end
-    if opts.on_result then
-      opts.on_result(err, run, buf)
-    end
-  end, { bufnr = opts.bufnr, client_id = opts.client_id })
+    lsp.execute("tandem.prompt.run", { full }, function(err, run, client)
+      local buf
+      if not err and type(run) ~= "table" then
+        err = "the server's answer has no messages"
+      end
+      if err then
+        drop_target()
+        vim.notify(("tandem: %s: %s"):format(full:match("^%S+") or full, err), vim.log.levels.ERROR)
+      elseif opts.show == false then
+        buf = nil
+      elseif target and M.insert(run, target) then
+        buf = target.buf
+      else
+        buf = M.show(run, full, client and client.id)
+      end
+      if opts.on_result then
+        opts.on_result(err, run, buf)
+      end
+    end, { bufnr = opts.bufnr, client_id = client_id or opts.client_id })
+  end)
 end
 
 --- `:Tandem prompt` without a command: picks one of the prompts with vim.ui.select; one

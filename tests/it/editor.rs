@@ -788,8 +788,24 @@ async fn prompt_commands_complete_and_run_in_neovim() {
         "{text}"
     );
     assert_eq!(nvim.lua("return vim.bo.filetype").await, "markdown");
-    // A missing argument is an error naming its code.
+    // A missing required argument is asked for; cancelling the question runs nothing.
+    nvim.lua("vim.ui.input = function(opts, on_confirm) table.insert(_G.asked, 'input|' .. opts.prompt); on_confirm(nil) end")
+        .await;
     nvim.lua("vim.cmd('Tandem prompt /everything:args-prompt state=Texas')")
+        .await;
+    nvim.wait("the cancelled question", 10, "return _G.notes", |v| {
+        v.to_string()
+            .contains("tandem: /everything:args-prompt: cancelled")
+    })
+    .await;
+    assert!(
+        nvim.lua("return _G.asked")
+            .await
+            .to_string()
+            .contains("input|city (Name of the city): "),
+    );
+    // With `ask = false`, the server's error, naming its code.
+    nvim.lua("require('tandem').prompt('/everything:args-prompt state=Texas', { ask = false })")
         .await;
     nvim.wait("the missing argument", 10, "return _G.notes", |v| {
         v.to_string().contains("MISSING_ARGUMENT")
@@ -834,6 +850,117 @@ async fn prompt_commands_complete_and_run_in_neovim() {
         lines[2].as_str().unwrap().contains("simple prompt"),
         "{lines}"
     );
+
+    nvim.quit().await;
+}
+
+/// `vim.ui.input` answers from `_G.answers` in turn (`false`: cancelled) and records each
+/// question in `_G.inputs`.
+const RECORD_INPUT: &str = r#"
+    _G.inputs = {}
+    _G.answers = {}
+    vim.ui.input = function(opts, on_confirm)
+        table.insert(_G.inputs, opts.prompt)
+        local answer = table.remove(_G.answers, 1)
+        on_confirm(answer ~= false and answer or nil)
+    end
+"#;
+
+#[tokio::test]
+async fn prompt_arguments_are_asked_in_neovim() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = hub_repo(
+        &home,
+        json!({ "everything": {"command": everything_bin(), "args": ["stdio"]} }),
+    );
+    trust(&home, &repo);
+    let nvim = editor_with(
+        &home,
+        &repo,
+        "notes.md",
+        &format!("{RECORD_UI}\n{RECORD_INPUT}"),
+    )
+    .await;
+    nvim.wait(
+        "the cached prompt list",
+        10,
+        "return require('tandem').prompt_commands()",
+        |v| v.to_string().contains("/everything:args-prompt"),
+    )
+    .await;
+
+    // The required city is asked for (once: the optional state is not), then the prompt runs.
+    nvim.lua("_G.answers = { 'Lyon' }; vim.cmd('Tandem prompt /everything:args-prompt')")
+        .await;
+    let text = buffer_with(&nvim, "tandem://prompt/everything:args-prompt", "Lyon").await;
+    assert!(text.contains("What's weather in Lyon?"), "{text}");
+    assert_eq!(
+        nvim.lua("return _G.inputs").await,
+        json!(["city (Name of the city): "])
+    );
+    assert_eq!(
+        nvim.lua("return vim.b.tandem_prompt_line").await,
+        "/everything:args-prompt city=Lyon"
+    );
+
+    // A cold cache: the list is fetched first. Optional arguments too with ask_optional, and
+    // answers with spaces, quotes and backslashes reach the server as typed.
+    nvim.lua(
+        r#"for k in pairs(require('tandem.state').prompts) do require('tandem.state').prompts[k] = nil end
+           _G.inputs = {}
+           _G.answers = { 'Saint "Paul" \\ x', 'New York' }
+           require('tandem').prompt('everything:args-prompt', { ask_optional = true })"#,
+    )
+    .await;
+    let text = buffer_with(&nvim, "tandem://prompt/everything:args-prompt", "New York").await;
+    assert!(
+        text.contains(r#"What's weather in Saint "Paul" \ x, New York?"#),
+        "{text}"
+    );
+    assert_eq!(
+        nvim.lua("return _G.inputs").await,
+        json!(["city (Name of the city): ", "state (optional): "])
+    );
+    assert_eq!(
+        nvim.lua("return vim.b.tandem_prompt_line").await,
+        r#"/everything:args-prompt city="Saint \"Paul\" \\ x" state="New York""#
+    );
+
+    // An argument the line gives is not asked for; a cancelled question runs nothing.
+    nvim.lua(
+        r#"_G.inputs = {}; _G.answers = { false }
+           require('tandem').prompt('/everything:args-prompt state=Texas', { ask_optional = true, show = false,
+               on_result = function(err) _G.result = err end })"#,
+    )
+    .await;
+    nvim.wait("the cancelled run", 10, "return _G.result or false", |v| {
+        v == "cancelled"
+    })
+    .await;
+    assert_eq!(
+        nvim.lua("return _G.inputs").await,
+        json!(["city (Name of the city): "])
+    );
+    assert!(
+        nvim.lua("return _G.notes")
+            .await
+            .to_string()
+            .contains("tandem: /everything:args-prompt: cancelled")
+    );
+
+    // prompt_ask = "never": the line runs as typed, and the server names what is missing.
+    nvim.lua(&format!(
+        "_G.inputs = {{}}; require('tandem').setup({{ cmd = {{ '{}' }}, prompt_ask = 'never' }})
+         vim.cmd('Tandem prompt /everything:args-prompt')",
+        crate::util::tandem_bin()
+    ))
+    .await;
+    nvim.wait("the missing argument", 10, "return _G.notes", |v| {
+        v.to_string().contains("MISSING_ARGUMENT")
+    })
+    .await;
+    assert_eq!(nvim.lua("return _G.inputs").await, json!([]));
 
     nvim.quit().await;
 }
