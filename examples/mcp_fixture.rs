@@ -24,6 +24,10 @@
 //!   `style` completes from `formal|casual|pirate` by prefix; `name` from a list that
 //!   depends on `context.arguments.style`. Completions are advertised only with this flag
 //!   (otherwise `completion/complete` is method-not-found); other arguments complete to `[]`.
+//! - `--context-prompt`: `user_prompt` (a conventional prompt) taking `focus` (required) and
+//!   `depth` (optional), whose text counts the fetches:
+//!   `Context #K from NAME: focus=F, depth=D` (K = 1, 2, ... per `prompts/get`; `depth=-`
+//!   when absent). Not with `--conventional`, which has its own `user_prompt`.
 //! - `--media`: `media`, one image (a 1×1 PNG) and one embedded text resource.
 //! - `--print-env VAR`: `env`, whose text is the value of VAR (an error when VAR is unset).
 //! - `--print-cwd`: `cwd`, whose text is the current directory.
@@ -99,6 +103,10 @@ struct Args {
     /// A prompt `greet` (name required, style optional) with argument completion.
     #[arg(long)]
     prompt_args: bool,
+    /// A conventional `user_prompt` with arguments (focus required, depth optional) whose
+    /// text counts the fetches.
+    #[arg(long, conflicts_with = "conventional")]
+    context_prompt: bool,
     /// A prompt `media` returning an image and an embedded resource.
     #[arg(long)]
     media: bool,
@@ -208,6 +216,8 @@ struct Fixture {
     /// Completions are advertised (`--prompt-args`).
     completions: bool,
     page_size: usize,
+    /// `prompts/get` of the context prompt so far (`--context-prompt`).
+    fetches: Arc<std::sync::atomic::AtomicUsize>,
     state: Arc<Mutex<State>>,
     listeners: Arc<Mutex<Listeners>>,
 }
@@ -255,6 +265,7 @@ enum Body {
     Text(Role, String),
     Generated,
     Greet,
+    Context,
     Media,
     Crash,
     Hang,
@@ -366,6 +377,23 @@ fn base_prompts(args: &Args) -> Vec<PromptDef> {
                 ]),
             ),
             body: Body::Greet,
+        });
+    }
+    if args.context_prompt {
+        out.push(PromptDef {
+            prompt: Prompt::new(
+                "user_prompt",
+                Some("Context for a focus"),
+                Some(vec![
+                    PromptArgument::new("focus")
+                        .with_description("What to focus on")
+                        .with_required(true),
+                    PromptArgument::new("depth")
+                        .with_description("Level of detail (1-3)")
+                        .with_required(false),
+                ]),
+            ),
+            body: Body::Context,
         });
     }
     let print_env = args.print_env.clone();
@@ -505,6 +533,7 @@ impl Fixture {
             name: args.name.as_str().into(),
             completions: args.prompt_args,
             page_size: args.page_size,
+            fetches: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             state: Arc::new(Mutex::new(State {
                 base: base_prompts(args),
                 generated: args.prompts,
@@ -595,6 +624,18 @@ impl Fixture {
                     Some("pirate") => format!("Ahoy, {who}! ({server})"),
                     _ => format!("Hi {who}! ({server})"),
                 };
+                vec![PromptMessage::new_text(Role::User, text)]
+            }
+            Body::Context => {
+                let k = self
+                    .fetches
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                    + 1;
+                let text = format!(
+                    "Context #{k} from {server}: focus={}, depth={}",
+                    arg("focus").unwrap_or_default(),
+                    arg("depth").unwrap_or_else(|| "-".into())
+                );
                 vec![PromptMessage::new_text(Role::User, text)]
             }
             Body::Media => vec![

@@ -174,7 +174,7 @@ pub fn methods() -> impl Iterator<Item = &'static str> {
     METHODS.iter().map(|m| m.name())
 }
 
-static METHODS: [&dyn Erased; 27] = [
+static METHODS: [&dyn Erased; 29] = [
     &MEMORY_ADD,
     &MEMORY_SEARCH,
     &MEMORY_SHOW,
@@ -201,6 +201,8 @@ static METHODS: [&dyn Erased; 27] = [
     &HUB_GET_PROMPT,
     &HUB_COMPLETE,
     &HUB_INJECT,
+    &HUB_CONVENTIONAL,
+    &HUB_CONVENTIONAL_SET,
     &HUB_TRUST,
 ];
 
@@ -592,12 +594,68 @@ pub const HUB_INJECT: Method<InjectParams, crate::hub::inject::Injection> =
     Method::new("hub/inject", |core, workspace, p| {
         let w = hub_workspace(core, workspace)?;
         settle(&w, None);
+        let request = crate::hub::InjectRequest {
+            thread_system: p.thread_system,
+            model: p.model,
+            thread: p.thread,
+            conversation: p.conversation,
+        };
+        request
+            .check()
+            .map_err(|(field, message)| CallError::invalid_argument(&field, message))?;
         let own = core.hub.own_prompts(&core.memory)?;
-        Ok(block_on(w.injection(
-            own,
-            p.thread_system.as_deref(),
-            p.model.as_deref(),
-        )))
+        Ok(block_on(w.injection(own, &request)))
+    });
+
+pub const HUB_CONVENTIONAL: Method<HubListParams, Vec<crate::hub::ConventionalPrompt>> =
+    Method::new("hub/conventional", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        settle(&w, p.wait_ms);
+        Ok(w.conventional_list())
+    });
+
+pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::ConventionalPrompt> =
+    Method::new("hub/conventional_set", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        let text = |v: Value| match v {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        let mut change = crate::hub::config::PromptSettingsChange {
+            enabled: p.enabled,
+            arguments: Default::default(),
+        };
+        let (server, prompt) = match (p.command, p.server, p.prompt) {
+            (Some(line), None, None) => {
+                let cmd = crate::hub::command::parse(&line)
+                    .map_err(|e| CallError::new(e.code(), e.to_string(), serde_json::json!({})))?;
+                change
+                    .arguments
+                    .extend(cmd.arguments.into_iter().map(|(k, v)| (k, Some(v))));
+                (cmd.server, cmd.prompt)
+            }
+            (None, Some(server), Some(prompt)) => (server, prompt),
+            _ => {
+                return Err(CallError::invalid_argument(
+                    "command",
+                    "give either 'command' (a /server:prompt line) or 'server' and 'prompt'",
+                ));
+            }
+        };
+        for (name, value) in p.arguments {
+            let value = (!value.is_null()).then(|| text(value));
+            change.arguments.insert(name, value);
+        }
+        for name in p.unset {
+            change.arguments.insert(name, None);
+        }
+        if change.enabled.is_none() && change.arguments.is_empty() {
+            return Err(CallError::invalid_argument(
+                "arguments",
+                "nothing to change: give arguments to set or unset, or enabled",
+            ));
+        }
+        block_on(w.configure_conventional(&server, &prompt, &change)).map_err(hub_error)
     });
 
 /// What `tandem trust` shows and does.

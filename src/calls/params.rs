@@ -320,6 +320,38 @@ pub struct InjectParams {
     /// apply only when it matches.
     #[serde(default)]
     pub model: Option<String>,
+    /// The chat thread's id or name: prompts limited to threads (`threads` in the settings)
+    /// apply only when it matches.
+    #[serde(default)]
+    pub thread: Option<String>,
+    /// The conversation so far (OpenAI chat messages): the answer's `with_conversation` is
+    /// the injected messages followed by it. A leading system message is the thread's
+    /// system prompt.
+    #[serde(default)]
+    pub conversation: Option<Vec<Value>>,
+}
+
+/// `hub/conventional_set`: one conventional prompt's settings, written to the user's config.
+/// The prompt is `command` (`/server:prompt name=value ...`, whose arguments are set) or
+/// `server` and `prompt`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConventionalSetParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Arguments to set (a string; other JSON values as their JSON text) or remove (null).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub arguments: serde_json::Map<String, Value>,
+    /// Arguments to remove.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
+    /// Turn the prompt on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// `hub/trust`: the workspace's `.mcp.json` as it is now.

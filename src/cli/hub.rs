@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use tandem::calls::{
     self,
-    params::{GetPromptParams, HubListParams, InjectParams, TrustParams},
+    params::{ConventionalSetParams, GetPromptParams, HubListParams, InjectParams, TrustParams},
 };
 use tandem::config::Config;
 
@@ -193,40 +193,49 @@ pub struct PromptArgs {
     json: bool,
 }
 
+/// A prompt command's server, prompt and arguments.
+type CommandParts = (String, String, serde_json::Map<String, Value>);
+
+/// A prompt command given as words: `/server:prompt` then `name=value` words (the shell did
+/// the quoting). `None` when there are no argument words: the first word is then a whole
+/// command line, for the hub's parser.
+fn split_command(command: &str, words: &[String]) -> anyhow::Result<Option<CommandParts>> {
+    if words.is_empty() {
+        return Ok(None);
+    }
+    let name = command.trim_start_matches('/');
+    let Some((server, prompt)) = name.split_once(':') else {
+        bail!("'{command}' is not a prompt command: use /server:prompt");
+    };
+    let mut arguments = serde_json::Map::new();
+    for a in words {
+        let Some((k, v)) = a.split_once('=') else {
+            bail!("'{a}' is not name=value");
+        };
+        if arguments
+            .insert(k.to_string(), Value::String(v.to_string()))
+            .is_some()
+        {
+            bail!("argument '{k}' is given twice");
+        }
+    }
+    Ok(Some((server.to_string(), prompt.to_string(), arguments)))
+}
+
 /// `tandem prompt /server:prompt name=value ...`: runs a downstream prompt and prints its
 /// messages.
 pub fn prompt(config: &Config, args: PromptArgs) -> anyhow::Result<()> {
-    let params = if args.arguments.is_empty() {
-        GetPromptParams {
+    let params = match split_command(&args.command, &args.arguments)? {
+        None => GetPromptParams {
             command: Some(args.command.clone()),
             ..GetPromptParams::default()
-        }
-    } else {
-        let name = args.command.trim_start_matches('/');
-        let Some((server, prompt)) = name.split_once(':') else {
-            bail!(
-                "'{}' is not a prompt command: use /server:prompt",
-                args.command
-            );
-        };
-        let mut arguments = serde_json::Map::new();
-        for a in &args.arguments {
-            let Some((k, v)) = a.split_once('=') else {
-                bail!("'{a}' is not name=value");
-            };
-            if arguments
-                .insert(k.to_string(), Value::String(v.to_string()))
-                .is_some()
-            {
-                bail!("argument '{k}' is given twice");
-            }
-        }
-        GetPromptParams {
+        },
+        Some((server, prompt, arguments)) => GetPromptParams {
             command: None,
-            server: Some(server.into()),
-            prompt: Some(prompt.into()),
+            server: Some(server),
+            prompt: Some(prompt),
             arguments,
-        }
+        },
     };
     let mut backend = Backend::open(config)?;
     let run = backend.call(&calls::HUB_GET_PROMPT, &params)?;
@@ -253,6 +262,47 @@ pub fn prompt(config: &Config, args: PromptArgs) -> anyhow::Result<()> {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct InjectCli {
+    #[command(subcommand)]
+    command: Option<InjectCommand>,
+    #[command(flatten)]
+    args: InjectArgs,
+}
+
+#[derive(clap::Subcommand)]
+pub enum InjectCommand {
+    /// Every conventional prompt of the workspace with its settings: on or off, priority,
+    /// limits, arguments and their values (missing required ones keep it out).
+    Prompts(ListArgs),
+    /// Change one conventional prompt's settings in your config.json:
+    /// `tandem inject set '/notes:user_prompt focus=auth depth=2'`, `--unset depth`,
+    /// `--disable`.
+    Set(SetArgs),
+}
+
+#[derive(Args)]
+pub struct SetArgs {
+    /// `/server:prompt`, or a whole command line in one quoted word
+    /// (`'/notes:user_prompt focus="two words"'`).
+    command: String,
+    /// Arguments to set as `name=value`, one per word (your shell's quoting applies).
+    arguments: Vec<String>,
+    /// Remove an argument's value (repeatable).
+    #[arg(long, value_name = "NAME")]
+    unset: Vec<String>,
+    /// Turn the prompt on.
+    #[arg(long)]
+    enable: bool,
+    /// Turn the prompt off.
+    #[arg(long, conflicts_with = "enable")]
+    disable: bool,
+    /// Print the prompt's settings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 pub struct InjectArgs {
     /// The chat thread's own system prompt, merged into the system message.
     #[arg(long)]
@@ -260,19 +310,130 @@ pub struct InjectArgs {
     /// The model the messages are for (prompts limited to models apply only when it matches).
     #[arg(long)]
     model: Option<String>,
+    /// The chat thread's id or name (prompts limited to threads apply only when it matches).
+    #[arg(long)]
+    thread: Option<String>,
+    /// A JSON file (`-`: stdin) holding the conversation, an array of OpenAI chat messages:
+    /// the JSON then has `with_conversation`, the injected messages followed by it.
+    #[arg(long, value_name = "FILE")]
+    conversation: Option<std::path::PathBuf>,
     /// Print the messages and token counts as JSON instead of a preview.
     #[arg(long)]
     json: bool,
 }
 
+/// `tandem inject`, `tandem inject prompts`, `tandem inject set`.
+pub fn inject_cli(config: &Config, cli: InjectCli) -> anyhow::Result<()> {
+    match cli.command {
+        None => inject(config, cli.args),
+        Some(InjectCommand::Prompts(args)) => {
+            let mut backend = Backend::open(config)?;
+            let list = backend.call(&calls::HUB_CONVENTIONAL, &HubListParams::default())?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                print_conventional(&list);
+            }
+            Ok(())
+        }
+        Some(InjectCommand::Set(args)) => {
+            let mut backend = Backend::open(config)?;
+            let enabled = match (args.enable, args.disable) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            };
+            let mut params = ConventionalSetParams {
+                unset: args.unset,
+                enabled,
+                ..Default::default()
+            };
+            match split_command(&args.command, &args.arguments)? {
+                None => params.command = Some(args.command),
+                Some((server, prompt, arguments)) => {
+                    (params.server, params.prompt, params.arguments) =
+                        (Some(server), Some(prompt), arguments);
+                }
+            }
+            let prompt = backend.call(&calls::HUB_CONVENTIONAL_SET, &params)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&prompt)?);
+            } else {
+                print_conventional(std::slice::from_ref(&prompt));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_conventional(list: &[tandem::hub::ConventionalPrompt]) {
+    if list.is_empty() {
+        println!("no conventional prompts (see `tandem servers`)");
+        return;
+    }
+    let mut t = table(&["prompt", "kind", "state", "priority", "arguments"]);
+    for c in list {
+        let mut state = vec![if !c.enabled {
+            "off".to_string()
+        } else if !c.in_workspace {
+            "not in this workspace".to_string()
+        } else if !c.missing.is_empty() {
+            format!("needs {}", c.missing.join(", "))
+        } else {
+            "on".to_string()
+        }];
+        if !c.models.is_empty() {
+            state.push(format!("models: {}", c.models.join(", ")));
+        }
+        if !c.threads.is_empty() {
+            state.push(format!("threads: {}", c.threads.join(", ")));
+        }
+        let arguments: Vec<String> = c
+            .arguments
+            .iter()
+            .map(|a| {
+                let name = if a.required {
+                    format!("{}*", a.name)
+                } else {
+                    a.name.clone()
+                };
+                match &a.value {
+                    Some(v) => format!("{name}={}", tandem::hub::command::quote_value(v)),
+                    None => name,
+                }
+            })
+            .collect();
+        t.add_row(vec![
+            c.command.clone(),
+            c.kind.clone(),
+            state.join("\n"),
+            c.priority.to_string(),
+            arguments.join(" "),
+        ]);
+    }
+    println!("{t}\n* required");
+}
+
 /// `tandem inject`: the conventional prompts injection for this workspace.
-pub fn inject(config: &Config, args: InjectArgs) -> anyhow::Result<()> {
+fn inject(config: &Config, args: InjectArgs) -> anyhow::Result<()> {
+    let conversation = match &args.conversation {
+        None => None,
+        Some(file) => {
+            let text = super::read_input(Some(file))?;
+            let messages: Vec<Value> = serde_json::from_str(&text).map_err(|e| {
+                anyhow::anyhow!("{}: not a JSON array of chat messages: {e}", file.display())
+            })?;
+            Some(messages)
+        }
+    };
     let mut backend = Backend::open(config)?;
     let injection = backend.call(
         &calls::HUB_INJECT,
         &InjectParams {
             thread_system: args.thread_system,
             model: args.model,
+            thread: args.thread,
+            conversation,
         },
     )?;
     if args.json {

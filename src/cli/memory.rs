@@ -383,11 +383,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             Ok(())
         }
         MemoryCommand::Import { file, out } => {
-            let jsonl = match file.filter(|f| f.as_os_str() != "-") {
-                Some(path) => std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read {}", path.display()))?,
-                None => std::io::read_to_string(std::io::stdin())?,
-            };
+            let jsonl = super::read_input(file.as_deref())?;
             let report = backend.call(&calls::MEMORY_IMPORT, &ImportParams { jsonl })?;
             emit(&out, &report, |r| {
                 format!(

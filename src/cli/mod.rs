@@ -76,8 +76,9 @@ enum Command {
     /// Review and approve the workspace's `.mcp.json` (its servers run only once trusted).
     Trust(hub::TrustArgs),
     /// The conventional prompts injection (spec 000): the messages, in order, with token
-    /// counts per source.
-    Inject(hub::InjectArgs),
+    /// counts per source; `prompts` lists the conventional prompts and their settings, `set`
+    /// changes them.
+    Inject(hub::InjectCli),
 }
 
 pub fn main() -> ExitCode {
@@ -149,7 +150,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prompts(args) => hub::prompts(&config, args),
         Command::Prompt(args) => hub::prompt(&config, args),
         Command::Trust(args) => hub::trust(&config, args),
-        Command::Inject(args) => hub::inject(&config, args),
+        Command::Inject(args) => hub::inject_cli(&config, args),
     }
 }
 
@@ -233,6 +234,16 @@ fn workspace_root(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::
 
 /// Opens the core for `tandem mcp --standalone` and `tandem lsp --standalone`. A data dir
 /// held by the daemon says so, and what to do.
+/// The text of an input file, or of stdin when there is none or it is `-`.
+fn read_input(file: Option<&Path>) -> anyhow::Result<String> {
+    match file.filter(|f| f.as_os_str() != "-") {
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+        }
+        None => Ok(std::io::read_to_string(std::io::stdin())?),
+    }
+}
+
 fn open_standalone(home: &Path) -> Result<Core, MemoryError> {
     Core::open(home, &LogProgress).map_err(|e| {
         if let MemoryError::Store(StoreError::Locked { .. }) = e

@@ -138,6 +138,16 @@ pub struct ServerRules {
     /// A request that names no model gets none of the prompts limited to models.
     #[serde(default)]
     pub models: Vec<String>,
+    /// Chat threads (globs, case-insensitive, on the id or name the request gives as
+    /// `thread`) the injection is for; empty: any. A request that names no thread gets none
+    /// of the prompts limited to threads.
+    #[serde(default)]
+    pub threads: Vec<String>,
+    /// How long this server's fetched conventional prompts are kept, in seconds, for servers
+    /// whose prompts' text changes without a `list_changed`; default: until the list, the
+    /// server or the config changes.
+    #[serde(default)]
+    pub max_age_secs: Option<u64>,
     /// By prompt name.
     #[serde(default)]
     pub prompts: BTreeMap<String, PromptRules>,
@@ -154,9 +164,160 @@ pub struct PromptRules {
     pub workspaces: Vec<String>,
     #[serde(default)]
     pub models: Vec<String>,
+    #[serde(default)]
+    pub threads: Vec<String>,
     /// The prompt's arguments, given to `prompts/get`.
     #[serde(default)]
     pub arguments: BTreeMap<String, String>,
+}
+
+/// A condition of the injection settings: what a request names and the rules limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// `models`, matched against the request's `model`.
+    Model,
+    /// `threads`, matched against the request's `thread`.
+    Thread,
+}
+
+impl ServerRules {
+    /// The globs of a condition (empty: no limit).
+    pub fn globs(&self, condition: Condition) -> &[String] {
+        match condition {
+            Condition::Model => &self.models,
+            Condition::Thread => &self.threads,
+        }
+    }
+}
+
+impl PromptRules {
+    /// The globs of a condition (empty: the server's apply).
+    pub fn globs(&self, condition: Condition) -> &[String] {
+        match condition {
+            Condition::Model => &self.models,
+            Condition::Thread => &self.threads,
+        }
+    }
+}
+
+/// A change to one conventional prompt's settings (`conventionalPrompts.servers.S.prompts.P`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PromptSettingsChange {
+    /// Turn the prompt on or off; `None` leaves it as it is.
+    pub enabled: Option<bool>,
+    /// Arguments to set (`Some`) or remove (`None`).
+    pub arguments: BTreeMap<String, Option<String>>,
+}
+
+/// The top-level key of the injection settings.
+pub const CONVENTIONAL_KEY: &str = "conventionalPrompts";
+
+/// Applies `change` to the settings of `server`'s `prompt` in the user's config file (created
+/// when missing). Only the `conventionalPrompts` member is rewritten (keys sorted, the file's
+/// indent); every other member stays byte for byte as the user wrote it. The file is
+/// replaced atomically (a temporary file renamed over it).
+pub fn edit_prompt_settings(
+    file: &Path,
+    server: &str,
+    prompt: &str,
+    change: &PromptSettingsChange,
+) -> Result<(), ConfigError> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(file_error(file, format!("cannot read it: {e}"))),
+    };
+    let mut members = if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        super::inject::object_members(&text).ok_or_else(|| {
+            file_error(
+                file,
+                "not a valid JSON object; fix it before Tandem edits it".into(),
+            )
+        })?
+    };
+    let at = members.iter().position(|(k, _)| k == CONVENTIONAL_KEY);
+    let mut settings: Value = match at {
+        Some(i) => serde_json::from_str(members[i].1).expect("a member of valid JSON"),
+        None => Value::Object(Default::default()),
+    };
+    let field_error = |field: String| ConfigError {
+        file: file.to_path_buf(),
+        server: Some(server.to_string()),
+        field: Some(field),
+        message: "must be an object for Tandem to edit it".into(),
+    };
+    let mut slot = &mut settings;
+    let mut path = CONVENTIONAL_KEY.to_string();
+    for key in ["servers", server, "prompts", prompt] {
+        let Some(object) = slot.as_object_mut() else {
+            return Err(field_error(path));
+        };
+        path = format!("{path}.{key}");
+        slot = object
+            .entry(key)
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    let Some(rules) = slot.as_object_mut() else {
+        return Err(field_error(path));
+    };
+    if let Some(enabled) = change.enabled {
+        rules.insert("enabled".into(), Value::Bool(enabled));
+    }
+    if !change.arguments.is_empty() {
+        let arguments = rules
+            .entry("arguments")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Some(arguments) = arguments.as_object_mut() else {
+            return Err(field_error(format!("{path}.arguments")));
+        };
+        for (name, value) in &change.arguments {
+            match value {
+                Some(v) => arguments.insert(name.clone(), Value::String(v.clone())),
+                None => arguments.remove(name),
+            };
+        }
+        if arguments.is_empty() {
+            rules.remove("arguments");
+        }
+    }
+    // The file's own indent (that of its first member), else two spaces.
+    let indent = text
+        .find('"')
+        .map(|at| {
+            let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
+            &text[line_start..at]
+        })
+        .filter(|w| !w.is_empty() && w.chars().all(|c| c == ' ' || c == '\t'))
+        .unwrap_or("  ");
+    let mut pretty = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
+    serde::Serialize::serialize(
+        &settings,
+        &mut serde_json::Serializer::with_formatter(&mut pretty, formatter),
+    )
+    .expect("plain data");
+    let pretty = String::from_utf8(pretty)
+        .expect("JSON is UTF-8")
+        .replace('\n', &format!("\n{indent}"));
+    match at {
+        Some(i) => members[i].1 = &pretty,
+        None => members.push((CONVENTIONAL_KEY.to_string(), &pretty)),
+    }
+    let body: Vec<String> = members
+        .iter()
+        .map(|(k, v)| format!("{indent}{}: {v}", Value::String(k.clone())))
+        .collect();
+    let new_text = format!("{{\n{}\n}}\n", body.join(",\n"));
+    let tmp = file.with_extension("json.tandem-tmp");
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| file_error(file, format!("cannot create its directory: {e}")))?;
+    }
+    std::fs::write(&tmp, new_text)
+        .and_then(|()| std::fs::rename(&tmp, file))
+        .map_err(|e| file_error(file, format!("cannot write it: {e}")))
 }
 
 /// A workspace's servers and settings, from both files.
@@ -291,6 +452,12 @@ fn merge_conventional(into: &mut Conventional, from: Conventional) {
         }
         if !rules.models.is_empty() {
             slot.models = rules.models;
+        }
+        if !rules.threads.is_empty() {
+            slot.threads = rules.threads;
+        }
+        if rules.max_age_secs.is_some() {
+            slot.max_age_secs = rules.max_age_secs;
         }
         slot.prompts.extend(rules.prompts);
     }

@@ -181,6 +181,11 @@ pub struct Injection {
     /// What was not sent, and why: unpaired tool calls and results, empty texts; and tool
     /// names an API may refuse.
     pub warnings: Vec<String>,
+    /// When the request gave its conversation: `messages` followed by it (its own leading
+    /// system message merged into the injected one), what to send to the model. Conversation
+    /// messages are kept exactly as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_conversation: Option<Vec<serde_json::Value>>,
 }
 
 /// One prompt's share of the injection.
@@ -440,6 +445,7 @@ impl Builder {
             sources: self.sources,
             total_tokens,
             warnings: self.warnings,
+            with_conversation: None,
         }
     }
 }
@@ -502,7 +508,7 @@ fn valid_function_name(name: &str) -> bool {
 /// The top-level members of a JSON object text, each value as its raw text (so that key order
 /// and number spelling survive, which `serde_json::Value` without `preserve_order` would
 /// lose). `None` when `text` is not a valid JSON object.
-fn object_members(text: &str) -> Option<Vec<(String, &str)>> {
+pub(super) fn object_members(text: &str) -> Option<Vec<(String, &str)>> {
     let text = text.trim();
     if !text.starts_with('{') {
         return None;

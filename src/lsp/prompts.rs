@@ -18,6 +18,8 @@ pub const COMMANDS: &[&str] = &[
     "tandem.prompt.run",
     "tandem.prompt.complete",
     "tandem.inject",
+    "tandem.inject.prompts",
+    "tandem.inject.configure",
     "tandem.servers",
     "tandem.trust",
 ];
@@ -84,6 +86,16 @@ impl Backend {
                     .await
             }
             "tandem.inject" => self.inject(object(first)).await,
+            "tandem.inject.prompts" => {
+                self.session
+                    .call(calls::HUB_CONVENTIONAL.name, object(first))
+                    .await
+            }
+            "tandem.inject.configure" => {
+                self.session
+                    .call(calls::HUB_CONVENTIONAL_SET.name, object(first))
+                    .await
+            }
             "tandem.trust" => {
                 self.session
                     .call(calls::HUB_TRUST.name, object(first))

@@ -705,3 +705,280 @@ fn conventional_prompts_can_be_limited_to_models() {
     let gpt = ok(&home, &ws, &["inject", "--model", "gpt-5", "--json"]);
     assert_eq!(from_obs(&gpt), ["assistant_prompt"]);
 }
+
+/// The `user_prompt` the fixture's `--context-prompt` serves, as injected (`Context #K ...`).
+fn context_text(inj: &Value) -> Option<String> {
+    let at = inj["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["server"] == "ctx")?["message"]
+        .as_u64()? as usize;
+    Some(inj["messages"][at]["content"].as_str()?.to_string())
+}
+
+#[test]
+fn conventional_prompts_are_configured_from_the_cli() {
+    let home = TestHome::new();
+    let ws = home.path().join("plain");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    let user = home.tandem_home().join("config.json");
+    // The user's own layout: four-space indents, a member Tandem does not know, key order.
+    let servers = format!(
+        r#"{{"ctx": {{"command": {}, "args": ["--name", "ctx", "--context-prompt", "--prompt-args"]}}}}"#,
+        json!(fixture_bin())
+    );
+    let original = format!("{{\n    \"zeta\": [1,  2],\n    \"mcpServers\": {servers}\n}}\n");
+    std::fs::write(&user, &original).unwrap();
+
+    // focus is required and not configured: listed as missing, left out with a warning
+    // that says how to set it.
+    let list = ok(&home, &ws, &["inject", "prompts", "--json"]);
+    let ctx = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["command"] == "/ctx:user_prompt")
+        .unwrap_or_else(|| panic!("{list:#}"));
+    assert_eq!(ctx["missing"], json!(["focus"]));
+    assert_eq!(ctx["kind"], "user_prompt");
+    assert_eq!(ctx["arguments"][1]["name"], "depth");
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["command"] == "/tandem:tool_call:memory_index"),
+        "{list:#}"
+    );
+    assert!(!list.to_string().contains("greet"), "not conventional");
+    let inj = ok(&home, &ws, &["inject", "--json"]);
+    assert_eq!(context_text(&inj), None);
+    assert!(
+        inj["warnings"]
+            .to_string()
+            .contains("needs 'focus' (What to focus on)"),
+        "{}",
+        inj["warnings"]
+    );
+
+    // Set it (the shell's quoting), check it, and the file keeps what the user wrote.
+    let set = ok(
+        &home,
+        &ws,
+        &[
+            "inject",
+            "set",
+            "/ctx:user_prompt",
+            "focus=two words",
+            "depth=2",
+            "--json",
+        ],
+    );
+    assert_eq!(set["missing"], json!([]));
+    assert_eq!(set["arguments"][0]["value"], "two words");
+    let written = std::fs::read_to_string(&user).unwrap();
+    assert!(
+        written.starts_with(&format!(
+            "{{\n    \"zeta\": [1,  2],\n    \"mcpServers\": {servers},\n    \"conventionalPrompts\": {{\n        \"servers\""
+        )),
+        "{written}"
+    );
+    let inj = ok(&home, &ws, &["inject", "--json"]);
+    assert_eq!(
+        context_text(&inj).as_deref(),
+        Some("Context #1 from ctx: focus=two words, depth=2")
+    );
+
+    // Wrong settings are refused and change nothing.
+    for (args, code) in [
+        (
+            &["inject", "set", "/ctx:user_prompt", "nope=1"][..],
+            "UNKNOWN_ARGUMENT",
+        ),
+        (
+            &["inject", "set", "/ctx:greet", "name=x"][..],
+            "INVALID_ARGUMENT",
+        ),
+        (
+            &["inject", "set", "/ctx:missing", "--disable"][..],
+            "PROMPT_NOT_FOUND",
+        ),
+        (
+            &["inject", "set", "/elsewhere:user_prompt", "--disable"][..],
+            "SERVER_NOT_FOUND",
+        ),
+        (
+            &["inject", "set", "/tandem:system_prompt", "x=1"][..],
+            "UNKNOWN_ARGUMENT",
+        ),
+        (
+            &["inject", "set", "/ctx:user_prompt"][..],
+            "INVALID_ARGUMENT",
+        ),
+    ] {
+        let (success, _, stderr) = tandem(&home, &ws, args);
+        assert!(!success && stderr.contains(code), "{args:?}: {stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(&user).unwrap(), written);
+
+    // A one-word command line works too; --unset and --disable.
+    ok(
+        &home,
+        &ws,
+        &[
+            "inject",
+            "set",
+            "/ctx:user_prompt focus=\"a b\"",
+            "--unset",
+            "depth",
+        ],
+    );
+    let inj = ok(&home, &ws, &["inject", "--json"]);
+    assert_eq!(
+        context_text(&inj).as_deref(),
+        Some("Context #1 from ctx: focus=a b, depth=-")
+    );
+    ok(
+        &home,
+        &ws,
+        &["inject", "set", "/ctx:user_prompt", "--disable"],
+    );
+    ok(
+        &home,
+        &ws,
+        &["inject", "set", "/tandem:system_prompt", "--disable"],
+    );
+    let inj = ok(&home, &ws, &["inject", "--json"]);
+    assert_eq!(context_text(&inj), None);
+    assert!(!inj["messages"].to_string().contains("Server: tandem"));
+    let settings: Value = serde_json::from_str(&std::fs::read_to_string(&user).unwrap()).unwrap();
+    assert_eq!(
+        settings["conventionalPrompts"]["servers"],
+        json!({
+            "ctx": {"prompts": {"user_prompt": {"arguments": {"focus": "a b"}, "enabled": false}}},
+            "tandem": {"prompts": {"system_prompt": {"enabled": false}}},
+        })
+    );
+
+    // A config file that is not JSON is not overwritten.
+    std::fs::write(&user, "{ broken").unwrap();
+    let (success, _, stderr) = tandem(
+        &home,
+        &ws,
+        &["inject", "set", "/tandem:system_prompt", "--enable"],
+    );
+    assert!(!success && stderr.contains("CONFIG_INVALID"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&user).unwrap(), "{ broken");
+}
+
+#[test]
+fn the_injection_cache_is_kept_until_a_change_or_its_max_age() {
+    let home = TestHome::new();
+    let ws = home.path().join("plain");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    let user = home.tandem_home().join("config.json");
+    let config = |max_age: Option<u64>| {
+        let mut ctx = json!({"prompts": {"user_prompt": {"arguments": {"focus": "x"}}}});
+        if let Some(secs) = max_age {
+            ctx["max_age_secs"] = json!(secs);
+        }
+        json!({
+            "mcpServers": {"ctx": fixture_entry(&["--name", "ctx", "--context-prompt"])},
+            "conventionalPrompts": {"servers": {"ctx": ctx}},
+        })
+        .to_string()
+    };
+    std::fs::write(&user, config(None)).unwrap();
+    let _daemon = start_daemon(&home);
+    let fetch = |home: &TestHome| context_text(&ok(home, &ws, &["inject", "--json"])).unwrap();
+    // Fetched once, then served from the daemon's cache.
+    assert!(fetch(&home).starts_with("Context #1 "));
+    assert!(fetch(&home).starts_with("Context #1 "));
+    // A config change empties the cache; with max_age_secs, the cache expires.
+    std::fs::write(&user, config(Some(1))).unwrap();
+    assert!(fetch(&home).starts_with("Context #2 "));
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(fetch(&home).starts_with("Context #3 "));
+}
+
+#[test]
+fn the_injection_takes_the_conversation_and_threads() {
+    let home = TestHome::new();
+    let ws = home.path().join("plain");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(
+        home.tandem_home().join("config.json"),
+        json!({"conventionalPrompts": {"servers": {"tandem": {
+            "prompts": {"system_prompt": {"threads": ["review-*"]}},
+        }}}})
+        .to_string(),
+    )
+    .unwrap();
+    let conversation = home.path().join("conversation.json");
+    let chat = json!([
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": [{"type": "text", "text": "Bonjour"}], "name": "ana"},
+    ]);
+    std::fs::write(&conversation, chat.to_string()).unwrap();
+    let file = conversation.to_str().unwrap();
+
+    // No thread named: the system prompt limited to review threads is left out, and the
+    // conversation's system message is the thread's, merged into the first message.
+    let inj = ok(&home, &ws, &["inject", "--conversation", file, "--json"]);
+    let all = inj["with_conversation"].as_array().unwrap();
+    assert_eq!(
+        inj["messages"][0],
+        json!({"role": "system", "content": "Answer in French."})
+    );
+    assert_eq!(all.len(), inj["messages"].as_array().unwrap().len() + 1);
+    assert_eq!(all[0], inj["messages"][0]);
+    // The user's message is passed on exactly as given.
+    assert_eq!(all.last().unwrap(), &chat[1]);
+
+    let inj = ok(
+        &home,
+        &ws,
+        &[
+            "inject",
+            "--conversation",
+            file,
+            "--thread",
+            "Review-7",
+            "--json",
+        ],
+    );
+    let system = inj["with_conversation"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("[System instructions from Server: tandem]")
+            && system.ends_with("[Thread System Prompt]\nAnswer in French."),
+        "{system}"
+    );
+    assert_eq!(inj["sources"][0]["prompt"], "system_prompt");
+
+    // The thread's system prompt twice, and messages that are not messages, are errors.
+    for (content, extra, says) in [
+        (
+            chat.to_string(),
+            &["--thread-system", "Be brief."][..],
+            "thread_system",
+        ),
+        ("[1]".to_string(), &[][..], "conversation[0]"),
+        (
+            r#"[{"content": "no role"}]"#.to_string(),
+            &[][..],
+            "conversation[0].role",
+        ),
+    ] {
+        std::fs::write(&conversation, content).unwrap();
+        let mut args = vec!["inject", "--conversation", file, "--json"];
+        args.extend(extra);
+        let (success, _, stderr) = tandem(&home, &ws, &args);
+        assert!(
+            !success && stderr.contains("INVALID_ARGUMENT") && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+    }
+}
