@@ -152,7 +152,16 @@ M.subcommands = {
   },
   inject = {
     run = function(inv)
+      if inv.args[1] == "configure" then
+        if #inv.args > 2 then
+          return usage("inject configure [/server:prompt]")
+        end
+        return require("tandem.hub").configure({ command = inv.args[2] })
+      end
       require("tandem.hub").inject({ thread_system = vim.trim(inv.raw), json = inv.bang })
+    end,
+    complete = function(_, words)
+      return #words == 2 and { "configure" } or {}
     end,
   },
   servers = {

@@ -84,6 +84,9 @@ end
 
 ---@class tandem.InjectOpts
 ---@field thread_system? string The thread's own system prompt (appended to the system message).
+---@field model? string The model the messages are for (prompts limited to `models` need it).
+---@field thread? string The chat thread's id or name (prompts limited to `threads` need it).
+---@field conversation? table[] The conversation (OpenAI messages): the answer's `with_conversation` is the injection followed by it.
 ---@field json? boolean Show (and give `on_result`) the raw messages rather than the preview.
 ---@field show? boolean false: no buffer, only `on_result`.
 ---@field bufnr? integer
@@ -96,8 +99,13 @@ end
 function M.inject(opts)
   opts = opts or {}
   local args = vim.empty_dict()
-  if type(opts.thread_system) == "string" and opts.thread_system ~= "" then
-    args = { thread_system = opts.thread_system }
+  for _, key in ipairs({ "thread_system", "model", "thread" }) do
+    if type(opts[key]) == "string" and opts[key] ~= "" then
+      args[key] = opts[key]
+    end
+  end
+  if type(opts.conversation) == "table" then
+    args.conversation = opts.conversation
   end
   lsp.execute("tandem.inject", { args }, function(err, result, client)
     if not err and type(result) ~= "table" then
@@ -117,6 +125,8 @@ function M.inject(opts)
         end
         vim.b[buf].tandem_client_id = client and client.id
         vim.b[buf].tandem_thread_system = args.thread_system
+        vim.b[buf].tandem_model = args.model
+        vim.b[buf].tandem_thread = args.thread
       end
     end
     if opts.on_result then
@@ -138,10 +148,166 @@ function M.reload_inject(buf)
   bo.bufhidden = "hide"
   M.inject({
     thread_system = vim.b[buf].tandem_thread_system,
+    model = vim.b[buf].tandem_model,
+    thread = vim.b[buf].tandem_thread,
     json = api.nvim_buf_get_name(buf) == M.INJECT_JSON_URI,
     client_id = vim.b[buf].tandem_client_id,
     show = true,
   })
+end
+
+-- Configuring the conventional prompts ------------------------------------------------------
+
+--- A conventional prompt as the picker shows it: `/notes:user_prompt  user_prompt · needs
+--- focus · focus=auth`.
+---@param c table ConventionalPrompt
+---@return string
+function M.conventional_label(c)
+  local state_word = "on"
+  if not c.enabled then
+    state_word = "off"
+  elseif not c.in_workspace then
+    state_word = "not in this workspace"
+  elseif type(c.missing) == "table" and #c.missing > 0 then
+    state_word = "needs " .. table.concat(c.missing, ", ")
+  end
+  local parts = { ("%s  %s · %s"):format(c.command or "?", c.kind or "?", state_word) }
+  for _, a in ipairs(type(c.arguments) == "table" and c.arguments or {}) do
+    if type(a.value) == "string" then
+      parts[#parts + 1] = a.name .. "=" .. require("tandem.prompt").quote(a.value)
+    end
+  end
+  return table.concat(parts, " · ")
+end
+
+--- Asks each argument's value in turn (vim.ui.input, the current value as default). `cb(values)`:
+--- name → value, or vim.NIL for an answer left empty (the value is removed); nil when a
+--- question was cancelled.
+---@param args table[]
+---@param cb fun(values: table<string, any>?)
+local function ask_values(args, cb)
+  local values = {}
+  local function step(i)
+    local a = args[i]
+    if not a then
+      return cb(values)
+    end
+    local what = ui.present(a.description) and a.description or (a.required and "required" or "optional")
+    vim.ui.input({
+      prompt = ("%s (%s%s): "):format(a.name, what, a.required and ui.present(a.description) and ", required" or ""),
+      default = type(a.value) == "string" and a.value or nil,
+    }, function(value)
+      if value == nil then
+        return vim.schedule(function()
+          cb(nil)
+        end)
+      end
+      values[a.name] = value ~= "" and value or vim.NIL
+      vim.schedule(function()
+        step(i + 1)
+      end)
+    end)
+  end
+  step(1)
+end
+
+---@class tandem.ConfigureOpts
+---@field command? string `/server:prompt`: configure that one (else picked from the list).
+---@field action? "arguments"|"enable"|"disable" What to do (else asked).
+---@field bufnr? integer
+---@field client_id? integer
+---@field on_result? fun(err: string?, prompt: table?) The prompt's settings after the change (err "cancelled" when a question was).
+
+--- `:Tandem inject configure`: pick a conventional prompt (vim.ui.select, with its state and
+--- argument values), then turn it on or off or give its arguments (vim.ui.input each, the
+--- current value as default, empty to remove). Written to your config.json; a shown
+--- `tandem://inject` preview is rebuilt.
+---@param opts? tandem.ConfigureOpts
+function M.configure(opts)
+  opts = opts or {}
+  local ropts = { bufnr = opts.bufnr, client_id = opts.client_id }
+  local function done(err, prompt)
+    if err and err ~= "cancelled" then
+      vim.notify("tandem: " .. err, vim.log.levels.ERROR)
+    end
+    if opts.on_result then
+      opts.on_result(err, prompt)
+    end
+  end
+  local function apply(c, params, client)
+    params.server, params.prompt = c.server, c.prompt
+    lsp.execute("tandem.inject.configure", { params }, function(err, result)
+      if not err then
+        vim.notify("tandem: " .. M.conventional_label(result), vim.log.levels.INFO)
+        local preview = vim.fn.bufnr(M.INJECT_URI)
+        if preview ~= -1 and api.nvim_buf_is_loaded(preview) then
+          M.reload_inject(preview)
+        end
+      end
+      done(err, result)
+    end, { client_id = client and client.id or ropts.client_id, bufnr = ropts.bufnr })
+  end
+  local function act(c, action, client)
+    if action == "enable" or action == "disable" then
+      return apply(c, { enabled = action == "enable" }, client)
+    end
+    ask_values(c.arguments or {}, function(values)
+      if not values then
+        return done("cancelled", nil)
+      end
+      apply(c, { arguments = values }, client)
+    end)
+  end
+  local function choose_action(c, client)
+    if opts.action then
+      return act(c, opts.action, client)
+    end
+    local actions = {}
+    if type(c.arguments) == "table" and #c.arguments > 0 then
+      actions[#actions + 1] = { title = "Set arguments", action = "arguments" }
+    end
+    actions[#actions + 1] = c.enabled and { title = "Turn off", action = "disable" }
+      or { title = "Turn on", action = "enable" }
+    vim.ui.select(actions, {
+      prompt = M.conventional_label(c),
+      kind = "tandem.inject.action",
+      format_item = function(a)
+        return a.title
+      end,
+    }, function(choice)
+      if not choice then
+        return done("cancelled", nil)
+      end
+      act(c, choice.action, client)
+    end)
+  end
+  lsp.execute("tandem.inject.prompts", {}, function(err, list, client)
+    if err then
+      return done("cannot list the conventional prompts: " .. err, nil)
+    end
+    list = type(list) == "table" and list or {}
+    if opts.command then
+      for _, c in ipairs(list) do
+        if c.command == opts.command then
+          return choose_action(c, client)
+        end
+      end
+      return done(("no conventional prompt %s (see :Tandem servers)"):format(opts.command), nil)
+    end
+    if #list == 0 then
+      return done("no conventional prompts in this workspace", nil)
+    end
+    vim.ui.select(list, {
+      prompt = "Conventional prompt to configure",
+      kind = "tandem.inject.prompt",
+      format_item = M.conventional_label,
+    }, function(choice)
+      if not choice then
+        return done("cancelled", nil)
+      end
+      choose_action(choice, client)
+    end)
+  end, ropts)
 end
 
 -- Servers ------------------------------------------------------------------------------------

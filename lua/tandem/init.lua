@@ -348,6 +348,23 @@ function M.inject(opts)
   require("tandem.hub").inject(opts)
 end
 
+--- `:Tandem inject configure`: turn a conventional prompt on or off, or give its arguments
+--- (asked with vim.ui.select and vim.ui.input; written to your config.json).
+--- `{ command = "/server:prompt", action = "arguments"|"enable"|"disable" }` skip the
+--- questions they answer; `on_result(err, ConventionalPrompt)`.
+---@param opts? tandem.ConfigureOpts
+function M.inject_configure(opts)
+  require("tandem.hub").configure(opts)
+end
+
+--- `tandem.inject.prompts`: `cb(err, ConventionalPrompt[])`, every conventional prompt of the
+--- workspace with its settings.
+---@param cb tandem.Callback
+---@param opts? tandem.RequestOpts
+function M.conventional_prompts(cb, opts)
+  lsp().execute("tandem.inject.prompts", {}, cb, opts)
+end
+
 --- `:Tandem servers`: the workspace's MCP servers in a float. `on_result(err, report)`.
 ---@param opts? { bufnr?: integer, on_result?: fun(err: string?, report: table?) }
 function M.servers(opts)

@@ -1106,3 +1106,101 @@ async fn injection_servers_and_trust_in_neovim() {
 
     nvim.quit().await;
 }
+
+#[tokio::test]
+async fn conventional_prompts_are_configured_in_neovim() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = hub_repo(
+        &home,
+        json!({"ctx": {"command": fixture_bin(), "args": ["--name", "ctx", "--context-prompt"]}}),
+    );
+    trust(&home, &repo);
+    let nvim = editor_with(
+        &home,
+        &repo,
+        "notes.md",
+        &format!("{RECORD_UI}\n{RECORD_INPUT}"),
+    )
+    .await;
+    nvim.wait("ctx to be ready", 10, SERVER_STATES, |v| {
+        v == &json!(["ready"])
+    })
+    .await;
+
+    // The preview says what is missing and how to give it.
+    nvim.lua("vim.cmd('Tandem inject')").await;
+    buffer_with(&nvim, "tandem://inject", "needs 'focus' (What to focus on)").await;
+
+    // `:Tandem inject configure /ctx:user_prompt`: "Set arguments", then each argument is
+    // asked; an empty answer leaves the optional one out. The preview is rebuilt.
+    nvim.lua(
+        "_G.pick = 'Set arguments'; _G.answers = { 'auth flow', '' }
+         vim.cmd('Tandem inject configure /ctx:user_prompt')",
+    )
+    .await;
+    let text = buffer_with(&nvim, "tandem://inject", "Context #1 from ctx").await;
+    assert!(text.contains("focus=auth flow, depth=-"), "{text}");
+    assert_eq!(
+        nvim.lua("return _G.inputs").await,
+        json!([
+            "focus (What to focus on, required): ",
+            "depth (Level of detail (1-3)): "
+        ])
+    );
+    assert!(
+        nvim.lua("return _G.notes")
+            .await
+            .to_string()
+            .contains("/ctx:user_prompt  user_prompt · on · focus=\\\"auth flow\\\""),
+        "{}",
+        nvim.lua("return _G.notes").await
+    );
+    let config: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.tandem_home().join("config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        config["conventionalPrompts"]["servers"]["ctx"]["prompts"]["user_prompt"],
+        json!({"arguments": {"focus": "auth flow"}})
+    );
+
+    // Turned off through the API: the prompt list says so, and the injection leaves it out.
+    let off = nvim
+        .lua(
+            r#"local done
+               require('tandem').inject_configure({ command = '/ctx:user_prompt', action = 'disable',
+                   on_result = function(err, p) done = { err or vim.NIL, p } end })
+               vim.wait(5000, function() return done ~= nil end)
+               return done"#,
+        )
+        .await;
+    assert_eq!(off[0], Value::Null, "{off}");
+    assert_eq!(off[1]["enabled"], false);
+    let listed = nvim
+        .lua(
+            r#"local done
+               require('tandem').conventional_prompts(function(err, l) done = l end)
+               vim.wait(5000, function() return done ~= nil end)
+               return vim.tbl_map(function(c) return c.command .. '=' .. tostring(c.enabled) end, done)"#,
+        )
+        .await;
+    assert!(
+        list(&listed).contains(&json!("/ctx:user_prompt=false"))
+            && list(&listed).contains(&json!("/tandem:system_prompt=true")),
+        "{listed}"
+    );
+    // The preview is rebuilt without it.
+    nvim.wait(
+        "the preview without ctx's prompt",
+        10,
+        "return table.concat(vim.api.nvim_buf_get_lines(vim.fn.bufnr('tandem://inject'), 0, -1, false), '\\n')",
+        |v| {
+            let text = v.as_str().unwrap_or("");
+            text.contains("Total:") && !text.contains("Context #")
+        },
+    )
+    .await;
+
+    nvim.quit().await;
+}
