@@ -446,16 +446,7 @@ impl Workspace {
             code: "SERVER_NOT_FOUND",
             message: format!(
                 "no MCP server '{name}' in this workspace (known: {})",
-                if loaded.servers.is_empty() {
-                    "none".to_string()
-                } else {
-                    loaded
-                        .servers
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
+                names_or_none(loaded.servers.keys().map(String::as_str))
             ),
         })
     }
@@ -508,15 +499,7 @@ impl Workspace {
                 code: "PROMPT_NOT_FOUND",
                 message: format!(
                     "server '{server}' has no prompt '{prompt}' (it has: {})",
-                    if prompts.is_empty() {
-                        "none".to_string()
-                    } else {
-                        prompts
-                            .iter()
-                            .map(|p| p.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
+                    names_or_none(prompts.iter().map(|p| p.name.as_str()))
                 ),
             }),
         }
@@ -870,11 +853,7 @@ impl Workspace {
                     code: "PROMPT_NOT_FOUND",
                     message: format!(
                         "Tandem has no prompt '{prompt}' (it has: {})",
-                        own::PROMPTS
-                            .iter()
-                            .map(|(n, _)| *n)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        names_or_none(own::PROMPTS.iter().map(|(n, _)| *n))
                     ),
                 });
             }
@@ -899,15 +878,7 @@ impl Workspace {
                     code: "UNKNOWN_ARGUMENT",
                     message: format!(
                         "/{server}:{prompt} has no argument '{name}' (it takes: {})",
-                        if declared.is_empty() {
-                            "none".to_string()
-                        } else {
-                            declared
-                                .iter()
-                                .map(|a| a.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        }
+                        names_or_none(declared.iter().map(|a| a.name.as_str()))
                     ),
                 });
             }
@@ -988,6 +959,16 @@ fn missing_arguments(
         .filter(|a| a.required == Some(true) && !given.contains_key(&a.name))
         .map(|a| (a.name.clone(), a.description.clone()))
         .collect()
+}
+
+/// `a, b, c`, or `none`: what an error lists as known.
+fn names_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// A prompt's arguments as the command parser checks them.

@@ -180,17 +180,13 @@ fn config_errors_name_the_file_the_server_and_the_field() {
 #[test]
 fn user_config_is_trusted_and_expands_the_environment() {
     let home = TestHome::new();
-    let ws = home.path().join("plain");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    std::fs::write(
-        home.tandem_home().join("config.json"),
-        json!({"mcpServers": {"fx": {"command": fixture_bin(),
+    let (ws, _) = user_config(
+        &home,
+        &json!({"mcpServers": {"fx": {"command": fixture_bin(),
             "args": ["--print-env", "GREETING", "--print-cwd"],
             "env": {"GREETING": "hello ${TANDEM_TEST_WHO:-nobody}"}}}})
         .to_string(),
-    )
-    .unwrap();
+    );
     let out = home
         .std_command()
         .args(["prompt", "/fx:env", "--json"])
@@ -292,15 +288,7 @@ fn a_crashing_server_is_reported_restarted_and_others_keep_working() {
 #[test]
 fn prompt_list_and_config_changes_apply_without_a_restart() {
     let home = TestHome::new();
-    let ws = home.path().join("plain");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    let user = home.tandem_home().join("config.json");
-    std::fs::write(
-        &user,
-        json!({"mcpServers": {"ticker": fixture_entry(&["--name", "ticker", "--change-every-ms", "300"])}}).to_string(),
-    )
-    .unwrap();
+    let (ws, user) = user_config(&home, &json!({"mcpServers": {"ticker": fixture_entry(&["--name", "ticker", "--change-every-ms", "300"])}}).to_string());
     let _daemon = start_daemon(&home);
     let names = |home: &TestHome| -> Vec<String> {
         ok(home, &ws, &["prompts", "--json"])
@@ -350,6 +338,17 @@ fn prompt_list_and_config_changes_apply_without_a_restart() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A plain directory (no git, no `.mcp.json`) as the workspace, and the user's `config.json`
+/// (in the data dir) holding `config`: `(workspace, config file)`.
+fn user_config(home: &TestHome, config: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let ws = home.path().join("plain");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    let file = home.tandem_home().join("config.json");
+    std::fs::write(&file, config).unwrap();
+    (ws, file)
 }
 
 /// Starts the home's daemon (detached, as clients do) and waits until it answers.
@@ -622,19 +621,15 @@ fn streamable_http_servers_work_like_stdio_ones() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let ws = home.path().join("plain");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    std::fs::write(
-        home.tandem_home().join("config.json"),
-        json!({"mcpServers": {
+    let (ws, _) = user_config(
+        &home,
+        &json!({"mcpServers": {
             "remote": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp"),
                        "headers": {"Authorization": "Bearer not-checked", "X-Tandem-Test": "1"}},
             "gone": {"url": "http://127.0.0.1:9/mcp"},
         }})
         .to_string(),
-    )
-    .unwrap();
+    );
     let report = ok(&home, &ws, &["servers", "--json"]);
     let remote = server(&report, "remote");
     assert_eq!(remote["state"], "ready", "{report:#}");
@@ -720,17 +715,13 @@ fn context_text(inj: &Value) -> Option<String> {
 #[test]
 fn conventional_prompts_are_configured_from_the_cli() {
     let home = TestHome::new();
-    let ws = home.path().join("plain");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    let user = home.tandem_home().join("config.json");
     // The user's own layout: four-space indents, a member Tandem does not know, key order.
     let servers = format!(
         r#"{{"ctx": {{"command": {}, "args": ["--name", "ctx", "--context-prompt", "--prompt-args"]}}}}"#,
         json!(fixture_bin())
     );
     let original = format!("{{\n    \"zeta\": [1,  2],\n    \"mcpServers\": {servers}\n}}\n");
-    std::fs::write(&user, &original).unwrap();
+    let (ws, user) = user_config(&home, &original);
 
     // focus is required and not configured: listed as missing, left out with a warning
     // that says how to set it.
@@ -875,10 +866,6 @@ fn conventional_prompts_are_configured_from_the_cli() {
 #[test]
 fn the_injection_cache_is_kept_until_a_change_or_its_max_age() {
     let home = TestHome::new();
-    let ws = home.path().join("plain");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    let user = home.tandem_home().join("config.json");
     let config = |max_age: Option<u64>| {
         let mut ctx = json!({"prompts": {"user_prompt": {"arguments": {"focus": "x"}}}});
         if let Some(secs) = max_age {
@@ -890,7 +877,7 @@ fn the_injection_cache_is_kept_until_a_change_or_its_max_age() {
         })
         .to_string()
     };
-    std::fs::write(&user, config(None)).unwrap();
+    let (ws, user) = user_config(&home, &config(None));
     let _daemon = start_daemon(&home);
     let fetch = |home: &TestHome| context_text(&ok(home, &ws, &["inject", "--json"])).unwrap();
     // Fetched once, then served from the daemon's cache.
@@ -906,17 +893,13 @@ fn the_injection_cache_is_kept_until_a_change_or_its_max_age() {
 #[test]
 fn the_injection_takes_the_conversation_and_threads() {
     let home = TestHome::new();
-    let ws = home.path().join("plain");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    std::fs::write(
-        home.tandem_home().join("config.json"),
-        json!({"conventionalPrompts": {"servers": {"tandem": {
+    let (ws, _) = user_config(
+        &home,
+        &json!({"conventionalPrompts": {"servers": {"tandem": {
             "prompts": {"system_prompt": {"threads": ["review-*"]}},
         }}}})
         .to_string(),
-    )
-    .unwrap();
+    );
     let conversation = home.path().join("conversation.json");
     let chat = json!([
         {"role": "system", "content": "Answer in French."},
