@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use tokio::io::AsyncWriteExt;
 
 use tandem::calls::LogProgress;
 use tandem::config::Config;
@@ -175,14 +176,30 @@ pub fn serve_via_daemon(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
+    let done = runtime.block_on(async {
         let hello = daemon::hello(face, Some(workspace), None);
-        let mut stream = connect_or_start(config, &hello).await?;
-        let mut stdio = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
-        // Ends when the agent closes stdin and the daemon closes the session.
-        let _ = tokio::io::copy_bidirectional(&mut stdio, &mut stream).await;
+        let stream = connect_or_start(config, &hello).await?;
+        let (mut from_daemon, mut to_daemon) = stream.into_split();
+        // The client's input goes to the daemon until it ends; then the daemon is told so
+        // (its session ends once it has answered what it got).
+        let upstream = async move {
+            let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut to_daemon).await;
+            let _ = to_daemon.shutdown().await;
+            std::future::pending::<()>().await
+        };
+        // The session ends when the daemon closes it: after the client's input ended, or
+        // on its own (an LSP `exit`, the daemon stopping), even while the client keeps its
+        // end of the pipe open.
+        let mut stdout = tokio::io::stdout();
+        tokio::select! {
+            _ = tokio::io::copy(&mut from_daemon, &mut stdout) => {}
+            _ = upstream => {}
+        }
         Ok(())
-    })
+    });
+    // A blocking read of stdin may still be pending: do not wait for it.
+    runtime.shutdown_background();
+    done
 }
 
 /// Connects to the data dir's daemon with `hello`, starting the daemon when none runs and

@@ -191,3 +191,71 @@ async fn sigterm_stops_the_daemon_cleanly_and_keeps_every_write() {
         "{after}"
     );
 }
+
+/// One LSP message, framed.
+fn lsp_frame(message: Value) -> Vec<u8> {
+    let body = message.to_string();
+    format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+#[tokio::test]
+async fn clients_end_when_their_session_ends_though_stdin_stays_open() {
+    use tokio::io::AsyncWriteExt;
+    let home = TestHome::new();
+    let _guard = DaemonGuard(&home);
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+
+    // An LSP client that says `exit` (the spec's last word) and keeps its pipe open.
+    let mut lsp = home
+        .command()
+        .arg("lsp")
+        .current_dir(&ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = lsp.stdin.take().unwrap();
+    for m in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}),
+        json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}),
+        json!({"jsonrpc": "2.0", "method": "exit"}),
+    ] {
+        stdin.write_all(&lsp_frame(m)).await.unwrap();
+    }
+    stdin.flush().await.unwrap();
+    assert!(exits_within(&mut lsp).await.success());
+    drop(stdin);
+
+    // An MCP client whose daemon is stopped under it.
+    let mut mcp = home
+        .command()
+        .arg("mcp")
+        .current_dir(&ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = mcp.stdin.take().unwrap();
+    wait_until(|| status(&home)["clients"] == 1, "the mcp session").await;
+    let out = home
+        .std_command()
+        .args(["daemon", "stop"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exits_within(&mut mcp).await;
+    drop(stdin);
+}
+
+async fn exits_within(child: &mut tokio::process::Child) -> std::process::ExitStatus {
+    tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("the client did not exit")
+        .unwrap()
+}
