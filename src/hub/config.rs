@@ -80,6 +80,37 @@ impl Transport {
             Transport::Http { url, .. } => url.clone(),
         }
     }
+
+    /// Whether this entry starts Tandem's own MCP face (`tandem mcp ...`): the entry an
+    /// agent's `.mcp.json` has for Tandem, which the hub must not connect to (it would be a
+    /// client of its own daemon, keep it from ever going idle, and bring Tandem's prompts
+    /// twice). The command is Tandem when it is named `tandem` or is this very executable.
+    pub fn is_tandem_itself(&self) -> bool {
+        let Transport::Stdio { command, args, .. } = self else {
+            return false;
+        };
+        if args.first().map(String::as_str) != Some("mcp") {
+            return false;
+        }
+        let command = Path::new(command);
+        if command.file_name().is_some_and(|n| n == "tandem") {
+            return true;
+        }
+        let found = if command.components().count() > 1 {
+            Some(command.to_path_buf())
+        } else {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(command))
+                    .find(|p| p.is_file())
+            })
+        };
+        let same = |a: &Path, b: &Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        match (found, std::env::current_exe()) {
+            (Some(found), Ok(exe)) => same(&found, &exe),
+            _ => false,
+        }
+    }
 }
 
 /// One downstream server, resolved.
@@ -409,6 +440,18 @@ pub fn load(user_file: &Path, workspace: &Path, env: &dyn Fn(&str) -> Option<Str
         for (name, value) in raw.mcp_servers {
             let server = resolve(&name, value, origin.clone(), workspace, env);
             // The workspace's entry replaces the user's of the same name.
+            if server
+                .transport
+                .as_ref()
+                .is_some_and(Transport::is_tandem_itself)
+            {
+                tracing::debug!(
+                    "MCP server '{name}' of {} is Tandem itself; not connected",
+                    file.display()
+                );
+                config.servers.remove(&name);
+                continue;
+            }
             config.servers.insert(name, server);
         }
         if let Some(v) = raw.conventional_prompts {
@@ -730,6 +773,29 @@ mod tests {
         );
         assert_eq!(c.conventional.servers["shared"].priority, Some(5));
         assert!(c.workspace_file.is_some());
+    }
+
+    #[test]
+    fn tandem_itself_is_not_a_downstream_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let user = write(
+            dir.path(),
+            "config.json",
+            &serde_json::json!({"mcpServers": {
+                "tandem": {"command": "tandem", "args": ["mcp"]},
+                "pinned": {"command": "/opt/tandem/bin/tandem", "args": ["mcp", "--standalone"]},
+                "this-binary": {"command": exe, "args": ["mcp"]},
+                "other-face": {"command": "tandem", "args": ["lsp"]},
+                "python": {"command": "python3", "args": ["mcp"]},
+            }})
+            .to_string(),
+        );
+        let c = load(&user, dir.path(), &env);
+        assert_eq!(
+            c.servers.keys().collect::<Vec<_>>(),
+            ["other-face", "python"]
+        );
     }
 
     #[test]

@@ -965,3 +965,42 @@ fn the_injection_takes_the_conversation_and_threads() {
         );
     }
 }
+
+#[test]
+fn the_agents_entry_for_tandem_is_not_a_downstream_server() {
+    // The `.mcp.json` an agent reads lists Tandem itself beside the other servers.
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {
+            "tandem": {"command": crate::util::tandem_bin(), "args": ["mcp"]},
+            "obs": fixture_entry(&["--name", "obs", "--conventional"]),
+        }}),
+    );
+    ok(&home, &ws, &["trust", "--yes"]);
+    let report = ok(&home, &ws, &["servers", "--json"]);
+    let names: Vec<&str> = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["obs"], "{report:#}");
+    // Tandem's own prompts come once: its system prompt and its memory_index pair.
+    let inj = ok(&home, &ws, &["inject", "--json"]);
+    let own: Vec<&str> = inj["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["server"] == "tandem")
+        .map(|s| s["prompt"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        own,
+        [
+            "system_prompt",
+            "tool_call:memory_index",
+            "tool_result:memory_index"
+        ]
+    );
+}
