@@ -360,12 +360,15 @@ impl Workspace {
             code: "INTERNAL_ERROR",
             message: "the hub is shutting down".into(),
         })?;
-        config::edit_prompt_settings(&hub.user_file, server, prompt, change).map_err(|e| {
-            HubError {
-                code: "CONFIG_INVALID",
-                message: e.to_string(),
-            }
-        })?;
+        {
+            let _edit = hub.user_file_edit.lock().unwrap_or_else(|p| p.into_inner());
+            config::edit_prompt_settings(&hub.user_file, server, prompt, change).map_err(|e| {
+                HubError {
+                    code: "CONFIG_INVALID",
+                    message: e.to_string(),
+                }
+            })?;
+        }
         let _one = self.reload.lock().await;
         self.apply(&hub);
         self.conventional_list()

@@ -83,6 +83,9 @@ pub struct Hub {
     workspaces: Mutex<HashMap<PathBuf, Arc<Workspace>>>,
     /// Tandem's own conventional prompts, with the memory version they were built at.
     own: Mutex<Option<(u64, Vec<inject::Fetched>)>>,
+    /// Held while Tandem edits the user's config file (read, change, write), so that two
+    /// edits at once both land.
+    user_file_edit: Mutex<()>,
 }
 
 impl Hub {
@@ -123,6 +126,7 @@ impl Hub {
             bus,
             workspaces: Mutex::new(HashMap::new()),
             own: Mutex::new(None),
+            user_file_edit: Mutex::new(()),
         })
     }
 

@@ -1004,3 +1004,45 @@ fn the_agents_entry_for_tandem_is_not_a_downstream_server() {
         ]
     );
 }
+
+#[test]
+fn concurrent_settings_edits_all_land() {
+    let home = TestHome::new();
+    let (ws, user) = user_config(
+        &home,
+        &json!({"mcpServers": {"ctx": fixture_entry(&["--name", "ctx", "--context-prompt"])}})
+            .to_string(),
+    );
+    let _daemon = start_daemon(&home);
+    // Each edit reads the file, changes one thing and writes it back, all at once through
+    // the daemon.
+    let edits: &[&[&str]] = &[
+        &["inject", "set", "/ctx:user_prompt", "focus=f"],
+        &["inject", "set", "/ctx:user_prompt", "depth=3"],
+        &["inject", "set", "/tandem:system_prompt", "--disable"],
+        &[
+            "inject",
+            "set",
+            "/tandem:tool_call:memory_index",
+            "--disable",
+        ],
+    ];
+    std::thread::scope(|s| {
+        for args in edits {
+            let (home, ws) = (&home, &ws);
+            s.spawn(move || ok(home, ws, args));
+        }
+    });
+    let settings: Value = serde_json::from_str(&std::fs::read_to_string(&user).unwrap()).unwrap();
+    assert_eq!(
+        settings["conventionalPrompts"]["servers"],
+        json!({
+            "ctx": {"prompts": {"user_prompt": {"arguments": {"focus": "f", "depth": "3"}}}},
+            "tandem": {"prompts": {
+                "system_prompt": {"enabled": false},
+                "tool_call:memory_index": {"enabled": false},
+            }},
+        })
+    );
+    assert!(settings["mcpServers"]["ctx"].is_object());
+}
