@@ -555,10 +555,7 @@ pub const HUB_GET_PROMPT: Method<GetPromptParams, crate::hub::PromptRun> = Metho
                 let arguments = p
                     .arguments
                     .into_iter()
-                    .map(|(k, v)| match v {
-                        Value::String(s) => (k, s),
-                        other => (k, other.to_string()),
-                    })
+                    .map(|(k, v)| (k, argument_text(v)))
                     .collect();
                 block_on(w.run(&server, &prompt, arguments))
             }
@@ -572,6 +569,14 @@ pub const HUB_GET_PROMPT: Method<GetPromptParams, crate::hub::PromptRun> = Metho
         run.map_err(hub_error)
     },
 );
+
+/// A prompt argument's value as MCP takes it: a string as is, any other JSON as its text.
+fn argument_text(value: Value) -> String {
+    match value {
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
 
 pub const HUB_COMPLETE: Method<CompleteParams, Vec<crate::hub::Completion>> =
     Method::new("hub/complete", |core, workspace, p| {
@@ -617,10 +622,6 @@ pub const HUB_CONVENTIONAL: Method<HubListParams, Vec<crate::hub::ConventionalPr
 pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::ConventionalPrompt> =
     Method::new("hub/conventional_set", |core, workspace, p| {
         let w = hub_workspace(core, workspace)?;
-        let text = |v: Value| match v {
-            Value::String(s) => s,
-            other => other.to_string(),
-        };
         let mut change = crate::hub::config::PromptSettingsChange {
             enabled: p.enabled,
             arguments: Default::default(),
@@ -643,7 +644,7 @@ pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::Conven
             }
         };
         for (name, value) in p.arguments {
-            let value = (!value.is_null()).then(|| text(value));
+            let value = (!value.is_null()).then(|| argument_text(value));
             change.arguments.insert(name, value);
         }
         for name in p.unset {

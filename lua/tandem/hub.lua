@@ -187,28 +187,17 @@ end
 ---@param cb fun(values: table<string, any>?)
 local function ask_values(args, cb)
   local values = {}
-  local function step(i)
-    local a = args[i]
-    if not a then
-      return cb(values)
-    end
+  ui.input_each(args, function(a)
     local what = ui.present(a.description) and a.description or (a.required and "required" or "optional")
-    vim.ui.input({
+    return {
       prompt = ("%s (%s%s): "):format(a.name, what, a.required and ui.present(a.description) and ", required" or ""),
       default = type(a.value) == "string" and a.value or nil,
-    }, function(value)
-      if value == nil then
-        return vim.schedule(function()
-          cb(nil)
-        end)
-      end
-      values[a.name] = value ~= "" and value or vim.NIL
-      vim.schedule(function()
-        step(i + 1)
-      end)
-    end)
-  end
-  step(1)
+    }
+  end, function(a, value)
+    values[a.name] = value ~= "" and value or vim.NIL
+  end, function(answered)
+    cb(answered and values or nil)
+  end)
 end
 
 ---@class tandem.ConfigureOpts

@@ -458,27 +458,15 @@ end
 ---@param cb fun(words: string[]?)
 function M.ask(args, cb)
   local words = {}
-  local function step(i)
-    local arg = args[i]
-    if not arg then
-      return cb(words)
+  ui.input_each(args, function(arg)
+    return { prompt = M.question(arg) }
+  end, function(arg, value)
+    if value ~= "" or arg.required then
+      words[#words + 1] = arg.name .. "=" .. M.quote(value)
     end
-    vim.ui.input({ prompt = M.question(arg) }, function(value)
-      if value == nil then
-        return vim.schedule(function()
-          cb(nil)
-        end)
-      end
-      if value ~= "" or arg.required then
-        words[#words + 1] = arg.name .. "=" .. M.quote(value)
-      end
-      -- The next question once this one's window (if any) is gone.
-      vim.schedule(function()
-        step(i + 1)
-      end)
-    end)
-  end
-  step(1)
+  end, function(answered)
+    cb(answered and words or nil)
+  end)
 end
 
 ---@param prompts table[]?

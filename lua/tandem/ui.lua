@@ -152,6 +152,36 @@ function M.split_lines(text)
   return lines
 end
 
+--- Asks about each item in turn with vim.ui.input: the next question once the previous is
+--- answered (and its window gone), never waiting. `opts_of(item)` gives the input's options,
+--- `on_answer(item, value)` takes each answer; `done(true)` after the last, `done(false)` as
+--- soon as a question is cancelled.
+---@param items table[]
+---@param opts_of fun(item: table): table
+---@param on_answer fun(item: table, value: string)
+---@param done fun(answered: boolean)
+function M.input_each(items, opts_of, on_answer, done)
+  local function step(i)
+    local item = items[i]
+    if not item then
+      return done(true)
+    end
+    vim.ui.input(opts_of(item), function(value)
+      if value ~= nil then
+        on_answer(item, value)
+      end
+      vim.schedule(function()
+        if value == nil then
+          done(false)
+        else
+          step(i + 1)
+        end
+      end)
+    end)
+  end
+  step(1)
+end
+
 --- Whether a value is there: not nil, vim.NIL or the empty string.
 ---@param v any
 ---@return boolean

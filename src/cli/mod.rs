@@ -232,8 +232,6 @@ fn workspace_root(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::
     })
 }
 
-/// Opens the core for `tandem mcp --standalone` and `tandem lsp --standalone`. A data dir
-/// held by the daemon says so, and what to do.
 /// The text of an input file, or of stdin when there is none or it is `-`.
 fn read_input(file: Option<&Path>) -> anyhow::Result<String> {
     match file.filter(|f| f.as_os_str() != "-") {
@@ -244,6 +242,8 @@ fn read_input(file: Option<&Path>) -> anyhow::Result<String> {
     }
 }
 
+/// Opens the core for `tandem mcp --standalone` and `tandem lsp --standalone`. A data dir
+/// held by the daemon says so, and what to do.
 fn open_standalone(home: &Path) -> Result<Core, MemoryError> {
     Core::open(home, &LogProgress).map_err(|e| {
         if let MemoryError::Store(StoreError::Locked { .. }) = e

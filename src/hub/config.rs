@@ -439,7 +439,8 @@ pub fn load(user_file: &Path, workspace: &Path, env: &dyn Fn(&str) -> Option<Str
         };
         for (name, value) in raw.mcp_servers {
             let server = resolve(&name, value, origin.clone(), workspace, env);
-            // The workspace's entry replaces the user's of the same name.
+            // The workspace's entry replaces the user's of the same name (an entry for
+            // Tandem itself, by removing it).
             if server
                 .transport
                 .as_ref()
