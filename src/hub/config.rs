@@ -341,13 +341,11 @@ pub fn edit_prompt_settings(
         .map(|(k, v)| format!("{indent}{}: {v}", Value::String(k.clone())))
         .collect();
     let new_text = format!("{{\n{}\n}}\n", body.join(",\n"));
-    let tmp = file.with_extension("json.tandem-tmp");
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| file_error(file, format!("cannot create its directory: {e}")))?;
     }
-    std::fs::write(&tmp, new_text)
-        .and_then(|()| std::fs::rename(&tmp, file))
+    crate::store::write_atomically(file, new_text.as_bytes())
         .map_err(|e| file_error(file, format!("cannot write it: {e}")))
 }
 
