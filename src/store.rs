@@ -198,6 +198,15 @@ fn check_format(dir: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// Whether a process holds the data dir `dir` now (its lock is taken). The check takes the
+/// lock for an instant when it is free.
+pub fn is_held(dir: &Path) -> bool {
+    let Ok(file) = OpenOptions::new().read(true).open(dir.join(LOCK_FILE)) else {
+        return false;
+    };
+    matches!(file.try_lock(), Err(fs::TryLockError::WouldBlock))
+}
+
 /// Writes a small file so that a crash leaves either the old or the new content.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");

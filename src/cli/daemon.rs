@@ -152,10 +152,12 @@ pub(crate) async fn status(home: &Path) -> Option<daemon::Welcome> {
     daemon::connect(home, &hello).await.ok().map(|(_, w)| w)
 }
 
-/// Waits until the daemon's socket is gone.
+/// Waits until the daemon is gone: its socket removed and the data dir released.
 async fn wait_gone(home: &Path) -> anyhow::Result<()> {
     let deadline = Instant::now() + STOP_TIMEOUT;
-    while daemon::socket_path(home).exists() {
+    // The socket goes first; the data dir is released once the index is committed and sled
+    // flushed, when the process ends.
+    while daemon::socket_path(home).exists() || tandem::store::is_held(home) {
         if Instant::now() > deadline {
             bail!("the daemon did not stop within {STOP_TIMEOUT:?}");
         }
