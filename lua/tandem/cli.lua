@@ -179,9 +179,32 @@ M.subcommands = {
   },
 }
 
+--- Creates `:Tandem` (replacing it if it exists). `plugin/tandem.lua` does it at startup, so
+--- the command exists before setup() (and lazy-loading on the command works); setup() does
+--- it again.
+function M.create_command()
+  vim.api.nvim_create_user_command("Tandem", function(o)
+    M.run(o)
+  end, {
+    nargs = "*",
+    bang = true,
+    range = true,
+    desc = "Tandem: tasks, task, memory, prompt, inject, servers, trust, log, status, dismiss",
+    complete = function(...)
+      return M.complete(...)
+    end,
+  })
+end
+
 --- Runs `:Tandem` with the table nvim_create_user_command gives. No subcommand: `tasks`.
+--- Before setup(), the first `:Tandem` sets Tandem up with the default options (and attaches
+--- the current buffer), so the command works without a setup() call.
 ---@param opts table
 function M.run(opts)
+  if not require("tandem.state").config then
+    require("tandem").setup()
+    require("tandem.lsp").attach(vim.api.nvim_get_current_buf())
+  end
   local fargs = vim.deepcopy(opts.fargs)
   local name = table.remove(fargs, 1) or "tasks"
   local bang = opts.bang

@@ -93,6 +93,17 @@ end
 ---@field client_id? integer
 ---@field on_result? fun(err: string?, result: any, injection: table?, buf: integer?) `result`: the Injection, or its `messages` with `json`.
 
+--- What an injection buffer shows: the Markdown preview, or the messages as JSON.
+---@param injection table
+---@param json boolean
+---@return string[]
+local function preview_lines(injection, json)
+  if json then
+    return M.json_lines(injection.messages or {})
+  end
+  return ui.split_lines(type(injection.preview) == "string" and injection.preview or "(no preview)")
+end
+
 --- `tandem.inject`: the conventional prompts injection, previewed in `tandem://inject`
 --- (markdown), or its messages as JSON in `tandem://inject.json` with `json`.
 ---@param opts? tandem.InjectOpts
@@ -118,10 +129,9 @@ function M.inject(opts)
       state.last_injection = result
       if opts.show ~= false then
         if opts.json then
-          buf = ui.scratch(M.INJECT_JSON_URI, M.json_lines(result.messages or {}), { filetype = "json" })
+          buf = ui.scratch(M.INJECT_JSON_URI, preview_lines(result, true), { filetype = "json" })
         else
-          local preview = type(result.preview) == "string" and result.preview or "(no preview)"
-          buf = ui.scratch(M.INJECT_URI, ui.split_lines(preview), { filetype = "markdown", modifiable = false })
+          buf = ui.scratch(M.INJECT_URI, preview_lines(result, false), { filetype = "markdown", modifiable = false })
         end
         vim.b[buf].tandem_client_id = client and client.id
         vim.b[buf].tandem_thread_system = args.thread_system
@@ -154,6 +164,32 @@ function M.reload_inject(buf)
     client_id = vim.b[buf].tandem_client_id,
     show = true,
   })
+end
+
+--- `tandem/promptsChanged` from a client (a server's prompts or state, or the config,
+--- changed): its prompt list is fetched again, and every loaded injection buffer of that
+--- client is rebuilt in place, with the arguments it was made with, without moving a window.
+---@param client_id integer
+function M.on_prompts_changed(client_id)
+  require("tandem.prompt").refresh({ client_id = client_id })
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local name = api.nvim_buf_get_name(buf)
+    local preview = (name == M.INJECT_URI or name == M.INJECT_JSON_URI) and api.nvim_buf_is_loaded(buf)
+    local owner = preview and vim.b[buf].tandem_client_id
+    if preview and (owner == nil or owner == client_id) then
+      local args = vim.empty_dict()
+      for _, key in ipairs({ "thread_system", "model", "thread" }) do
+        args[key] = vim.b[buf]["tandem_" .. key]
+      end
+      lsp.execute("tandem.inject", { args }, function(err, result)
+        if err or type(result) ~= "table" or not api.nvim_buf_is_loaded(buf) then
+          return -- the preview keeps what it showed; a later change tries again
+        end
+        state.last_injection = result
+        ui.set_lines(buf, preview_lines(result, name == M.INJECT_JSON_URI), name == M.INJECT_JSON_URI)
+      end, { client_id = client_id })
+    end
+  end
 end
 
 -- Configuring the conventional prompts ------------------------------------------------------

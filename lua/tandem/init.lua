@@ -87,17 +87,7 @@ function M.setup(opts)
     })
   end
 
-  api.nvim_create_user_command("Tandem", function(o)
-    require("tandem.cli").run(o)
-  end, {
-    nargs = "*",
-    bang = true,
-    range = true,
-    desc = "Tandem: tasks, task, memory, prompt, inject, servers, trust, log, status, dismiss",
-    complete = function(...)
-      return require("tandem.cli").complete(...)
-    end,
-  })
+  require("tandem.cli").create_command()
 
   -- The lens autocmds live in their own group, per buffer: rebuild them for the options.
   api.nvim_create_augroup("tandem.codelens", { clear = true })

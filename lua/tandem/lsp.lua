@@ -430,6 +430,10 @@ function M.client_config(cfg, root)
       ["window/showMessageRequest"] = function(...)
         return require("tandem.hub").on_show_message_request(...)
       end,
+      -- The hub's prompts changed (docs/lsp-extensions.md): refresh what shows them.
+      ["tandem/promptsChanged"] = function(_, _, ctx)
+        require("tandem.hub").on_prompts_changed(ctx.client_id)
+      end,
     },
     -- Consulted by client:exec_cmd() (code lenses, code actions) before vim.lsp.commands,
     -- and only for this client: nothing global is registered.

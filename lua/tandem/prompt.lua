@@ -53,7 +53,9 @@ end
 ---@param opts? tandem.RequestOpts
 function M.list(cb, opts)
   lsp.execute("tandem.prompts.list", {}, function(err, result, client, raw)
+    local again = false
     if client then
+      again = state.prompts_inflight[client.id] == "again"
       state.prompts_inflight[client.id] = nil
     end
     if not err and client then
@@ -61,16 +63,24 @@ function M.list(cb, opts)
       state.prompts[client.id] = result
     end
     cb(err, result, client, raw)
+    if again then
+      M.refresh({ client_id = client.id })
+    end
   end, opts)
 end
 
 --- Refreshes the cached prompt list of a client in the background (at most one request in
---- flight per client; errors are ignored: the cache stays as it was).
+--- flight per client: a refresh asked meanwhile runs once it is answered, so a change is
+--- never missed; errors are ignored: the cache stays as it was).
 ---@param opts? { client_id?: integer, bufnr?: integer }
 function M.refresh(opts)
   opts = opts or {}
   local client = opts.client_id and vim.lsp.get_client_by_id(opts.client_id) or lsp.resolve_client(opts.bufnr)
-  if not client or client:is_stopped() or state.prompts_inflight[client.id] then
+  if not client or client:is_stopped() then
+    return
+  end
+  if state.prompts_inflight[client.id] then
+    state.prompts_inflight[client.id] = "again"
     return
   end
   state.prompts_inflight[client.id] = true

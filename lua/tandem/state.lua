@@ -10,7 +10,7 @@
 ---@field status table<integer, table> client id -> its last `tandem/status`.
 ---@field lens_inflight table<integer, true> buffers with a code-lens request in flight.
 ---@field prompts table<integer, table[]> client id -> its last `tandem.prompts.list` (PromptInfo[]).
----@field prompts_inflight table<integer, true> clients with a `tandem.prompts.list` in flight.
+---@field prompts_inflight table<integer, true|"again"> clients with a `tandem.prompts.list` in flight ("again": refresh once it is answered).
 ---@field prompt_results table<string, table> `tandem://prompt/...` name -> the run it shows.
 ---@field last_servers table? The last `tandem.servers` report.
 ---@field last_injection table? The last `tandem.inject` result.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod conventional;
 pub mod inject;
 pub mod own;
+mod remembered;
 pub mod server;
 pub mod trust;
 
@@ -27,6 +28,7 @@ use crate::store::{Store, StoreError};
 use config::HubConfig;
 pub use conventional::{ConventionalArgument, ConventionalPrompt, InjectRequest};
 pub use server::{Downstream, HubError, ServerState, Status};
+use remembered::RememberedPrompts;
 use trust::Trust;
 
 /// How often the config files are checked for changes (two `stat`s).
@@ -66,6 +68,10 @@ pub struct PromptInfo {
     pub title: Option<String>,
     pub description: Option<String>,
     pub arguments: Vec<ArgumentInfo>,
+    /// The server is not running (`autostart: false`, not used yet): these are the prompts
+    /// it listed when it last ran, and running one starts it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remembered: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +85,8 @@ pub struct ArgumentInfo {
 pub struct Hub {
     user_file: PathBuf,
     trust: Trust,
+    /// The prompts each server last listed, for the servers that are not running.
+    remembered: RememberedPrompts,
     bus: Bus,
     workspaces: Mutex<HashMap<PathBuf, Arc<Workspace>>>,
     /// Tandem's own conventional prompts, with the memory version they were built at.
@@ -122,6 +130,7 @@ impl Hub {
     pub fn open(user_file: PathBuf, store: Arc<Store>, bus: Bus) -> Result<Hub, StoreError> {
         Ok(Hub {
             user_file,
+            remembered: RememberedPrompts::open(store.db())?,
             trust: Trust::open(store)?,
             bus,
             workspaces: Mutex::new(HashMap::new()),
@@ -253,9 +262,15 @@ impl Workspace {
         let root = self.root.clone();
         let cache = self.conventional.clone();
         *cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let this = Arc::downgrade(self);
         let on_change: server::OnChange = Arc::new(move |name: &str, change| {
             if change != server::Change::Tools {
                 *cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            }
+            if change == server::Change::Prompts
+                && let Some(w) = this.upgrade()
+            {
+                w.remember_prompts(name);
             }
             bus.publish(Event::Hub {
                 workspace: root.clone(),
@@ -372,11 +387,36 @@ impl Workspace {
         })
     }
 
-    /// Every prompt of the running servers, minus those a server's `disabled_prompts` names.
+    /// Keeps what a ready server lists now as its last known prompts.
+    fn remember_prompts(&self, name: &str) {
+        let (Some(hub), Ok(s)) = (self.hub.upgrade(), self.server(name)) else {
+            return;
+        };
+        if let (Status::Ready, Some(runs)) = (s.status(), &s.config.transport) {
+            hub.remembered
+                .remember(&self.root, name, &runs.describe(), &s.prompts());
+        }
+    }
+
+    /// What a server offers: what it lists while it runs; for a server not started yet
+    /// (`autostart: false`), what it listed when it last ran (`true`: remembered).
+    fn offered_prompts(&self, s: &Downstream) -> (Arc<Vec<rmcp::model::Prompt>>, bool) {
+        if s.status() == Status::Idle
+            && let (Some(hub), Some(runs)) = (self.hub.upgrade(), &s.config.transport)
+            && let Some(prompts) = hub.remembered.recall(&self.root, s.name(), &runs.describe())
+        {
+            return (Arc::new(prompts), true);
+        }
+        (s.prompts(), false)
+    }
+
+    /// Every prompt of the servers (running, or remembered for those that start on first
+    /// use), minus those a server's `disabled_prompts` names.
     pub fn prompts(&self) -> Vec<PromptInfo> {
         let mut out = Vec::new();
         for s in self.servers_now() {
-            for p in s.prompts().iter() {
+            let (prompts, remembered) = self.offered_prompts(&s);
+            for p in prompts.iter() {
                 if s.config.disabled_prompts.contains(&p.name) {
                     continue;
                 }
@@ -396,6 +436,7 @@ impl Workspace {
                             required: a.required.unwrap_or(false),
                         })
                         .collect(),
+                    remembered,
                 });
             }
         }

@@ -12,7 +12,7 @@ mod prompts;
 mod text;
 pub mod view;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -28,7 +28,7 @@ use ulid::Ulid;
 
 use crate::calls::{self, CallError};
 use crate::core::{Core, LazyCore};
-use crate::events::{Event, TaskChange};
+use crate::events::{Event, HubChange, TaskChange};
 use crate::memory::{EntryDetails, MemoryError, SearchQuery};
 use crate::tasks::{TaskError, TaskState};
 use text::Encoding;
@@ -38,6 +38,9 @@ use view::Focus;
 pub const RECENT: Duration = Duration::from_secs(30 * 60);
 /// Refreshes of the focus are at least this far apart (events in between fold into one).
 const DEBOUNCE: Duration = Duration::from_millis(30);
+/// Hub changes within this window reach the editor as one `tandem/promptsChanged` (a server
+/// that starts sends a status change and its prompts together; a config reload, many).
+const PROMPTS_DEBOUNCE: Duration = Duration::from_millis(50);
 const MEMORY_URI: &str = "tandem://memory/";
 const TASK_URI: &str = "tandem://task/";
 const SYMBOL_LIMIT: i64 = 20;
@@ -54,6 +57,14 @@ pub const COMMANDS: &[&str] = &[
     "tandem.diagnostics.dismiss",
     "tandem.status",
 ];
+
+/// `tandem/promptsChanged` (server → client): `{servers, config}`.
+enum PromptsChanged {}
+
+impl tower_lsp_server::ls_types::notification::Notification for PromptsChanged {
+    type Params = Value;
+    const METHOD: &'static str = "tandem/promptsChanged";
+}
 
 /// Facts about the serving process, for `tandem/status`.
 #[derive(Debug, Clone)]
@@ -82,6 +93,8 @@ where
         prompt_filetypes: OnceLock::new(),
         state: tokio::sync::Mutex::new(ViewState::default()),
         refresh: tokio::sync::Notify::new(),
+        prompts_changed: Mutex::new(BTreeSet::new()),
+        prompts_notify: tokio::sync::Notify::new(),
         follower: Mutex::new(None),
     });
     let s = session.clone();
@@ -127,6 +140,10 @@ struct Session {
     state: tokio::sync::Mutex<ViewState>,
     /// Asks the follower for a full refresh.
     refresh: tokio::sync::Notify,
+    /// Servers whose prompts or state changed since the last `tandem/promptsChanged` (`""`:
+    /// the config as a whole), and the signal that there are some.
+    prompts_changed: Mutex<BTreeSet<String>>,
+    prompts_notify: tokio::sync::Notify,
     follower: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -519,6 +536,17 @@ impl Backend {
             })
         };
         let _refresher = AbortOnDrop(refresher);
+        let notifier = {
+            let this = self.clone_handle();
+            tokio::spawn(async move {
+                loop {
+                    this.session.prompts_notify.notified().await;
+                    tokio::time::sleep(PROMPTS_DEBOUNCE).await;
+                    this.prompts_changed().await;
+                }
+            })
+        };
+        let _notifier = AbortOnDrop(notifier);
         loop {
             match events.recv().await {
                 Ok(Event::Task {
@@ -536,7 +564,20 @@ impl Backend {
                     self.progress(task_id, &change).await;
                     self.session.refresh.notify_one();
                 }
-                Ok(Event::Hub { .. }) => {}
+                Ok(Event::Hub {
+                    workspace,
+                    server,
+                    change,
+                }) => {
+                    if workspace == self.session.workspace() && change != HubChange::Tools {
+                        self.session
+                            .prompts_changed
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(server);
+                        self.session.prompts_notify.notify_one();
+                    }
+                }
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!("LSP session lagged {n} events; refreshing");
                     self.session.refresh.notify_one();
@@ -544,6 +585,26 @@ impl Backend {
                 Err(RecvError::Closed) => return,
             }
         }
+    }
+
+    /// Tells the client that the hub's prompts changed (`tandem/promptsChanged`): which
+    /// servers, and whether the config was reloaded. The editor lists them again.
+    async fn prompts_changed(&self) {
+        let servers = std::mem::take(
+            &mut *self
+                .session
+                .prompts_changed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        if servers.is_empty() {
+            return;
+        }
+        let config = servers.contains("");
+        let servers: Vec<String> = servers.into_iter().filter(|s| !s.is_empty()).collect();
+        self.client
+            .send_notification::<PromptsChanged>(json!({ "servers": servers, "config": config }))
+            .await;
     }
 
     fn clone_handle(&self) -> Backend {

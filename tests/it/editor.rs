@@ -82,6 +82,15 @@ const LENSES: &str = r#"
     return out
 "#;
 
+/// `:checkhealth tandem`, as text.
+async fn checkhealth(nvim: &Nvim) -> String {
+    nvim.lua("vim.cmd('checkhealth tandem')").await;
+    let text = nvim
+        .lua("return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')")
+        .await;
+    text.as_str().unwrap().to_string()
+}
+
 fn list(v: &Value) -> &Vec<Value> {
     v.as_array().expect("a list")
 }
@@ -410,6 +419,44 @@ async fn memory_in_neovim_hover_symbols_and_save_selection() {
     mcp.close().await;
 }
 
+/// `plugin/tandem.lua`: `:Tandem` and `:checkhealth tandem` exist before setup(), and the
+/// first `:Tandem` sets Tandem up with the defaults and attaches the buffer (what
+/// lazy-loading on the command relies on).
+#[tokio::test]
+async fn the_command_exists_before_setup() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let nvim = Nvim::start(&home, &repo).await;
+    nvim.lua("vim.cmd.edit('src/auth/jwt.rs')").await;
+    let before = nvim
+        .lua("return { vim.fn.exists(':Tandem'), require('tandem').config() == nil, #vim.lsp.get_clients() }")
+        .await;
+    assert_eq!(before, json!([2, true, 0]));
+
+    let health = checkhealth(&nvim).await;
+    assert!(
+        health.contains("tandem: Neovim and setup") && health.contains("setup() has not been called"),
+        "{health}"
+    );
+    nvim.lua("vim.cmd('tabclose')").await;
+
+    // The default `cmd` is `tandem` on PATH.
+    let bin_dir = std::path::Path::new(crate::util::tandem_bin()).parent().unwrap();
+    nvim.lua(&format!(
+        "vim.env.PATH = '{}:' .. vim.env.PATH; vim.cmd('Tandem status')",
+        bin_dir.display()
+    ))
+    .await;
+    attached(&nvim).await;
+    let after = nvim
+        .lua("return { require('tandem').config() ~= nil, vim.lsp.get_clients({ bufnr = 0 })[1].name }")
+        .await;
+    assert_eq!(after, json!([true, "tandem"]));
+    nvim.quit().await;
+}
+
 #[tokio::test]
 async fn tandem_commands_in_neovim() {
     let home = TestHome::new();
@@ -543,11 +590,7 @@ async fn tandem_commands_in_neovim() {
         text.contains(env!("CARGO_PKG_VERSION")) && text.contains("daemon"),
         "{notes}"
     );
-    nvim.lua("vim.cmd('checkhealth tandem')").await;
-    let health = nvim
-        .lua("return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')")
-        .await;
-    let health = health.as_str().unwrap();
+    let health = checkhealth(&nvim).await;
     assert!(health.contains("OK version: tandem"), "{health}");
     assert!(health.contains("OK running: pid"), "{health}");
     assert!(!health.contains("ERROR"), "{health}");
@@ -965,6 +1008,62 @@ async fn prompt_arguments_are_asked_in_neovim() {
     nvim.quit().await;
 }
 
+/// The hub's changes reach the editor with no user action (`tandem/promptsChanged`): the
+/// prompt list of `:Tandem prompt` follows a server's `list_changed`, and an open injection
+/// preview is rebuilt when the config gains a server.
+#[tokio::test]
+async fn prompt_changes_reach_neovim_unasked() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, &[("notes.md", "# Notes\n")]);
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    let config = home.tandem_home().join("config.json");
+    let ticker = json!({"command": fixture_bin(), "args": ["--name", "ticker", "--change-every-ms", "300"]});
+    std::fs::write(&config, json!({"mcpServers": {"ticker": ticker}}).to_string()).unwrap();
+    let nvim = editor(&home, &repo, "notes.md").await;
+
+    // The plugin fetched the list once, at attach; only the notification fetches it again.
+    let commands = r#"
+        local c = vim.lsp.get_clients({ name = 'tandem' })[1]
+        return vim.tbl_map(function(p) return p.command end, require('tandem.state').prompts[c.id] or {})
+    "#;
+    let first = nvim
+        .wait("a tick prompt", 15, commands, |v| !list(v).is_empty())
+        .await;
+    nvim.wait("the next tick prompt", 15, commands, |v| {
+        !list(v).is_empty() && v != &first
+    })
+    .await;
+
+    nvim.lua("vim.cmd('Tandem inject')").await;
+    let before = buffer_with(&nvim, "tandem://inject", "## 1. system").await;
+    assert!(!before.contains("System instructions from conv."), "{before}");
+    let conv = json!({"command": fixture_bin(), "args": ["--name", "conv", "--conventional"]});
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"ticker": ticker, "conv": conv}}).to_string(),
+    )
+    .unwrap();
+    // Another window is current meanwhile: the preview is rebuilt where it is.
+    nvim.lua("vim.cmd('new')").await;
+    let preview = r#"
+        for _, b in ipairs(vim.api.nvim_list_bufs()) do
+            if vim.api.nvim_buf_get_name(b) == 'tandem://inject' then
+                return table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\n')
+            end
+        end
+        return ''
+    "#;
+    nvim.wait("the preview to show the new server", 15, preview, |v| {
+        v.as_str().unwrap_or("").contains("System instructions from conv.")
+    })
+    .await;
+    let current = nvim.lua("return vim.api.nvim_buf_get_name(0)").await;
+    assert_eq!(current, json!(""), "the preview must not take the window");
+    nvim.quit().await;
+}
+
 #[tokio::test]
 async fn injection_servers_and_trust_in_neovim() {
     let home = TestHome::new();
@@ -1093,11 +1192,7 @@ async fn injection_servers_and_trust_in_neovim() {
     .await;
 
     // `:checkhealth tandem` reports the hub.
-    nvim.lua("vim.cmd('checkhealth tandem')").await;
-    let health = nvim
-        .lua("return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')")
-        .await;
-    let health = health.as_str().unwrap();
+    let health = checkhealth(&nvim).await;
     assert!(
         health.contains("OK 1 MCP server(s) for") && health.contains("1 ready"),
         "{health}"

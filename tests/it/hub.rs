@@ -340,6 +340,64 @@ fn prompt_list_and_config_changes_apply_without_a_restart() {
     }
 }
 
+/// A server with `autostart: false` runs only when used; once it has run, its prompts are
+/// offered (remembered in the data dir, across daemons) while it is not running.
+#[test]
+fn a_server_started_on_use_offers_the_prompts_it_last_listed() {
+    let home = TestHome::new();
+    let mut entry = fixture_entry(&["--name", "lazy", "--prompts", "2"]);
+    entry["autostart"] = json!(false);
+    let (ws, _) = user_config(&home, &json!({"mcpServers": {"lazy": entry}}).to_string());
+    let commands = |home: &TestHome| -> Vec<(String, bool)> {
+        ok(home, &ws, &["prompts", "--json"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let remembered = p["remembered"].as_bool().unwrap_or(false);
+                (p["command"].as_str().unwrap().to_string(), remembered)
+            })
+            .collect()
+    };
+    let state = |home: &TestHome| server(&ok(home, &ws, &["servers", "--json"]), "lazy")["state"].clone();
+    {
+        let _daemon = start_daemon(&home);
+        // Never run: nothing known, and listing does not start it.
+        assert_eq!(commands(&home), []);
+        assert_eq!(state(&home), "idle");
+        // Running a prompt starts it.
+        let run = ok(&home, &ws, &["prompt", "/lazy:prompt-000", "--json"]);
+        assert_eq!(run["server"], "lazy", "{run}");
+        assert_eq!(state(&home), "ready");
+        assert_eq!(
+            commands(&home),
+            [("/lazy:prompt-000".to_string(), false), ("/lazy:prompt-001".to_string(), false)]
+        );
+    }
+    // A new daemon: the server is idle again, its last prompts are offered as remembered.
+    let _daemon = start_daemon(&home);
+    assert_eq!(state(&home), "idle");
+    assert_eq!(
+        commands(&home),
+        [("/lazy:prompt-000".to_string(), true), ("/lazy:prompt-001".to_string(), true)]
+    );
+    // Running a remembered prompt starts the server; the list is live again.
+    ok(&home, &ws, &["prompt", "/lazy:prompt-001", "--json"]);
+    assert_eq!(state(&home), "ready");
+    assert_eq!(commands(&home)[0], ("/lazy:prompt-000".to_string(), false));
+    // Another command line for the server: what the old one listed is not offered.
+    let mut other = fixture_entry(&["--name", "lazy", "--prompts", "1"]);
+    other["autostart"] = json!(false);
+    let config = home.tandem_home().join("config.json");
+    std::fs::write(&config, json!({"mcpServers": {"lazy": other}}).to_string()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state(&home) != "idle" {
+        assert!(Instant::now() < deadline, "the config change never applied");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(commands(&home), []);
+}
+
 /// A plain directory (no git, no `.mcp.json`) as the workspace, and the user's `config.json`
 /// (in the data dir) holding `config`: `(workspace, config file)`.
 fn user_config(home: &TestHome, config: &str) -> (std::path::PathBuf, std::path::PathBuf) {
