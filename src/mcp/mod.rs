@@ -80,8 +80,7 @@ fn tool<P: JsonSchema, R: JsonSchema>(
 
 /// A tool's definition: its arguments `P` and its result `R` as flat schemas.
 fn definition<P: JsonSchema, R: JsonSchema>(name: &'static str, description: &'static str) -> Tool {
-    Tool::new(name, description, schema::input::<P>())
-        .with_raw_output_schema(schema::output::<R>())
+    Tool::new(name, description, schema::input::<P>()).with_raw_output_schema(schema::output::<R>())
 }
 
 fn read_only(mut t: McpTool) -> McpTool {

@@ -25,8 +25,8 @@
 use std::sync::Arc;
 
 use rmcp::model::JsonObject;
-use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 
 /// A tool's arguments, as the tool reads them.
@@ -70,7 +70,9 @@ fn build<T: JsonSchema>(contract: Contract) -> Arc<JsonObject> {
 
 /// `T`'s schema for `contract`, flat (see the module's documentation), or why it cannot be.
 fn flat<T: JsonSchema>(contract: Contract) -> Result<JsonObject, String> {
-    let schema = settings(contract).into_generator().into_root_schema_for::<T>();
+    let schema = settings(contract)
+        .into_generator()
+        .into_root_schema_for::<T>();
     let Value::Object(mut object) = schema.to_value() else {
         return Err("not an object".into());
     };
@@ -103,13 +105,18 @@ fn flatten(
     at: &str,
 ) -> Result<(), String> {
     if s.contains_key("$ref") {
-        return Err(format!("{at}: a $ref (a recursive type?) cannot be inlined"));
+        return Err(format!(
+            "{at}: a $ref (a recursive type?) cannot be inlined"
+        ));
     }
     s.remove("$schema");
     let mut nullable = false;
     // A merged branch may bring a union of its own (`Option` of an enum with documented
     // variants: an `anyOf` around a `oneOf`).
-    while ["allOf", "anyOf", "oneOf"].iter().any(|k| s.contains_key(*k)) {
+    while ["allOf", "anyOf", "oneOf"]
+        .iter()
+        .any(|k| s.contains_key(*k))
+    {
         merge_single_all_of(s, at)?;
         nullable |= flatten_union(s, at)?;
     }
@@ -132,13 +139,13 @@ fn flatten(
     if s.get("default").is_some_and(Value::is_null) {
         s.remove("default");
     }
-    if let Some(format) = s.get("format").and_then(Value::as_str).map(str::to_owned) {
-        if NUMERIC_FORMATS.contains(&format.as_str()) {
-            if format.starts_with('u') {
-                s.entry("minimum").or_insert(Value::from(0));
-            }
-            s.remove("format");
+    if let Some(format) = s.get("format").and_then(Value::as_str).map(str::to_owned)
+        && NUMERIC_FORMATS.contains(&format.as_str())
+    {
+        if format.starts_with('u') {
+            s.entry("minimum").or_insert(Value::from(0));
         }
+        s.remove("format");
     }
     if nullable && contract == Contract::Output && presence == Presence::Always {
         return Err(format!(
@@ -150,7 +157,12 @@ fn flatten(
     let required: Vec<String> = s
         .get("required")
         .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).map(String::from).collect())
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(Value::Object(properties)) = s.get_mut("properties") {
         for (name, property) in properties.iter_mut() {
@@ -159,7 +171,12 @@ fn flatten(
             } else {
                 Presence::Optional
             };
-            flatten_subschema(property, contract, presence, &format!("{at}/properties/{name}"))?;
+            flatten_subschema(
+                property,
+                contract,
+                presence,
+                &format!("{at}/properties/{name}"),
+            )?;
         }
     }
     if let Some(items) = s.get_mut("items") {
@@ -237,10 +254,17 @@ fn flatten_union(s: &mut Map<String, Value>, at: &str) -> Result<bool, String> {
             .or_else(|| b.get("enum").and_then(|e| e.as_array()?.first()))
             .and_then(Value::as_str);
         match constant {
-            Some(c) if b.get("enum").is_none_or(|e| e.as_array().is_some_and(|e| e.len() == 1)) => {
+            Some(c)
+                if b.get("enum")
+                    .is_none_or(|e| e.as_array().is_some_and(|e| e.len() == 1)) =>
+            {
                 values.push(Value::from(c))
             }
-            _ => return Err(format!("{at}/{key}: a union of other than string constants")),
+            _ => {
+                return Err(format!(
+                    "{at}/{key}: a union of other than string constants"
+                ));
+            }
         }
     }
     s.insert("type".into(), Value::from("string"));

@@ -30,7 +30,10 @@ async fn every_tool_schema_is_flat_and_says_what_the_spec_says() {
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort();
     let specified: Vec<&str> = spec.keys().map(String::as_str).collect();
-    assert_eq!(names, specified, "the tool list is the specs' tools (sorted)");
+    assert_eq!(
+        names, specified,
+        "the tool list is the specs' tools (sorted)"
+    );
 
     let mut problems = Vec::new();
     for t in &tools {
@@ -92,14 +95,14 @@ async fn the_typescript_sdk_takes_every_schema_and_result_without_a_word() {
         .expect("the TypeScript client hung")
         .expect("node runs (scripts/test needs it for the reference servers)");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(report["failed"], json!([]), "calls failed: {report:#}");
-    assert_eq!(report["said"], json!([]), "the client said something: {report:#}");
+    assert_eq!(
+        report["said"],
+        json!([]),
+        "the client said something: {report:#}"
+    );
     assert_eq!(report["tools"], 15);
 }
 
@@ -183,23 +186,21 @@ fn strict(s: &Value, at: &str, problems: &mut Vec<String>) {
     if o.get("nullable").is_some_and(|v| !v.is_boolean()) {
         problem("`nullable` is not a boolean".into());
     }
-    if let Some(f) = o.get("format") {
-        if !(ty == "string" && f.as_str().is_some_and(|f| FORMATS.contains(&f))) {
-            problem(format!("format {f} on a {ty}"));
-        }
+    if let Some(f) = o.get("format")
+        && !(ty == "string" && f.as_str().is_some_and(|f| FORMATS.contains(&f)))
+    {
+        problem(format!("format {f} on a {ty}"));
     }
     for key in ["minimum", "maximum"] {
         if o.get(key).is_some_and(|v| !v.is_number()) {
             problem(format!("`{key}` is not a number"));
         }
     }
-    if let (Some(min), Some(max)) = (
-        o.get("minimum").and_then(Value::as_f64),
-        o.get("maximum").and_then(Value::as_f64),
-    ) {
-        if min > max {
-            problem(format!("minimum {min} > maximum {max}"));
-        }
+    let bound = |key: &str| o.get(key).and_then(Value::as_f64);
+    if let (Some(min), Some(max)) = (bound("minimum"), bound("maximum"))
+        && min > max
+    {
+        problem(format!("minimum {min} > maximum {max}"));
     }
     for key in ["minLength", "maxLength", "minItems", "maxItems"] {
         if o.get(key).is_some_and(|v| !v.is_u64()) {
@@ -207,9 +208,7 @@ fn strict(s: &Value, at: &str, problems: &mut Vec<String>) {
         }
     }
     let allowed = o.get("enum").map(|e| match e.as_array() {
-        Some(values) if !values.is_empty() && values.iter().all(Value::is_string) => {
-            values.clone()
-        }
+        Some(values) if !values.is_empty() && values.iter().all(Value::is_string) => values.clone(),
         _ => {
             problem(format!("`enum` is not a list of strings: {e}"));
             Vec::new()
@@ -224,7 +223,6 @@ fn strict(s: &Value, at: &str, problems: &mut Vec<String>) {
             "array" => d.is_array(),
             _ => d.is_object(),
         };
-        let bound = |key: &str| o.get(key).and_then(Value::as_f64);
         let in_bounds = d.as_f64().is_none_or(|d| {
             bound("minimum").is_none_or(|m| d >= m) && bound("maximum").is_none_or(|m| d <= m)
         });
@@ -314,18 +312,19 @@ fn conforms(spec: &Value, ours: &Value, side: Side, at: &str, problems: &mut Vec
     };
     let (spec_properties, our_properties) = (names(spec, "properties"), names(ours, "properties"));
     let (spec_required, our_required) = (names(spec, "required"), names(ours, "required"));
-    let missing: Vec<&String> = spec_properties
-        .iter()
-        .filter(|p| !our_properties.contains(p))
-        .collect();
+    let not_in = |names: &[String], other: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| !other.contains(n))
+            .cloned()
+            .collect()
+    };
+    let missing = not_in(&spec_properties, &our_properties);
     if !missing.is_empty() {
         problems.push(format!("{at}: no property {missing:?}"));
     }
     if side == Side::Arguments {
-        let extra: Vec<&String> = our_properties
-            .iter()
-            .filter(|p| !spec_properties.contains(p))
-            .collect();
+        let extra = not_in(&our_properties, &spec_properties);
         if !extra.is_empty() {
             problems.push(format!("{at}: properties {extra:?} are not in the spec"));
         }
@@ -334,12 +333,15 @@ fn conforms(spec: &Value, ours: &Value, side: Side, at: &str, problems: &mut Vec
                 "{at}: required {our_required:?}, the spec says {spec_required:?}"
             ));
         }
-    } else if !spec_required.iter().all(|r| our_required.contains(r)) {
+    } else if !not_in(&spec_required, &our_required).is_empty() {
         problems.push(format!(
             "{at}: required {our_required:?} lacks some of the spec's {spec_required:?}"
         ));
     }
-    for p in spec_properties.iter().filter(|p| our_properties.contains(p)) {
+    for p in spec_properties
+        .iter()
+        .filter(|p| our_properties.contains(p))
+    {
         conforms(
             &spec["properties"][p],
             &ours["properties"][p],
