@@ -195,6 +195,7 @@ pub struct StartTaskParams {
 #[serde(deny_unknown_fields)]
 pub struct LogDecisionParams {
     pub task_id: String,
+    /// Kind of decision.
     #[schemars(with = "crate::tasks::DecisionCategory")]
     pub category: String,
     /// The decision question (e.g., 'Which auth library to use?').
@@ -213,6 +214,7 @@ pub struct LogDecisionParams {
 #[serde(deny_unknown_fields)]
 pub struct LogIssueParams {
     pub task_id: String,
+    /// Kind of issue.
     #[serde(rename = "type")]
     #[schemars(with = "crate::tasks::IssueType")]
     pub issue_type: String,
@@ -260,6 +262,7 @@ pub struct CompletionMetadataParams {
     pub packages_added: Option<Vec<String>>,
     pub packages_removed: Option<Vec<String>>,
     pub commands_executed: Option<Vec<String>>,
+    /// How the tests went.
     #[schemars(with = "Option<crate::tasks::TestsStatus>")]
     pub tests_status: Option<String>,
 }
@@ -268,6 +271,7 @@ pub struct CompletionMetadataParams {
 #[serde(deny_unknown_fields)]
 pub struct CompleteTaskParams {
     pub task_id: String,
+    /// How the task ended.
     #[schemars(with = "crate::tasks::CompletionStatus")]
     pub status: String,
     pub outcome: OutcomeParams,

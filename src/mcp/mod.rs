@@ -6,6 +6,7 @@
 //! becomes a tool result with `isError` and the spec's error object. Protocol errors are
 //! only for requests that cannot be routed (an unknown tool or resource).
 
+pub mod schema;
 pub mod transport;
 
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use std::sync::{Arc, LazyLock};
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, JsonObject, ListPromptsResult,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     Prompt, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
@@ -66,17 +67,20 @@ struct McpTool {
 }
 
 /// A tool running `method`, with its parameters' and result's schemas.
-fn tool<P: JsonSchema + 'static, R: JsonSchema + 'static>(
+fn tool<P: JsonSchema, R: JsonSchema>(
     name: &'static str,
     description: &'static str,
     method: &calls::Method<P, R>,
 ) -> McpTool {
     McpTool {
-        tool: Tool::new(name, description, JsonObject::new())
-            .with_input_schema::<P>()
-            .with_output_schema::<R>(),
+        tool: definition::<P, R>(name, description),
         method: Some(method.name),
     }
+}
+
+/// A tool's definition: its arguments `P` and its result `R` as flat schemas.
+fn definition<P: JsonSchema, R: JsonSchema>(name: &'static str, description: &'static str) -> Tool {
+    Tool::new(name, description, schema::input::<P>()).with_raw_output_schema(schema::output::<R>())
 }
 
 fn read_only(mut t: McpTool) -> McpTool {
@@ -90,13 +94,10 @@ fn read_only(mut t: McpTool) -> McpTool {
 static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
     vec![
         read_only(McpTool {
-            tool: Tool::new(
+            tool: definition::<HelpParams, memory::HelpOutcome>(
                 "rekall_help",
                 "Guide to using the memory: workflows, proactive triggers and citation format. Call once at the start of a session.",
-                JsonObject::new(),
-            )
-            .with_input_schema::<HelpParams>()
-            .with_output_schema::<memory::HelpOutcome>(),
+            ),
             method: None,
         }),
         read_only(tool(

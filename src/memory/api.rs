@@ -3,7 +3,9 @@
 //! The results serialise to exactly the output fields of spec 003 (plus a few documented
 //! extras), so every face emits them as they are: MCP as `structuredContent`, the CLI with
 //! `--json`. Their JSON Schema is derived here once and is what MCP declares as
-//! `outputSchema`.
+//! `outputSchema` (made flat by `mcp::schema`). A field with no value is left out rather
+//! than sent as `null` (the spec's output schemas require no field): a flat schema cannot
+//! say "a string or null" to every validator.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -147,6 +149,7 @@ pub struct EntryDetails {
     pub title: String,
     pub content: String,
     pub tags: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     pub confidence: u8,
     pub status: String,
@@ -154,6 +157,7 @@ pub struct EntryDetails {
     /// RFC 3339.
     pub created_at: String,
     pub updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_accessed: Option<String>,
     pub access_count: u64,
     /// 0..1: how established this entry is (use, links, confidence, recency).
@@ -161,6 +165,7 @@ pub struct EntryDetails {
     pub embeddings: EmbeddingsInfo,
     pub links: EntryLinks,
     /// The conversation context saved with the entry, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
 }
 
@@ -216,8 +221,10 @@ pub struct AcceptOutcome {
     /// `link` or `generalize`.
     pub suggestion_type: String,
     pub action_taken: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub link_created: Option<LinkCreated>,
     /// For a generalisation: the command that creates the semantic entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub generalize_command: Option<String>,
 }
 

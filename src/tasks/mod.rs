@@ -224,7 +224,8 @@ pub struct Logged {
     pub task_id: String,
     /// How many of this kind the task has now.
     pub count: u64,
-    /// Set when the task goes past the protocol's guidance (3 decisions, 3 issues, 5 milestones).
+    /// Only past the protocol's guidance (3 decisions, 3 issues, 5 milestones): says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub guidance: Option<String>,
 }
 

@@ -13,4 +13,5 @@ mod nvim;
 mod reference_servers;
 mod tasks_core;
 mod tasks_mcp;
+mod tool_schemas;
 mod util;

@@ -324,6 +324,16 @@ pub fn filesystem_bin() -> PathBuf {
     npm_bin("TANDEM_TEST_FILESYSTEM", "mcp-server-filesystem")
 }
 
+/// The `node_modules` the reference servers are installed in; it holds their dependency, the
+/// official TypeScript MCP SDK (`@modelcontextprotocol/sdk`).
+pub fn npm_modules() -> PathBuf {
+    let bin = everything_bin();
+    bin.parent()
+        .and_then(Path::parent)
+        .unwrap_or_else(|| panic!("{} is not in a node_modules/.bin", bin.display()))
+        .to_path_buf()
+}
+
 /// An npm server's executable: `$var`, else `.test-deps/npm/node_modules/.bin/NAME`.
 fn npm_bin(var: &str, name: &str) -> PathBuf {
     let bin = match std::env::var_os(var) {
