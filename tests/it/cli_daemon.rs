@@ -208,8 +208,15 @@ async fn a_daemon_started_while_the_data_dir_is_held_waits_for_it() {
     let _guard = DaemonGuard(&home);
     // This test process holds the data dir, as a CLI command run in-process would.
     let held = home.memory();
+    // Released once the starting daemon has said it waits for it.
+    let log_file = home.tandem_home().join("logs/tandem.log");
+    let waiting = format!("the data dir is held by pid {}", std::process::id());
     let release = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while !std::fs::read_to_string(&log_file).is_ok_and(|l| l.contains(&waiting)) {
+            assert!(std::time::Instant::now() < deadline, "the daemon never waited");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         drop(held);
     });
     let agent = home.mcp_daemon(&home.path().join("ws"), 60).await;
