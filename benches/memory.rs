@@ -231,11 +231,7 @@ impl Report {
 
 async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     eprintln!("bench: {n} entries: generating");
-    let dir = tempfile::Builder::new()
-        .prefix("tandem-bench")
-        .tempdir()
-        .unwrap();
-    let home = dir.path().join("tandem-home");
+    let (dir, home) = temp_home();
     let mut corpus = Corpus::new(42);
     let entries: Vec<Generated> = (0..n).map(|_| corpus.entry()).collect();
 
@@ -298,12 +294,8 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
         .map(|_| corpus.rare_word())
         .collect();
     eprintln!("bench: {n} entries: tandem mcp --standalone over stdio");
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
-    cmd.args(["mcp", "--standalone"])
-        .env("TANDEM_HOME", &home)
-        .env("TANDEM_LOG", "warn");
     let tandem = stdio_workload(
-        cmd,
+        standalone_mcp(&home),
         &stdio_queries,
         &mut corpus,
         |q| ("rekall_search", json!({"query": q})),
@@ -364,6 +356,25 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     }
 }
 
+/// A temp dir, and the data dir to use inside it.
+fn temp_home() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("tandem-bench")
+        .tempdir()
+        .unwrap();
+    let home = dir.path().join("tandem-home");
+    (dir, home)
+}
+
+/// `tandem mcp --standalone` on a data dir.
+fn standalone_mcp(home: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+    cmd.args(["mcp", "--standalone"])
+        .env("TANDEM_HOME", home)
+        .env("TANDEM_LOG", "warn");
+    cmd
+}
+
 async fn daemon_workload(home: &Path, queries: &[String]) -> DaemonFigures {
     let connect = |q: &str| {
         let home = home.to_path_buf();
@@ -419,21 +430,15 @@ async fn daemon_workload(home: &Path, queries: &[String]) -> DaemonFigures {
 }
 
 async fn stdio_workload(
-    mut cmd: tokio::process::Command,
+    cmd: tokio::process::Command,
     queries: &[String],
     corpus: &mut Corpus,
     search: impl Fn(&str) -> (&'static str, Value),
     mut add: impl FnMut(&Generated) -> (&'static str, Value),
     budget: Duration,
 ) -> StdioFigures {
-    cmd.kill_on_drop(true);
     let start = Instant::now();
-    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = transport.id().unwrap();
-    let client: RunningService<RoleClient, ()> = ().serve(transport).await.unwrap();
+    let (client, pid) = spawn_client(cmd).await;
     let first_answer = start.elapsed();
     let (tool, args) = search(&queries[0]);
     call(&client, tool, args).await;
@@ -473,12 +478,27 @@ async fn stdio_workload(
     }
 }
 
+/// Spawns an MCP server (killed when dropped) and connects to it: the client and its pid.
+async fn spawn_client(mut cmd: tokio::process::Command) -> (RunningService<RoleClient, ()>, u32) {
+    cmd.kill_on_drop(true);
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = transport.id().unwrap();
+    (().serve(transport).await.unwrap(), pid)
+}
+
 async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) {
     call_json(client, tool, args).await;
 }
 
 /// Calls a tool that must succeed; its structured result.
-async fn call_json(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Value {
+async fn call_json(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> Value {
     let Value::Object(map) = args else {
         unreachable!()
     };
@@ -819,11 +839,7 @@ impl ClusteredReport {
 }
 
 async fn bench_clustered(n: usize) -> ClusteredReport {
-    let dir = tempfile::Builder::new()
-        .prefix("tandem-bench")
-        .tempdir()
-        .unwrap();
-    let home = dir.path().join("tandem-home");
+    let (_dir, home) = temp_home();
     let mut corpus = Clustered::new(7);
     let in_process = if n > CLUSTERED_ALL_STDIO {
         n - CLUSTERED_STDIO_TAIL
@@ -857,17 +873,7 @@ async fn bench_clustered(n: usize) -> ClusteredReport {
         "bench: clustered, {n} entries: {} adds over stdio",
         n - in_process
     );
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
-    cmd.args(["mcp", "--standalone"])
-        .env("TANDEM_HOME", &home)
-        .env("TANDEM_LOG", "warn")
-        .kill_on_drop(true);
-    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = transport.id().unwrap();
-    let client: RunningService<RoleClient, ()> = ().serve(transport).await.unwrap();
+    let (client, pid) = spawn_client(standalone_mcp(&home)).await;
     // The first call waits for the data dir to open: not an add's cost.
     call(&client, "rekall_search", json!({"query": "cors"})).await;
     let mut adds = Vec::with_capacity(n - in_process);

@@ -8,38 +8,69 @@ use tandem::memory::{EntryType, NewEntry};
 /// Six topics of ten words. An entry draws most of its words from its topic.
 pub const TOPICS: [[&str; 10]; 6] = [
     [
-        "cors", "safari", "header", "preflight", "origin", "cookie", "browser", "chrome",
-        "redirect", "csp",
+        "cors",
+        "safari",
+        "header",
+        "preflight",
+        "origin",
+        "cookie",
+        "browser",
+        "chrome",
+        "redirect",
+        "csp",
     ],
     [
-        "auth", "jwt", "token", "session", "oauth", "login", "refresh", "expiry", "scope",
+        "auth",
+        "jwt",
+        "token",
+        "session",
+        "oauth",
+        "login",
+        "refresh",
+        "expiry",
+        "scope",
         "signature",
     ],
     [
-        "redis", "cache", "postgres", "query", "index", "migration", "schema", "transaction",
-        "deadlock", "replica",
+        "redis",
+        "cache",
+        "postgres",
+        "query",
+        "index",
+        "migration",
+        "schema",
+        "transaction",
+        "deadlock",
+        "replica",
     ],
     [
-        "timeout", "retry", "backoff", "socket", "proxy", "dns", "tls", "latency", "gateway",
+        "timeout",
+        "retry",
+        "backoff",
+        "socket",
+        "proxy",
+        "dns",
+        "tls",
+        "latency",
+        "gateway",
         "keepalive",
     ],
     [
-        "docker", "build", "deploy", "pipeline", "artifact", "linker", "compile", "dependency",
-        "version", "rollback",
+        "docker",
+        "build",
+        "deploy",
+        "pipeline",
+        "artifact",
+        "linker",
+        "compile",
+        "dependency",
+        "version",
+        "rollback",
     ],
     [
         "async", "mutex", "thread", "panic", "memory", "leak", "queue", "worker", "stream",
         "buffer",
     ],
-];
-
-const TYPES: [EntryType; 6] = [
-    EntryType::Bug,
-    EntryType::Pattern,
-    EntryType::Decision,
-    EntryType::Pitfall,
-    EntryType::Config,
-    EntryType::Reference,
 ];
 
 /// Words of an entry's own topic, out of 100; the rest come from the whole vocabulary.
@@ -79,13 +110,16 @@ impl Clustered {
     }
 
     fn words(&mut self, topic: usize, n: usize) -> String {
-        (0..n).map(|_| self.word(topic)).collect::<Vec<_>>().join(" ")
+        (0..n)
+            .map(|_| self.word(topic))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The next entry: a topic, a type, 4 title words, 40 content words, 2 topic tags.
     pub fn entry(&mut self) -> NewEntry {
         let topic = self.below(TOPICS.len());
-        let entry_type = TYPES[self.below(TYPES.len())];
+        let entry_type = EntryType::ALL[self.below(EntryType::ALL.len())];
         let title = self.words(topic, 4);
         let content = self.words(topic, 40);
         let first = self.below(10);

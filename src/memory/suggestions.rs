@@ -442,7 +442,10 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
         }
     }
     let mut batch = sled::Batch::default();
-    for s in live.iter().filter(|s| s.status != SuggestionStatus::Superseded) {
+    for s in live
+        .iter()
+        .filter(|s| s.status != SuggestionStatus::Superseded)
+    {
         for e in &s.entries {
             batch.insert(by_entry_key(e, &s.id).as_bytes(), encode(&Touch::of(s)));
         }
@@ -585,11 +588,7 @@ mod tests {
         assert_eq!(cases[2].1.len(), MAX_PENDING_GENERALIZATIONS);
         for (score, want, made) in cases {
             let new = entry(EntryType::Bug);
-            let plan = add(
-                &memory,
-                &new,
-                &[similar(&a, *score), similar(&b, *score)],
-            );
+            let plan = add(&memory, &new, &[similar(&a, *score), similar(&b, *score)]);
             let groups = plan
                 .new
                 .iter()
