@@ -9,6 +9,14 @@
 //! - the same stdio workload against `@modelcontextprotocol/server-memory` (npm, installed
 //!   under `.test-deps/npm` by `scripts/bench`), and the ratios.
 //!
+//! Then a clustered knowledge base (`common::clustered`: every entry like many others, the
+//! worst case for suggestions), built by adds from empty (default 1,000 and 100,000
+//! entries; `TANDEM_BENCH_CLUSTERED_SIZES`): add latency in the first and the last 10% of
+//! the load, so that growth shows, and the suggestions it left. Up to 10,000 entries every
+//! add goes over stdio; beyond, all but the last 1,000 are added in process (the same
+//! code, durable) and the last 1,000 over stdio. `TANDEM_BENCH_CORPUS=generic` or
+//! `clustered` runs one of the two.
+//!
 //! Run with `scripts/bench` (or `cargo bench --bench memory`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -27,6 +35,7 @@ use tandem::memory::{EntryType, Memory, NewEntry, NoProgress, SearchQuery};
 use tandem::store::Store;
 
 mod common;
+use common::clustered::Clustered;
 use common::{Stats, ms};
 
 const ADDS: usize = 300;
@@ -54,9 +63,22 @@ fn main() {
             "note: @modelcontextprotocol/server-memory not found under .test-deps/npm; run scripts/bench to install it"
         );
     }
-    for n in sizes {
-        let report = runtime.block_on(bench_size(n, reference.as_deref()));
-        report.print();
+    let corpus = std::env::var("TANDEM_BENCH_CORPUS").unwrap_or_default();
+    if corpus != "clustered" {
+        for n in sizes {
+            let report = runtime.block_on(bench_size(n, reference.as_deref()));
+            report.print();
+        }
+    }
+    if corpus != "generic" {
+        let sizes: Vec<usize> = std::env::var("TANDEM_BENCH_CLUSTERED_SIZES")
+            .unwrap_or_else(|_| "1000,100000".into())
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+        for n in sizes {
+            runtime.block_on(bench_clustered(n)).print();
+        }
     }
 }
 
@@ -209,11 +231,7 @@ impl Report {
 
 async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     eprintln!("bench: {n} entries: generating");
-    let dir = tempfile::Builder::new()
-        .prefix("tandem-bench")
-        .tempdir()
-        .unwrap();
-    let home = dir.path().join("tandem-home");
+    let (dir, home) = temp_home();
     let mut corpus = Corpus::new(42);
     let entries: Vec<Generated> = (0..n).map(|_| corpus.entry()).collect();
 
@@ -276,12 +294,8 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
         .map(|_| corpus.rare_word())
         .collect();
     eprintln!("bench: {n} entries: tandem mcp --standalone over stdio");
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
-    cmd.args(["mcp", "--standalone"])
-        .env("TANDEM_HOME", &home)
-        .env("TANDEM_LOG", "warn");
     let tandem = stdio_workload(
-        cmd,
+        standalone_mcp(&home),
         &stdio_queries,
         &mut corpus,
         |q| ("rekall_search", json!({"query": q})),
@@ -342,6 +356,25 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     }
 }
 
+/// A temp dir, and the data dir to use inside it.
+fn temp_home() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("tandem-bench")
+        .tempdir()
+        .unwrap();
+    let home = dir.path().join("tandem-home");
+    (dir, home)
+}
+
+/// `tandem mcp --standalone` on a data dir.
+fn standalone_mcp(home: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+    cmd.args(["mcp", "--standalone"])
+        .env("TANDEM_HOME", home)
+        .env("TANDEM_LOG", "warn");
+    cmd
+}
+
 async fn daemon_workload(home: &Path, queries: &[String]) -> DaemonFigures {
     let connect = |q: &str| {
         let home = home.to_path_buf();
@@ -397,21 +430,15 @@ async fn daemon_workload(home: &Path, queries: &[String]) -> DaemonFigures {
 }
 
 async fn stdio_workload(
-    mut cmd: tokio::process::Command,
+    cmd: tokio::process::Command,
     queries: &[String],
     corpus: &mut Corpus,
     search: impl Fn(&str) -> (&'static str, Value),
     mut add: impl FnMut(&Generated) -> (&'static str, Value),
     budget: Duration,
 ) -> StdioFigures {
-    cmd.kill_on_drop(true);
     let start = Instant::now();
-    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = transport.id().unwrap();
-    let client: RunningService<RoleClient, ()> = ().serve(transport).await.unwrap();
+    let (client, pid) = spawn_client(cmd).await;
     let first_answer = start.elapsed();
     let (tool, args) = search(&queries[0]);
     call(&client, tool, args).await;
@@ -451,7 +478,27 @@ async fn stdio_workload(
     }
 }
 
+/// Spawns an MCP server (killed when dropped) and connects to it: the client and its pid.
+async fn spawn_client(mut cmd: tokio::process::Command) -> (RunningService<RoleClient, ()>, u32) {
+    cmd.kill_on_drop(true);
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = transport.id().unwrap();
+    (().serve(transport).await.unwrap(), pid)
+}
+
 async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) {
+    call_json(client, tool, args).await;
+}
+
+/// Calls a tool that must succeed; its structured result.
+async fn call_json(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> Value {
     let Value::Object(map) = args else {
         unreachable!()
     };
@@ -460,6 +507,7 @@ async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args:
         .await
         .unwrap();
     assert_ne!(r.is_error, Some(true), "{tool} failed: {r:?}");
+    r.structured_content.unwrap_or(Value::Null)
 }
 
 fn peak_rss_kb(pid: u32) -> u64 {
@@ -728,5 +776,135 @@ impl Corpus {
             .join(" ");
         self.words = words;
         q
+    }
+}
+
+/// Beyond this many entries, the clustered load is added in process but for its last
+/// [`CLUSTERED_STDIO_TAIL`] adds.
+const CLUSTERED_ALL_STDIO: usize = 10_000;
+const CLUSTERED_STDIO_TAIL: usize = 1_000;
+
+/// Add latencies of one phase of the clustered load, in order.
+struct Phase {
+    name: String,
+    adds: Vec<Duration>,
+}
+
+impl Phase {
+    /// p50 / p99 of the first tenth, the last tenth, and all of it.
+    fn slices(&self) -> [Stats; 3] {
+        let tenth = (self.adds.len() / 10).max(1);
+        [
+            Stats::of(self.adds[..tenth].to_vec()),
+            Stats::of(self.adds[self.adds.len() - tenth..].to_vec()),
+            Stats::of(self.adds.clone()),
+        ]
+    }
+}
+
+struct ClusteredReport {
+    n: usize,
+    phases: Vec<Phase>,
+    suggestions_created: u64,
+    pending_links: u64,
+    pending_generalizations: u64,
+    peak_rss_kb: u64,
+}
+
+impl ClusteredReport {
+    fn print(&self) {
+        println!("\n## clustered corpus, {} entries added from empty", self.n);
+        println!("| add p50 / p99 | first 10% | last 10% | all |");
+        println!("|---|---|---|---|");
+        for phase in &self.phases {
+            let [first, last, all] = phase.slices();
+            let cell = |s: Stats| format!("{} / {}", ms(s.p50), ms(s.p99));
+            println!(
+                "| {} (n={}) | {} | {} | {} |",
+                phase.name,
+                all.n,
+                cell(first),
+                cell(last),
+                cell(all)
+            );
+        }
+        println!(
+            "\nsuggestions created: {}; pending at the end: {} links, {} generalisations; server peak RSS {:.1} MB",
+            self.suggestions_created,
+            self.pending_links,
+            self.pending_generalizations,
+            self.peak_rss_kb as f64 / 1e3
+        );
+    }
+}
+
+async fn bench_clustered(n: usize) -> ClusteredReport {
+    let (_dir, home) = temp_home();
+    let mut corpus = Clustered::new(7);
+    let in_process = if n > CLUSTERED_ALL_STDIO {
+        n - CLUSTERED_STDIO_TAIL
+    } else {
+        0
+    };
+    let mut phases = Vec::new();
+    let mut suggestions_created = 0u64;
+    if in_process > 0 {
+        eprintln!("bench: clustered, {n} entries: {in_process} adds in process");
+        let store = Arc::new(Store::open(&home).unwrap());
+        let memory = Memory::open(store, &NoProgress).unwrap();
+        let mut adds = Vec::with_capacity(in_process);
+        for i in 0..in_process {
+            let e = corpus.entry();
+            let t = Instant::now();
+            let out = memory.add(e).unwrap();
+            adds.push(t.elapsed());
+            suggestions_created += out.suggestions_created as u64;
+            if (i + 1) % 10_000 == 0 {
+                eprintln!("bench: clustered: {} added", i + 1);
+            }
+        }
+        phases.push(Phase {
+            name: format!("in process, durable, entries 1–{in_process}"),
+            adds,
+        });
+    }
+
+    eprintln!(
+        "bench: clustered, {n} entries: {} adds over stdio",
+        n - in_process
+    );
+    let (client, pid) = spawn_client(standalone_mcp(&home)).await;
+    // The first call waits for the data dir to open: not an add's cost.
+    call(&client, "rekall_search", json!({"query": "cors"})).await;
+    let mut adds = Vec::with_capacity(n - in_process);
+    for _ in in_process..n {
+        let e = corpus.entry();
+        let args = json!({
+            "type": e.entry_type.unwrap().as_str(),
+            "title": e.title,
+            "content": e.content,
+            "tags": e.tags,
+            "project": e.project,
+        });
+        let t = Instant::now();
+        let out = call_json(&client, "rekall_add", args).await;
+        adds.push(t.elapsed());
+        suggestions_created += out["suggestions_created"].as_u64().unwrap();
+    }
+    phases.push(Phase {
+        name: format!("over stdio, durable, entries {}–{n}", in_process + 1),
+        adds,
+    });
+    let links = call_json(&client, "rekall_suggest_links", json!({"limit": 1})).await;
+    let gens = call_json(&client, "rekall_suggest_generalize", json!({"limit": 1})).await;
+    let peak_rss_kb = peak_rss_kb(pid);
+    client.cancel().await.unwrap();
+    ClusteredReport {
+        n,
+        phases,
+        suggestions_created,
+        pending_links: links["total_pending"].as_u64().unwrap(),
+        pending_generalizations: gens["total_pending"].as_u64().unwrap(),
+        peak_rss_kb,
     }
 }

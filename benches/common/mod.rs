@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+pub mod clustered;
 pub mod lsp;
 
 #[derive(Clone, Copy, Default)]

@@ -42,6 +42,7 @@ const LINKS: &str = "## Links and suggestions
 - Every add looks for similar entries and may create suggestions:
   - `rekall_suggest_links(limit?)`: pairs that look related.
   - `rekall_suggest_generalize(limit?)`: 3+ similar entries of one type that could become one semantic entry.
+  - An entry keeps at most 5 pending link suggestions and 3 generalisations, the strongest; a weaker one gives way.
 - `rekall_accept_suggestion(suggestion_id)` creates the link, or returns the `generalize_command` to run.
 - `rekall_reject_suggestion(suggestion_id)`: the suggestion never comes back.
 ";

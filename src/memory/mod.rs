@@ -10,6 +10,7 @@ pub mod help;
 pub mod index;
 pub mod model;
 mod similarity;
+mod suggestions;
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -17,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+use sled::transaction::ConflictableTransactionError;
 use ulid::Ulid;
 
 pub use api::*;
@@ -29,7 +30,7 @@ pub use model::{
 
 use index::{IndexState, MemoryIndex, TextField};
 use model::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
-use similarity::Similar;
+pub use suggestions::{MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS};
 
 use crate::store::{IdLookup, Store, lookup_id};
 
@@ -48,7 +49,6 @@ pub const GENERALIZE_MIN: f32 = 0.3;
 /// ...once this many (the new one included) pile up.
 pub const GENERALIZE_GROUP: usize = 3;
 const MAX_SIMILAR_SHOWN: usize = 5;
-const MAX_LINK_SUGGESTIONS_PER_ADD: usize = 3;
 const SNIPPET_CHARS: usize = 100;
 const HINT: &str = "Use rekall_show(id) for full content and links";
 
@@ -76,6 +76,8 @@ pub struct Memory {
     links_in: sled::Tree,
     suggestions: sled::Tree,
     suggestion_keys: sled::Tree,
+    /// `{entry}/{suggestion}` for every suggestion not superseded (`suggestions.rs`).
+    suggestions_by_entry: sled::Tree,
     meta: sled::Tree,
     index: Arc<MemoryIndex>,
     /// Serialises writers: an add reads the index and the suggestions, then writes.
@@ -95,11 +97,13 @@ impl Memory {
             links_in: db.open_tree("memory.links_in")?,
             suggestions: db.open_tree("memory.suggestions")?,
             suggestion_keys: db.open_tree("memory.suggestion_keys")?,
+            suggestions_by_entry: db.open_tree("memory.suggestions_by_entry")?,
             meta: db.open_tree("memory.meta")?,
             index,
             store,
             write_lock: Mutex::new(similarity::SimilarityCache::default()),
         };
+        suggestions::build_index_if_missing(&memory)?;
         memory.bring_index_up_to_date(&state, progress)?;
         Ok(memory)
     }
@@ -564,7 +568,7 @@ impl Memory {
         };
 
         let similar = similarity::find_similar(self, &mut guard, &entry)?;
-        let suggestions = self.plan_suggestions(&entry, &similar, no_suggest, now)?;
+        let suggestions = suggestions::plan(self, &entry, &similar, no_suggest, now)?;
         let created = suggestions.new.len() as u32;
 
         let count = self.entry_count()? + 1;
@@ -574,14 +578,15 @@ impl Memory {
             &self.meta,
             &self.suggestions,
             &self.suggestion_keys,
+            &self.suggestions_by_entry,
         )
-            .transaction(|(entries, by_seq, meta, sugg, keys)| {
+            .transaction(|(entries, by_seq, meta, sugg, keys, by_entry)| {
                 entries.insert(entry.id.to_string().as_bytes(), encode(&entry))?;
                 by_seq.insert(&seq.to_be_bytes(), entry.id.to_string().as_bytes())?;
                 meta.insert(META_SEQ, &seq.to_be_bytes())?;
                 meta.insert(META_COUNT, &count.to_be_bytes())?;
-                for s in suggestions.new.iter().chain(&suggestions.updated) {
-                    put_suggestion(sugg, keys, s)?;
+                for s in suggestions.new.iter().chain(&suggestions.superseded) {
+                    suggestions::put(sugg, keys, by_entry, s)?;
                 }
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;
@@ -621,124 +626,9 @@ impl Memory {
         }
     }
 
-    fn plan_suggestions(
-        &self,
-        entry: &Entry,
-        similar: &[Similar],
-        no_suggest: &[Ulid],
-        now: Timestamp,
-    ) -> Result<PlannedSuggestions> {
-        let mut planned = PlannedSuggestions::default();
-        for s in similar
-            .iter()
-            .filter(|s| s.score >= LINK_SUGGESTION_MIN && !no_suggest.contains(&s.entry.id))
-            .take(MAX_LINK_SUGGESTIONS_PER_ADD)
-        {
-            let pair = [entry.id, s.entry.id];
-            if self
-                .suggestion_keys
-                .contains_key(Suggestion::key(SuggestionKind::Link, &pair))?
-                || self.linked_either_way(&entry.id, &s.entry.id)?
-            {
-                continue;
-            }
-            planned.new.push(Suggestion {
-                id: next_id(),
-                kind: SuggestionKind::Link,
-                entries: pair.to_vec(),
-                score: s.score,
-                reason: format!(
-                    "Lexical similarity {:.2} with a {} entry; shared terms: {}",
-                    s.score,
-                    s.entry.entry_type,
-                    s.shared_terms.join(", ")
-                ),
-                status: SuggestionStatus::Pending,
-                created_at: now,
-                resolved_at: None,
-            });
-        }
-
-        let group: Vec<&Similar> = similar
-            .iter()
-            .filter(|s| {
-                s.score >= GENERALIZE_MIN
-                    && s.entry.entry_type == entry.entry_type
-                    && s.entry.memory_type == MemoryType::Episodic
-                    && !no_suggest.contains(&s.entry.id)
-            })
-            .collect();
-        if entry.memory_type == MemoryType::Episodic && group.len() + 1 >= GENERALIZE_GROUP {
-            let mut members: Vec<Ulid> = vec![entry.id];
-            members.extend(group.iter().map(|s| s.entry.id));
-            let covered = self.generalizations_covering(&members)?;
-            if !covered.blocked {
-                let mut shared: Vec<String> = Vec::new();
-                for s in &group {
-                    for t in &s.shared_terms {
-                        if !shared.contains(t) {
-                            shared.push(t.clone());
-                        }
-                    }
-                }
-                shared.truncate(5);
-                let score = group.iter().map(|s| s.score).sum::<f32>() / group.len() as f32;
-                planned.new.push(Suggestion {
-                    id: next_id(),
-                    kind: SuggestionKind::Generalize,
-                    entries: members.clone(),
-                    score,
-                    reason: format!(
-                        "{} similar {} entries (mean similarity {:.2}) share: {}; consider one semantic entry",
-                        members.len(),
-                        entry.entry_type,
-                        score,
-                        shared.join(", ")
-                    ),
-                    status: SuggestionStatus::Pending,
-                    created_at: now,
-                    resolved_at: None,
-                });
-                // A pending generalisation of a subset is replaced by this larger one.
-                for mut old in covered.subsets {
-                    old.status = SuggestionStatus::Superseded;
-                    old.resolved_at = Some(now);
-                    planned.updated.push(old);
-                }
-            }
-        }
-        Ok(planned)
-    }
-
     fn linked_either_way(&self, a: &Ulid, b: &Ulid) -> Result<bool> {
         Ok(self.links.scan_prefix(format!("{a}/{b}/")).next().is_some()
             || self.links.scan_prefix(format!("{b}/{a}/")).next().is_some())
-    }
-
-    /// Existing generalisations relevant to `members`: whether one already covers them (so
-    /// nothing new is suggested), and pending ones that are strict subsets.
-    fn generalizations_covering(&self, members: &[Ulid]) -> Result<Covered> {
-        let mut covered = Covered::default();
-        for item in self.suggestions.iter().values() {
-            let s: Suggestion = decode(&item?)?;
-            if s.kind != SuggestionKind::Generalize || s.status == SuggestionStatus::Superseded {
-                continue;
-            }
-            let s_has_all = members.iter().all(|m| s.entries.contains(m));
-            let subset = s.entries.iter().all(|e| members.contains(e));
-            if s_has_all {
-                covered.blocked = true;
-            } else if subset && s.status == SuggestionStatus::Pending {
-                covered.subsets.push(s);
-            } else if subset && s.status == SuggestionStatus::Rejected {
-                // The user said no to this group; a bigger group of the same entries is
-                // still worth asking about only when it adds at least two.
-                if members.len() < s.entries.len() + 2 {
-                    covered.blocked = true;
-                }
-            }
-        }
-        Ok(covered)
     }
 
     /// Links two entries.
@@ -902,6 +792,21 @@ impl Memory {
         Ok(s)
     }
 
+    /// Writes a suggestion whose status changed, with its rows by entry. Caller holds the
+    /// write lock and flushes.
+    fn store_suggestion(&self, s: &Suggestion) -> Result<()> {
+        (
+            &self.suggestions,
+            &self.suggestion_keys,
+            &self.suggestions_by_entry,
+        )
+            .transaction(|(sugg, keys, by_entry)| {
+                suggestions::put(sugg, keys, by_entry, s)?;
+                Ok::<_, ConflictableTransactionError<MemoryError>>(())
+            })?;
+        Ok(())
+    }
+
     /// Accepts a suggestion: creates its link, or returns the command that generalises.
     pub fn accept(&self, suggestion_id: &str) -> Result<AcceptOutcome> {
         let _guard = self.lock_writes();
@@ -950,7 +855,7 @@ impl Memory {
                 generalize_command: Some(generalize_command(&s.entries)),
             },
         };
-        self.suggestions.insert(s.id.to_string(), encode(&s))?;
+        self.store_suggestion(&s)?;
         self.store.flush()?;
         Ok(outcome)
     }
@@ -959,7 +864,7 @@ impl Memory {
     pub fn reject(&self, suggestion_id: &str) -> Result<RejectOutcome> {
         let _guard = self.lock_writes();
         let s = self.resolve_pending(suggestion_id, SuggestionStatus::Rejected)?;
-        self.suggestions.insert(s.id.to_string(), encode(&s))?;
+        self.store_suggestion(&s)?;
         self.store.flush()?;
         Ok(RejectOutcome {
             rejected: true,
@@ -1064,7 +969,7 @@ impl Memory {
             if s.status == SuggestionStatus::Pending {
                 s.status = SuggestionStatus::Accepted;
                 s.resolved_at = Some(now());
-                self.suggestions.insert(sid, encode(&s))?;
+                self.store_suggestion(&s)?;
             }
         }
         self.store.flush()?;
@@ -1203,32 +1108,6 @@ impl Memory {
 enum Record {
     Entry(Entry),
     Link(Link),
-}
-
-#[derive(Default)]
-struct PlannedSuggestions {
-    new: Vec<Suggestion>,
-    /// Existing suggestions whose status changes (subsets superseded by a larger group).
-    updated: Vec<Suggestion>,
-}
-
-#[derive(Default)]
-struct Covered {
-    blocked: bool,
-    subsets: Vec<Suggestion>,
-}
-
-fn put_suggestion(
-    sugg: &TransactionalTree,
-    keys: &TransactionalTree,
-    s: &Suggestion,
-) -> std::result::Result<(), sled::transaction::UnabortableTransactionError> {
-    sugg.insert(s.id.to_string().as_bytes(), encode(s))?;
-    keys.insert(
-        Suggestion::key(s.kind, &s.entries).as_bytes(),
-        s.id.to_string().as_bytes(),
-    )?;
-    Ok(())
 }
 
 /// The command a generalisation suggestion hands back.

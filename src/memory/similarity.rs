@@ -7,33 +7,59 @@
 //! candidates and blend its score here.
 //!
 //! Speed: an add scores ~20 candidates plus the entries not yet committed to the index. Two
-//! caches keep that cheap: entries' term frequencies (their indexed text only changes on
-//! import, which clears it) and document frequencies (kept while the index grows by less
-//! than 2%, so idf weights drift by a negligible amount).
+//! caches keep that cheap: entries' term frequencies with what a suggestion needs of them
+//! (their indexed text only changes on import, which clears it), so scoring reads nothing
+//! from sled, and document frequencies (kept while the index grows by less than 2%, so
+//! idf weights drift by a negligible amount).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use tantivy::Searcher;
 use ulid::Ulid;
 
 use super::index::MemoryIndex;
-use super::model::Entry;
+use super::model::{Entry, EntryType, MemoryType};
 use super::{Memory, MemoryError, SIMILAR_MIN};
 
 /// How many BM25 candidates are scored.
 const CANDIDATES: usize = 20;
 /// How many of the new entry's heaviest terms make the candidate query.
 const QUERY_TERMS: usize = 10;
+/// The candidate query reads at most about this many postings (the sum of its terms'
+/// document frequencies): terms beyond it are left out of the query.
+const POSTINGS_BUDGET: u64 = 20_000;
+/// When none of the entry's terms fits, candidates are this many most recent entries.
+const RECENT: usize = 128;
 /// Title and tag words count this many times a content word.
 const TITLE_WEIGHT: f32 = 2.0;
 /// Cache sizes beyond which a cache starts over.
 const MAX_CACHED_ENTRIES: usize = 20_000;
 const MAX_CACHED_TERMS: usize = 200_000;
 
+/// What similarity and suggestions need of an entry besides its words.
+#[derive(Debug, Clone)]
+pub struct Card {
+    pub id: Ulid,
+    pub entry_type: EntryType,
+    pub memory_type: MemoryType,
+    pub title: String,
+}
+
+impl Card {
+    pub(super) fn of(entry: &Entry) -> Card {
+        Card {
+            id: entry.id,
+            entry_type: entry.entry_type,
+            memory_type: entry.memory_type,
+            title: entry.title.clone(),
+        }
+    }
+}
+
 /// An existing entry similar to a new one.
 pub struct Similar {
-    pub entry: Entry,
+    pub entry: Card,
     /// Cosine similarity, 0..1.
     pub score: f32,
     /// The words contributing most to the similarity, heaviest first (up to 3).
@@ -43,21 +69,29 @@ pub struct Similar {
 /// Term frequencies of an entry's title, tags (weighted) and content.
 type Tf = HashMap<String, f32>;
 
+/// An entry as the cache keeps it.
+struct Cached {
+    card: Card,
+    tf: Tf,
+}
+
 /// The caches of the similarity computation. Owned by [`Memory`], used under its write lock.
 #[derive(Default)]
 pub struct SimilarityCache {
-    tf: HashMap<Ulid, Arc<Tf>>,
+    entries: HashMap<Ulid, Arc<Cached>>,
     df: HashMap<String, u64>,
     /// The document count the `df` entries were read at.
     df_docs: u64,
     /// Each entry's tf-idf vector length, valid while `df` is.
     norms: HashMap<Ulid, f32>,
+    /// The latest entries, oldest first (at most [`RECENT`]; filled from sled when empty).
+    recent: VecDeque<Ulid>,
 }
 
 impl SimilarityCache {
     /// Forgets every entry's term frequencies (their text may have changed).
     pub fn clear_entries(&mut self) {
-        self.tf.clear();
+        self.entries.clear();
         self.norms.clear();
     }
 
@@ -77,12 +111,34 @@ impl SimilarityCache {
         df
     }
 
-    fn remember(&mut self, id: Ulid, tf: Arc<Tf>) {
-        if self.tf.len() >= MAX_CACHED_ENTRIES {
-            self.tf.clear();
+    fn remember(&mut self, entry: &Entry, tf: Tf) -> Arc<Cached> {
+        if self.entries.len() >= MAX_CACHED_ENTRIES {
+            self.entries.clear();
             self.norms.clear();
         }
-        self.tf.insert(id, tf);
+        let cached = Arc::new(Cached {
+            card: Card::of(entry),
+            tf,
+        });
+        self.entries.insert(entry.id, cached.clone());
+        cached
+    }
+
+    /// The latest entries, newest last.
+    fn recent(&mut self, memory: &Memory) -> Result<Vec<Ulid>, MemoryError> {
+        if self.recent.is_empty() {
+            for id in memory.by_seq.iter().values().rev().take(RECENT) {
+                self.recent.push_front(super::parse_id_bytes(&id?)?);
+            }
+        }
+        Ok(self.recent.iter().copied().collect())
+    }
+
+    fn note_added(&mut self, id: Ulid) {
+        if self.recent.len() >= RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(id);
     }
 
     /// The length of an entry's tf-idf vector.
@@ -139,39 +195,56 @@ pub fn find_similar(
         .collect();
     let my_norm = mine.values().map(|(_, w)| w * w).sum::<f32>().sqrt();
     if mine.is_empty() || my_norm == 0.0 {
-        cache.remember(entry.id, Arc::new(my_tf));
+        cache.remember(entry, my_tf);
+        cache.note_added(entry.id);
         return Ok(Vec::new());
     }
     let mut heaviest: Vec<(&str, f32)> = mine.iter().map(|(t, (_, w))| (*t, *w)).collect();
     heaviest.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    let query: Vec<(String, f32)> = heaviest
-        .iter()
-        .take(QUERY_TERMS)
-        .map(|(t, _)| (t.to_string(), 1.0))
-        .collect();
-    let plan = idx.plan_similar(&query);
-    let hits = idx.top(&searcher, &plan, CANDIDATES)?;
+    // The heaviest terms whose postings fit the budget. In a base where every word is
+    // common (a clustered vocabulary), a query of common words would cost in proportion
+    // to the base: its candidates are then the latest entries.
+    let mut budget = POSTINGS_BUDGET;
+    let mut query: Vec<(String, f32)> = Vec::new();
+    for (t, _) in &heaviest {
+        let df = cache.doc_freq(idx, &searcher, n_docs, t);
+        if df <= budget {
+            budget -= df;
+            query.push((t.to_string(), 1.0));
+            if query.len() == QUERY_TERMS {
+                break;
+            }
+        }
+    }
+    let candidates: Vec<Ulid> = if query.is_empty() {
+        cache.recent(memory)?
+    } else {
+        let plan = idx.plan_similar(&query);
+        idx.top(&searcher, &plan, CANDIDATES)?
+            .into_iter()
+            .map(|h| h.id)
+            .collect()
+    };
 
-    let mut seen: Vec<Ulid> = vec![entry.id];
+    let mut seen: HashSet<Ulid> = HashSet::from([entry.id]);
     let mut out = Vec::new();
-    for id in hits.iter().map(|h| h.id).chain(pending) {
-        if seen.contains(&id) {
+    for id in candidates.into_iter().chain(pending) {
+        if !seen.insert(id) {
             continue;
         }
-        seen.push(id);
-        let (tf, mut fetched) = match cache.tf.get(&id) {
-            Some(tf) => (tf.clone(), None),
+        let other = match cache.entries.get(&id) {
+            Some(cached) => cached.clone(),
             None => {
                 let Some(other) = memory.get(&id)? else {
                     continue;
                 };
-                let tf = Arc::new(term_freqs(idx, &other).0);
-                cache.remember(id, tf.clone());
-                (tf, Some(other))
+                let tf = term_freqs(idx, &other).0;
+                cache.remember(&other, tf)
             }
         };
         // The dot product only needs the shared terms, whose idf is already known.
-        let mut contributions: Vec<(&str, f32)> = tf
+        let mut contributions: Vec<(&str, f32)> = other
+            .tf
             .iter()
             .filter_map(|(t, f)| {
                 mine.get(t.as_str())
@@ -182,21 +255,14 @@ pub fn find_similar(
             continue;
         }
         let dot: f32 = contributions.iter().map(|(_, c)| c).sum();
-        let their_norm = cache.norm(idx, &searcher, n_docs, id, &tf);
+        let their_norm = cache.norm(idx, &searcher, n_docs, id, &other.tf);
         let score = (dot / (my_norm * their_norm.max(f32::EPSILON))).clamp(0.0, 1.0);
         if score < SIMILAR_MIN {
             continue;
         }
         contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
-        let other = match fetched.take() {
-            Some(e) => e,
-            None => match memory.get(&id)? {
-                Some(e) => e,
-                None => continue,
-            },
-        };
         out.push(Similar {
-            entry: other,
+            entry: other.card.clone(),
             score,
             shared_terms: contributions
                 .iter()
@@ -205,7 +271,8 @@ pub fn find_similar(
                 .collect(),
         });
     }
-    cache.remember(entry.id, Arc::new(my_tf));
+    cache.remember(entry, my_tf);
+    cache.note_added(entry.id);
     out.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)

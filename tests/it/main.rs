@@ -9,6 +9,7 @@ mod fixture;
 mod hub;
 mod mcp_stdio;
 mod memory_core;
+mod memory_suggestions;
 mod nvim;
 mod reference_servers;
 mod tasks_core;

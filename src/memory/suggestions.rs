@@ -1,0 +1,609 @@
+//! Suggestions made on add, under caps per entry, and the index that finds an entry's
+//! suggestions without a scan.
+//!
+//! Three trees: `memory.suggestions` (id → record) holds every suggestion ever made;
+//! `memory.suggestion_keys` (kind and sorted ids → id) what each is about, so nothing is
+//! suggested twice; `memory.suggestions_by_entry` (`{entry}/{suggestion}` → kind, status,
+//! score) the suggestions touching each entry that are not superseded: what an add weighs,
+//! read by prefix, so an add costs the same with ten suggestions stored or a million.
+//!
+//! Caps: an entry has at most [`MAX_PENDING_LINKS`] pending link suggestions and
+//! [`MAX_PENDING_GENERALIZATIONS`] pending generalisations. When a new one would pass the
+//! cap, the entry's weakest pending one of that kind is superseded if the new one is
+//! stronger; otherwise the new one is not made (a link), or goes without that entry (a
+//! generalisation). A superseded suggestion keeps its key, so it never comes back.
+
+use std::collections::{HashMap, HashSet};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sled::transaction::{TransactionalTree, UnabortableTransactionError};
+use ulid::Ulid;
+
+use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
+use super::similarity::Similar;
+use super::{GENERALIZE_GROUP, GENERALIZE_MIN, LINK_SUGGESTION_MIN, Memory, Result};
+use super::{decode, encode, next_id};
+
+/// Pending link suggestions an entry may have at once.
+pub const MAX_PENDING_LINKS: usize = 5;
+/// Pending generalisations an entry may be part of at once.
+pub const MAX_PENDING_GENERALIZATIONS: usize = 3;
+/// The most entries one generalisation groups: the new entry and its most similar.
+pub const MAX_GENERALIZE_MEMBERS: usize = 10;
+/// Link suggestions one add may make.
+const MAX_LINKS_PER_ADD: usize = 3;
+
+/// The `memory.meta` key set once `memory.suggestions_by_entry` holds every suggestion.
+const META_BY_ENTRY: &[u8] = b"suggestions_by_entry";
+
+/// One row of `memory.suggestions_by_entry`: what an add needs of a suggestion touching
+/// an entry, without reading the suggestion.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Touch {
+    kind: SuggestionKind,
+    status: SuggestionStatus,
+    score: f32,
+}
+
+impl Touch {
+    fn of(s: &Suggestion) -> Touch {
+        Touch {
+            kind: s.kind,
+            status: s.status,
+            score: s.score,
+        }
+    }
+
+    fn is_pending(&self, kind: SuggestionKind) -> bool {
+        self.kind == kind && self.status == SuggestionStatus::Pending
+    }
+}
+
+fn by_entry_key(entry: &Ulid, suggestion: &Ulid) -> String {
+    format!("{entry}/{suggestion}")
+}
+
+/// Writes a suggestion, its key and its rows in `memory.suggestions_by_entry` (removed
+/// once it is superseded), inside a transaction over those three trees.
+pub(super) fn put(
+    suggestions: &TransactionalTree,
+    keys: &TransactionalTree,
+    by_entry: &TransactionalTree,
+    s: &Suggestion,
+) -> std::result::Result<(), UnabortableTransactionError> {
+    let id = s.id.to_string();
+    suggestions.insert(id.as_bytes(), encode(s))?;
+    keys.insert(
+        Suggestion::key(s.kind, &s.entries).as_bytes(),
+        id.as_bytes(),
+    )?;
+    for e in &s.entries {
+        let key = by_entry_key(e, &s.id);
+        if s.status == SuggestionStatus::Superseded {
+            by_entry.remove(key.as_bytes())?;
+        } else {
+            by_entry.insert(key.as_bytes(), encode(&Touch::of(s)))?;
+        }
+    }
+    Ok(())
+}
+
+/// What an add changes: suggestions to create, and existing ones superseded.
+#[derive(Default)]
+pub(super) struct Plan {
+    pub new: Vec<Suggestion>,
+    pub superseded: Vec<Suggestion>,
+}
+
+/// Plans the suggestions of a new entry, given the entries similar to it (best first).
+/// Entries in `no_suggest` get none (the sources of a generalisation). Reads only the
+/// suggestions touching the entries concerned. Caller holds the write lock.
+pub(super) fn plan(
+    memory: &Memory,
+    entry: &Entry,
+    similar: &[Similar],
+    no_suggest: &[Ulid],
+    now: Timestamp,
+) -> Result<Plan> {
+    let mut planner = Planner {
+        memory,
+        now,
+        live: HashMap::new(),
+        plan: Plan::default(),
+    };
+    planner.links(entry, similar, no_suggest)?;
+    planner.generalization(entry, similar, no_suggest)?;
+    Ok(planner.plan)
+}
+
+struct Planner<'m> {
+    memory: &'m Memory,
+    now: Timestamp,
+    /// Each entry's suggestions that are not superseded, as this plan leaves them; read
+    /// from `memory.suggestions_by_entry` on first use.
+    live: HashMap<Ulid, Vec<(Ulid, Touch)>>,
+    plan: Plan,
+}
+
+impl Planner<'_> {
+    fn live(&mut self, entry: Ulid) -> Result<&mut Vec<(Ulid, Touch)>> {
+        if !self.live.contains_key(&entry) {
+            let mut rows = Vec::new();
+            for item in self
+                .memory
+                .suggestions_by_entry
+                .scan_prefix(format!("{entry}/"))
+            {
+                let (key, value) = item?;
+                let id = suggestion_of_key(&key)?;
+                if !self.plan.superseded.iter().any(|s| s.id == id) {
+                    rows.push((id, decode::<Touch>(&value)?));
+                }
+            }
+            for s in self.plan.new.iter().filter(|s| s.entries.contains(&entry)) {
+                rows.push((s.id, Touch::of(s)));
+            }
+            self.live.insert(entry, rows);
+        }
+        Ok(self.live.get_mut(&entry).expect("just filled"))
+    }
+
+    /// An entry's pending suggestions of a kind, with their scores.
+    fn pending(&mut self, entry: Ulid, kind: SuggestionKind) -> Result<Vec<(Ulid, f32)>> {
+        Ok(self
+            .live(entry)?
+            .iter()
+            .filter(|(_, t)| t.is_pending(kind))
+            .map(|(id, t)| (*id, t.score))
+            .collect())
+    }
+
+    fn load(&self, id: &Ulid) -> Result<Suggestion> {
+        match self.memory.suggestions.get(id.to_string())? {
+            Some(bytes) => decode(&bytes),
+            None => Err(super::MemoryError::Corrupt(format!(
+                "suggestion {id} is indexed but not stored"
+            ))),
+        }
+    }
+
+    fn supersede(&mut self, id: Ulid) -> Result<()> {
+        let mut s = self.load(&id)?;
+        s.status = SuggestionStatus::Superseded;
+        s.resolved_at = Some(self.now);
+        for e in &s.entries {
+            if let Some(rows) = self.live.get_mut(e) {
+                rows.retain(|(sid, _)| *sid != id);
+            }
+        }
+        self.plan.superseded.push(s);
+        Ok(())
+    }
+
+    fn create(&mut self, s: Suggestion) -> Result<()> {
+        for e in &s.entries {
+            let touch = Touch::of(&s);
+            self.live(*e)?.push((s.id, touch));
+        }
+        self.plan.new.push(s);
+        Ok(())
+    }
+
+    /// The pending suggestion of `kind` that must give way for a new one of `score` to
+    /// touch `entry`: `Ok(None)` when there is room, `Err(())` when every pending one is
+    /// at least as strong.
+    fn weakest_to_drop(
+        &mut self,
+        entry: Ulid,
+        kind: SuggestionKind,
+        score: f32,
+        cap: usize,
+        excluding: &HashSet<Ulid>,
+    ) -> Result<std::result::Result<Option<Ulid>, ()>> {
+        let pending: Vec<(Ulid, f32)> = self
+            .pending(entry, kind)?
+            .into_iter()
+            .filter(|(id, _)| !excluding.contains(id))
+            .collect();
+        if pending.len() < cap {
+            return Ok(Ok(None));
+        }
+        // The weakest; of equals, the oldest.
+        let weakest = pending
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+            .expect("cap is at least one");
+        Ok(if weakest.1 < score {
+            Ok(Some(weakest.0))
+        } else {
+            Err(())
+        })
+    }
+
+    fn links(&mut self, entry: &Entry, similar: &[Similar], no_suggest: &[Ulid]) -> Result<()> {
+        for s in similar
+            .iter()
+            .filter(|s| s.score >= LINK_SUGGESTION_MIN && !no_suggest.contains(&s.entry.id))
+            .take(MAX_LINKS_PER_ADD)
+        {
+            let pair = [entry.id, s.entry.id];
+            if self
+                .memory
+                .suggestion_keys
+                .contains_key(Suggestion::key(SuggestionKind::Link, &pair))?
+                || self.memory.linked_either_way(&entry.id, &s.entry.id)?
+            {
+                continue;
+            }
+            // The new entry has room (it makes at most MAX_LINKS_PER_ADD); the other may not.
+            match self.weakest_to_drop(
+                s.entry.id,
+                SuggestionKind::Link,
+                s.score,
+                MAX_PENDING_LINKS,
+                &HashSet::new(),
+            )? {
+                Err(()) => continue,
+                Ok(Some(weakest)) => self.supersede(weakest)?,
+                Ok(None) => {}
+            }
+            let suggestion = Suggestion {
+                id: next_id(),
+                kind: SuggestionKind::Link,
+                entries: pair.to_vec(),
+                score: s.score,
+                reason: format!(
+                    "Lexical similarity {:.2} with a {} entry; shared terms: {}",
+                    s.score,
+                    s.entry.entry_type,
+                    s.shared_terms.join(", ")
+                ),
+                status: SuggestionStatus::Pending,
+                created_at: self.now,
+                resolved_at: None,
+            };
+            self.create(suggestion)?;
+        }
+        Ok(())
+    }
+
+    /// When the new entry and 2+ similar entries of its type pile up, suggests generalising
+    /// the group (the new entry and up to [`MAX_GENERALIZE_MEMBERS`] − 1 most similar).
+    /// A pending generalisation of a subset of the group is superseded by it; a rejected
+    /// one blocks it unless the group adds at least two entries to it.
+    fn generalization(
+        &mut self,
+        entry: &Entry,
+        similar: &[Similar],
+        no_suggest: &[Ulid],
+    ) -> Result<()> {
+        if entry.memory_type != MemoryType::Episodic {
+            return Ok(());
+        }
+        let candidates: Vec<&Similar> = similar
+            .iter()
+            .filter(|s| {
+                s.score >= GENERALIZE_MIN
+                    && s.entry.entry_type == entry.entry_type
+                    && s.entry.memory_type == MemoryType::Episodic
+                    && !no_suggest.contains(&s.entry.id)
+            })
+            .take(MAX_GENERALIZE_MEMBERS - 1)
+            .collect();
+        if candidates.len() + 1 < GENERALIZE_GROUP {
+            return Ok(());
+        }
+        let tentative = mean(candidates.iter().map(|s| s.score));
+        // Admit the candidates that have room, or whose weakest pending generalisation is
+        // weaker than this group (that one is then superseded).
+        let mut admitted: Vec<&Similar> = Vec::new();
+        let mut dropped: HashSet<Ulid> = HashSet::new();
+        for s in candidates {
+            match self.weakest_to_drop(
+                s.entry.id,
+                SuggestionKind::Generalize,
+                tentative,
+                MAX_PENDING_GENERALIZATIONS,
+                &dropped,
+            )? {
+                Err(()) => continue,
+                Ok(Some(weakest)) => {
+                    dropped.insert(weakest);
+                }
+                Ok(None) => {}
+            }
+            admitted.push(s);
+        }
+        if admitted.len() + 1 < GENERALIZE_GROUP {
+            return Ok(());
+        }
+        let mut members: Vec<Ulid> = vec![entry.id];
+        members.extend(admitted.iter().map(|s| s.entry.id));
+        // Generalisations of a subset of the group: pending ones are replaced by it; a
+        // rejected one stands unless the group adds at least two entries.
+        let mut subsets: Vec<Ulid> = Vec::new();
+        let mut checked: HashSet<Ulid> = HashSet::new();
+        for m in &members[1..] {
+            let rows: Vec<(Ulid, Touch)> = self.live(*m)?.clone();
+            for (id, touch) in rows {
+                if touch.kind != SuggestionKind::Generalize || !checked.insert(id) {
+                    continue;
+                }
+                let s = self.load(&id)?;
+                if !s.entries.iter().all(|e| members.contains(e)) {
+                    continue;
+                }
+                match s.status {
+                    SuggestionStatus::Pending => subsets.push(id),
+                    SuggestionStatus::Rejected if members.len() < s.entries.len() + 2 => {
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for id in dropped.into_iter().chain(subsets) {
+            if !self.plan.superseded.iter().any(|s| s.id == id) {
+                self.supersede(id)?;
+            }
+        }
+        let mut shared: Vec<String> = Vec::new();
+        for s in &admitted {
+            for t in &s.shared_terms {
+                if !shared.contains(t) {
+                    shared.push(t.clone());
+                }
+            }
+        }
+        shared.truncate(5);
+        let score = mean(admitted.iter().map(|s| s.score));
+        let suggestion = Suggestion {
+            id: next_id(),
+            kind: SuggestionKind::Generalize,
+            entries: members.clone(),
+            score,
+            reason: format!(
+                "{} similar {} entries (mean similarity {:.2}) share: {}; consider one semantic entry",
+                members.len(),
+                entry.entry_type,
+                score,
+                shared.join(", ")
+            ),
+            status: SuggestionStatus::Pending,
+            created_at: self.now,
+            resolved_at: None,
+        };
+        self.create(suggestion)
+    }
+}
+
+fn mean(scores: impl Iterator<Item = f32>) -> f32 {
+    let (sum, n) = scores.fold((0.0, 0u32), |(s, n), x| (s + x, n + 1));
+    sum / n.max(1) as f32
+}
+
+fn suggestion_of_key(key: &[u8]) -> Result<Ulid> {
+    std::str::from_utf8(key)
+        .ok()
+        .and_then(|k| k.rsplit('/').next())
+        .and_then(|id| Ulid::from_string(id).ok())
+        .ok_or_else(|| super::MemoryError::Corrupt("bad key in suggestions_by_entry".into()))
+}
+
+/// Builds `memory.suggestions_by_entry` when it is missing (a data dir written before it
+/// existed), and brings every entry within the caps: of an entry's pending suggestions of
+/// one kind beyond its cap, the weakest are superseded. Runs once; a marker in
+/// `memory.meta`, written after the rows are flushed, says it is done.
+pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
+    if memory.meta.contains_key(META_BY_ENTRY)? {
+        return Ok(());
+    }
+    memory.suggestions_by_entry.clear()?;
+    let mut live: Vec<Suggestion> = Vec::new();
+    for item in memory.suggestions.iter().values() {
+        let s: Suggestion = decode(&item?)?;
+        if s.status != SuggestionStatus::Superseded {
+            live.push(s);
+        }
+    }
+    if !live.is_empty() {
+        tracing::info!(
+            "indexing {} suggestions by entry (a data dir from before the index)",
+            live.len()
+        );
+    }
+    // Strongest first: each pending suggestion is kept while every entry it touches has
+    // room for it, else superseded.
+    live.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
+    let mut count: HashMap<(Ulid, SuggestionKind), usize> = HashMap::new();
+    let now = super::now();
+    let mut superseded = 0;
+    for s in &mut live {
+        if s.status != SuggestionStatus::Pending {
+            continue;
+        }
+        let cap = match s.kind {
+            SuggestionKind::Link => MAX_PENDING_LINKS,
+            SuggestionKind::Generalize => MAX_PENDING_GENERALIZATIONS,
+        };
+        if s.entries
+            .iter()
+            .all(|e| count.get(&(*e, s.kind)).copied().unwrap_or(0) < cap)
+        {
+            for e in &s.entries {
+                *count.entry((*e, s.kind)).or_default() += 1;
+            }
+        } else {
+            s.status = SuggestionStatus::Superseded;
+            s.resolved_at = Some(now);
+            memory.suggestions.insert(s.id.to_string(), encode(&*s))?;
+            superseded += 1;
+        }
+    }
+    let mut batch = sled::Batch::default();
+    for s in live
+        .iter()
+        .filter(|s| s.status != SuggestionStatus::Superseded)
+    {
+        for e in &s.entries {
+            batch.insert(by_entry_key(e, &s.id).as_bytes(), encode(&Touch::of(s)));
+        }
+    }
+    memory.suggestions_by_entry.apply_batch(batch)?;
+    memory.store.flush()?;
+    if superseded > 0 {
+        tracing::info!("superseded {superseded} pending suggestions beyond the caps per entry");
+    }
+    memory.meta.insert(META_BY_ENTRY, &[1u8])?;
+    memory.store.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sled::Transactional;
+    use sled::transaction::ConflictableTransactionError;
+
+    use super::*;
+    use crate::memory::model::{EntryStatus, EntryType};
+    use crate::memory::similarity::Card;
+    use crate::memory::{MemoryError, NoProgress};
+    use crate::store::Store;
+
+    fn entry(entry_type: EntryType) -> Entry {
+        let now = jiff::Timestamp::now();
+        Entry {
+            id: Ulid::new(),
+            entry_type,
+            title: "t".into(),
+            content: String::new(),
+            tags: Vec::new(),
+            context: None,
+            project: None,
+            confidence: 3,
+            memory_type: MemoryType::Episodic,
+            status: EntryStatus::Active,
+            created_at: now,
+            updated_at: now,
+            last_accessed: None,
+            access_count: 0,
+            seq: 0,
+        }
+    }
+
+    fn similar(e: &Entry, score: f32) -> Similar {
+        Similar {
+            entry: Card::of(e),
+            score,
+            shared_terms: Vec::new(),
+        }
+    }
+
+    /// Plans the suggestions of `new` and stores them, as an add does.
+    fn add(memory: &Memory, new: &Entry, similar: &[Similar]) -> Plan {
+        let plan = plan(memory, new, similar, &[], jiff::Timestamp::now()).unwrap();
+        (
+            &memory.suggestions,
+            &memory.suggestion_keys,
+            &memory.suggestions_by_entry,
+        )
+            .transaction(|(sugg, keys, by_entry)| {
+                for s in plan.new.iter().chain(&plan.superseded) {
+                    put(sugg, keys, by_entry, s)?;
+                }
+                Ok::<_, ConflictableTransactionError<MemoryError>>(())
+            })
+            .unwrap();
+        plan
+    }
+
+    /// The scores of an entry's pending suggestions of a kind, sorted.
+    fn pending_scores(memory: &Memory, entry: &Entry, kind: SuggestionKind) -> Vec<f32> {
+        let mut scores: Vec<f32> = memory
+            .suggestions_by_entry
+            .scan_prefix(format!("{}/", entry.id))
+            .values()
+            .map(|v| decode::<Touch>(&v.unwrap()).unwrap())
+            .filter(|t| t.is_pending(kind))
+            .map(|t| t.score)
+            .collect();
+        scores.sort_by(f32::total_cmp);
+        scores
+    }
+
+    fn memory() -> (tempfile::TempDir, Memory) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        (dir, Memory::open(store, &NoProgress).unwrap())
+    }
+
+    #[test]
+    fn a_full_entry_keeps_its_strongest_links() {
+        let (_dir, memory) = memory();
+        let x = entry(EntryType::Bug);
+        // (score of a new entry's similarity to x, x's pending link scores after it)
+        let cases: &[(f32, &[f32])] = &[
+            (0.40, &[0.40]),
+            (0.50, &[0.40, 0.50]),
+            (0.45, &[0.40, 0.45, 0.50]),
+            (0.60, &[0.40, 0.45, 0.50, 0.60]),
+            (0.55, &[0.40, 0.45, 0.50, 0.55, 0.60]),
+            // Full: a stronger one replaces the weakest...
+            (0.42, &[0.42, 0.45, 0.50, 0.55, 0.60]),
+            // ...a weaker or equal one is not made.
+            (0.41, &[0.42, 0.45, 0.50, 0.55, 0.60]),
+            (0.42, &[0.42, 0.45, 0.50, 0.55, 0.60]),
+            (0.90, &[0.45, 0.50, 0.55, 0.60, 0.90]),
+        ];
+        assert_eq!(cases[4].1.len(), MAX_PENDING_LINKS);
+        for (score, want) in cases {
+            let new = entry(EntryType::Pattern);
+            add(&memory, &new, &[similar(&x, *score)]);
+            assert_eq!(
+                pending_scores(&memory, &x, SuggestionKind::Link),
+                *want,
+                "after a new entry at {score}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_full_entry_keeps_its_strongest_generalisations() {
+        let (_dir, memory) = memory();
+        let (a, b) = (entry(EntryType::Bug), entry(EntryType::Bug));
+        // (the similarity of a new bug to a and b, a's pending generalisation scores after,
+        // whether the new group was made)
+        let cases: &[(f32, &[f32], bool)] = &[
+            (0.50, &[0.50], true),
+            (0.60, &[0.50, 0.60], true),
+            (0.40, &[0.40, 0.50, 0.60], true),
+            // Full: a stronger group replaces the weakest, for both members at once...
+            (0.45, &[0.45, 0.50, 0.60], true),
+            // ...a weaker one goes without them, which leaves too few: not made.
+            (0.30, &[0.45, 0.50, 0.60], false),
+        ];
+        assert_eq!(cases[2].1.len(), MAX_PENDING_GENERALIZATIONS);
+        for (score, want, made) in cases {
+            let new = entry(EntryType::Bug);
+            let plan = add(&memory, &new, &[similar(&a, *score), similar(&b, *score)]);
+            let groups = plan
+                .new
+                .iter()
+                .filter(|s| s.kind == SuggestionKind::Generalize)
+                .count();
+            assert_eq!(groups == 1, *made, "after a new entry at {score}");
+            assert_eq!(
+                pending_scores(&memory, &a, SuggestionKind::Generalize),
+                *want,
+                "a, after a new entry at {score}"
+            );
+            assert_eq!(
+                pending_scores(&memory, &b, SuggestionKind::Generalize),
+                pending_scores(&memory, &a, SuggestionKind::Generalize),
+            );
+        }
+    }
+}
