@@ -14,3 +14,4 @@ mod reference_servers;
 mod tasks_core;
 mod tasks_mcp;
 mod util;
+mod watch;
