@@ -283,31 +283,45 @@ async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
     let watch = nvim.wait("the watch", 10, WATCH, ready).await;
     assert_eq!(watch["polled_dirs"], 0, "{watch}");
 
-    // The agent writes on disk and makes no call: a new file outside its areas, an edit of
-    // the open file inside them. Nobody saves.
+    // The agent writes on disk and makes no call; nobody saves. (The first write may race
+    // the refresh that follows the watch's start; the second cannot.)
+    write_files(
+        &repo,
+        &[(
+            "src/auth/jwt.rs",
+            "fn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
+        )],
+    );
+    nvim.wait("diagnostics on the agent's hunk", 10, DIAGNOSTICS, |v| {
+        !list(v).is_empty()
+    })
+    .await;
+    // A new file outside the task's areas, another edit of the open file inside them.
     write_files(
         &repo,
         &[
             ("utils.ts", "export const retries = 3;\n"),
             (
                 "src/auth/jwt.rs",
-                "fn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
+                "use jwt;\nfn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
             ),
         ],
     );
     let d = nvim
-        .wait("diagnostics on the agent's hunk", 10, DIAGNOSTICS, |v| {
-            !list(v).is_empty()
-        })
+        .wait(
+            "diagnostics on the agent's two hunks",
+            10,
+            DIAGNOSTICS,
+            |v| list(v).len() == 2,
+        )
         .await;
+    let changed = "Changed by task “Setup JWT middleware” (in progress)";
     assert_eq!(
         d,
-        json!([[
-            1,
-            3,
-            "task-change",
-            "Changed by task “Setup JWT middleware” (in progress)"
-        ]])
+        json!([
+            [0, 3, "task-change", changed],
+            [2, 3, "task-change", changed]
+        ])
     );
     nvim.lua("vim.cmd.edit('utils.ts')").await;
     let d = nvim
@@ -377,7 +391,8 @@ async fn past_the_watch_limit_directories_are_polled() {
         "{log}"
     );
 
-    // An edit in a polled directory still shows, within the poll interval.
+    // Edits in a polled directory still show, within the poll interval. (The first may race
+    // the refresh that follows the watch's start; the second cannot.)
     write_files(
         &repo,
         &[(
@@ -385,15 +400,26 @@ async fn past_the_watch_limit_directories_are_polled() {
             "fn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
         )],
     );
+    nvim.wait("diagnostics on the agent's hunk", 10, DIAGNOSTICS, |v| {
+        !list(v).is_empty()
+    })
+    .await;
+    write_files(
+        &repo,
+        &[(
+            "src/auth/jwt.rs",
+            "use jwt;\nfn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
+        )],
+    );
     let d = nvim
         .wait(
             "diagnostics from the polled directory",
             10,
             DIAGNOSTICS,
-            |v| !list(v).is_empty(),
+            |v| list(v).len() == 2,
         )
         .await;
-    assert_eq!(d[0][2], "task-change");
+    assert_eq!((&d[0][0], &d[1][0]), (&json!(0), &json!(2)), "{d}");
 
     mcp.ok(
         "complete_task",
