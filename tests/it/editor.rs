@@ -271,42 +271,21 @@ fn ready(v: &Value) -> bool {
     v["ready"] == json!(true)
 }
 
-#[tokio::test]
-async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = home.path().join("repo");
-    repo_with(&repo, FILES);
-    let mcp = home.mcp_daemon(&repo, 60).await;
-    let task = start_task(&mcp, &["auth"]).await;
-    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
-    let watch = nvim.wait("the watch", 10, WATCH, ready).await;
-    assert_eq!(watch["polled_dirs"], 0, "{watch}");
-
-    // The agent writes on disk and makes no call; nobody saves. (The first write may race
-    // the refresh that follows the watch's start; the second cannot.)
+/// The agent edits the open `src/auth/jwt.rs` on disk (and writes `also`), with no call
+/// and no save: one hunk, then two. The first write may race the refresh that follows the
+/// watch's start; the second cannot, so its diagnostics came through the watch.
+async fn agent_edits_on_disk(nvim: &Nvim, repo: &std::path::Path, also: &[(&str, &str)]) {
+    let jwt = "src/auth/jwt.rs";
     write_files(
-        &repo,
-        &[(
-            "src/auth/jwt.rs",
-            "fn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
-        )],
+        repo,
+        &[(jwt, "fn verify() {}\nfn refresh() {}\n\nfn sign() {}\n")],
     );
     nvim.wait("diagnostics on the agent's hunk", 10, DIAGNOSTICS, |v| {
         !list(v).is_empty()
     })
     .await;
-    // A new file outside the task's areas, another edit of the open file inside them.
-    write_files(
-        &repo,
-        &[
-            ("utils.ts", "export const retries = 3;\n"),
-            (
-                "src/auth/jwt.rs",
-                "use jwt;\nfn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
-            ),
-        ],
-    );
+    let two = "use jwt;\nfn verify() {}\nfn refresh() {}\n\nfn sign() {}\n";
+    write_files(repo, &[&[(jwt, two)], also].concat());
     let d = nvim
         .wait(
             "diagnostics on the agent's two hunks",
@@ -323,6 +302,22 @@ async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
             [2, 3, "task-change", changed]
         ])
     );
+}
+
+#[tokio::test]
+async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let mcp = home.mcp_daemon(&repo, 60).await;
+    let task = start_task(&mcp, &["auth"]).await;
+    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    let watch = nvim.wait("the watch", 10, WATCH, ready).await;
+    assert_eq!(watch["polled_dirs"], 0, "{watch}");
+
+    // A new file outside the task's areas beside the edits of the open file inside them.
+    agent_edits_on_disk(&nvim, &repo, &[("utils.ts", "export const retries = 3;\n")]).await;
     nvim.lua("vim.cmd.edit('utils.ts')").await;
     let d = nvim
         .wait(
@@ -391,35 +386,8 @@ async fn past_the_watch_limit_directories_are_polled() {
         "{log}"
     );
 
-    // Edits in a polled directory still show, within the poll interval. (The first may race
-    // the refresh that follows the watch's start; the second cannot.)
-    write_files(
-        &repo,
-        &[(
-            "src/auth/jwt.rs",
-            "fn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
-        )],
-    );
-    nvim.wait("diagnostics on the agent's hunk", 10, DIAGNOSTICS, |v| {
-        !list(v).is_empty()
-    })
-    .await;
-    write_files(
-        &repo,
-        &[(
-            "src/auth/jwt.rs",
-            "use jwt;\nfn verify() {}\nfn refresh() {}\n\nfn sign() {}\n",
-        )],
-    );
-    let d = nvim
-        .wait(
-            "diagnostics from the polled directory",
-            10,
-            DIAGNOSTICS,
-            |v| list(v).len() == 2,
-        )
-        .await;
-    assert_eq!((&d[0][0], &d[1][0]), (&json!(0), &json!(2)), "{d}");
+    // Edits in a polled directory still show, within the poll interval.
+    agent_edits_on_disk(&nvim, &repo, &[]).await;
 
     mcp.ok(
         "complete_task",
