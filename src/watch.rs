@@ -36,6 +36,9 @@ use crate::tasks::checksum::SKIPPED_DIRS;
 
 /// Changes are gathered this long from the first one, then published together.
 pub const DEBOUNCE: Duration = Duration::from_millis(15);
+/// More changed files than this at once (a checkout, a generator) are a rescan: one diff of
+/// the whole tree costs less than a diff limited to that many paths.
+pub const MAX_PATHS: usize = 256;
 /// How often directories past the watch limit are polled.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// The environment variable that sets [`max_dirs`].
@@ -622,7 +625,7 @@ impl Tree {
                 }
             }
         }
-        if rescan {
+        if rescan || changed.len() > MAX_PATHS {
             Some(FilesChange::Rescan)
         } else if changed.is_empty() {
             None

@@ -591,7 +591,7 @@ impl Backend {
                             .lock()
                             .unwrap_or_else(|p| p.into_inner()),
                     );
-                    if pending.full {
+                    if pending.full || pending.files.len() > crate::watch::MAX_PATHS {
                         this.refresh().await;
                         tokio::time::sleep(DEBOUNCE).await;
                     } else if !pending.files.is_empty() {
