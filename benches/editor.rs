@@ -6,7 +6,10 @@
 //! the message arriving at the editor's end of the LSP pipe:
 //! - `log_milestone` → its `$/progress` report;
 //! - a save in the editor (`didSave`) → the file's new diagnostics;
-//! - the agent editing a file on disk then logging a milestone → that file's diagnostics.
+//! - the agent editing a file on disk then logging a milestone → that file's diagnostics;
+//! - the agent writing a file on disk, with no call and no save → that file's diagnostics
+//!   (the watch of the task's tree), half of them new files at the root, half edits of
+//!   tracked files in the tree.
 //!
 //! Run with `cargo bench --bench editor`.
 
@@ -149,6 +152,29 @@ async fn main() {
         settle(&mut editor).await;
     }
 
+    eprintln!("bench: agent writes a file (no call, no save) → diagnostics");
+    let mut on_disk = Vec::new();
+    for i in 0..SAMPLES {
+        let path = if i % 2 == 0 {
+            repo.join(format!("agent{i}.ts"))
+        } else {
+            repo.join(file_path((files / 2 + i * 13) % files))
+        };
+        let target = file_uri(&path);
+        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+        text.push_str("written by the agent\n");
+        let t = Instant::now();
+        std::fs::write(&path, text).unwrap();
+        editor
+            .until(|m| {
+                m["method"] == "textDocument/publishDiagnostics"
+                    && m["params"]["uri"] == target.as_str()
+            })
+            .await;
+        on_disk.push(t.elapsed());
+        settle(&mut editor).await;
+    }
+
     println!("\n## Editor latency ({files}-file git repository, through the daemon)\n");
     println!("| from → to (at the editor's end of the LSP pipe) | p50 | p99 | n |");
     println!("|---|---|---|---|");
@@ -158,6 +184,10 @@ async fn main() {
         (
             "agent edits a file + `log_milestone` → that file's diagnostics",
             agent_edit,
+        ),
+        (
+            "agent writes a file, no call, no save → that file's diagnostics",
+            on_disk,
         ),
     ] {
         let s = Stats::of(samples);

@@ -8,16 +8,19 @@ use crate::hub::Hub;
 use crate::memory::{Memory, MemoryError, Progress};
 use crate::store::Store;
 use crate::tasks::{TaskError, Tasks};
+use crate::watch::Watches;
 
 /// The user's config file (downstream MCP servers, injection settings), in the data dir.
 pub const USER_CONFIG: &str = "config.json";
 
-/// Memory, tasks and the hub on one store: what a serving process (in-process MCP, the
-/// daemon) holds.
+/// Memory, tasks and the hub on one store, and the file watches of running tasks: what a
+/// serving process (in-process MCP, the daemon) holds.
 pub struct Core {
     pub memory: Memory,
     pub tasks: Tasks,
     pub hub: Arc<Hub>,
+    /// Workspaces watched on disk (one watch per tree, shared by the sessions that follow it).
+    pub watches: Watches,
 }
 
 impl Core {
@@ -34,7 +37,13 @@ impl Core {
             tasks.bus().clone(),
         )?);
         let memory = Memory::open(store, progress)?;
-        Ok(Core { memory, tasks, hub })
+        let watches = Watches::new(tasks.bus().clone());
+        Ok(Core {
+            memory,
+            tasks,
+            hub,
+            watches,
+        })
     }
 
     /// The bus every service of this core publishes on.

@@ -1,6 +1,6 @@
 //! One broadcast bus of what changed in the core. Services publish after the change is
 //! durable; faces subscribe (the LSP face turns task events into diagnostics, code lenses
-//! and progress). Publishing never blocks and never fails: with no subscriber an event is
+//! and progress; file watches report changes on disk). Publishing never blocks and never fails: with no subscriber an event is
 //! simply dropped, and a subscriber that falls behind learns it lagged and resynchronises.
 
 use std::path::PathBuf;
@@ -26,6 +26,16 @@ pub enum Event {
         server: String,
         change: HubChange,
     },
+    /// Files changed on disk in a watched tree (see [`crate::watch`]).
+    Files { root: PathBuf, change: FilesChange },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilesChange {
+    /// These files (absolute paths) were written, created or removed.
+    Paths(Vec<PathBuf>),
+    /// Something the paths cannot say changed: recompute everything.
+    Rescan,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

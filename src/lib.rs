@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod memory;
 pub mod store;
 pub mod tasks;
+pub mod watch;
 
 /// The error object every tool answers with (spec 003's format):
 /// `{"error": {"code", "message", "details"}}`.

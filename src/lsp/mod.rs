@@ -3,10 +3,11 @@
 //! One [`serve`] per editor connection (in the daemon, or in-process with `--standalone`).
 //! A session follows its workspace's *focus task* (see [`crate::tasks::Tasks::focus`]):
 //! diagnostics on the hunks it changed, code lenses, `$/progress` from its milestones. It
-//! learns of changes from the core's event bus (never by polling) and from `didSave`. Memory
-//! is searched with `workspace/symbol`, shown on hover over `[ID]` citations and in
-//! `tandem://` documents, and added from a selection with a code action. Every request,
-//! command and custom method is documented in `docs/lsp-extensions.md`.
+//! learns of changes from the core's event bus (never by polling): the task's events, and
+//! the files a watch of the task's tree sees change on disk while it runs ([`crate::watch`]);
+//! and from `didSave`. Memory is searched with `workspace/symbol`, shown on hover over `[ID]`
+//! citations and in `tandem://` documents, and added from a selection with a code action.
+//! Every request, command and custom method is documented in `docs/lsp-extensions.md`.
 
 mod prompts;
 mod text;
@@ -28,9 +29,10 @@ use ulid::Ulid;
 
 use crate::calls::{self, CallError};
 use crate::core::{Core, LazyCore};
-use crate::events::{Event, HubChange, TaskChange};
+use crate::events::{Event, FilesChange, HubChange, TaskChange};
 use crate::memory::{EntryDetails, MemoryError, SearchQuery};
 use crate::tasks::{TaskError, TaskState};
+use crate::watch::Watch;
 use text::Encoding;
 use view::Focus;
 
@@ -92,7 +94,9 @@ where
         languages: Mutex::new(HashMap::new()),
         prompt_filetypes: OnceLock::new(),
         state: tokio::sync::Mutex::new(ViewState::default()),
-        refresh: tokio::sync::Notify::new(),
+        pending: Mutex::new(Pending::default()),
+        wake: tokio::sync::Notify::new(),
+        watch: Mutex::new(None),
         prompts_changed: Mutex::new(BTreeSet::new()),
         prompts_notify: tokio::sync::Notify::new(),
         follower: Mutex::new(None),
@@ -115,6 +119,12 @@ where
     {
         task.abort();
     }
+    // The tree's watch stops with its last session.
+    session
+        .watch
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
 }
 
 /// What the client can take, from its capabilities.
@@ -138,13 +148,25 @@ struct Session {
     /// `initializationOptions.promptFiletypes`, if the client gave it.
     prompt_filetypes: OnceLock<Vec<String>>,
     state: tokio::sync::Mutex<ViewState>,
-    /// Asks the follower for a full refresh.
-    refresh: tokio::sync::Notify,
+    /// What the refresher is asked to recompute; `wake` tells it.
+    pending: Mutex<Pending>,
+    wake: tokio::sync::Notify,
+    /// The watch of the focus task's tree, held while that task runs.
+    watch: Mutex<Option<Arc<Watch>>>,
     /// Servers whose prompts or state changed since the last `tandem/promptsChanged` (`""`:
     /// the config as a whole), and the signal that there are some.
     prompts_changed: Mutex<BTreeSet<String>>,
     prompts_notify: tokio::sync::Notify,
     follower: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Refreshes asked for and not yet run.
+#[derive(Default)]
+struct Pending {
+    /// The whole focus.
+    full: bool,
+    /// These files only (absolute paths).
+    files: BTreeSet<PathBuf>,
 }
 
 #[derive(Default)]
@@ -243,6 +265,43 @@ impl Session {
             .await
     }
 
+    /// Asks the refresher to recompute the whole focus.
+    fn request_refresh(&self) {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).full = true;
+        self.wake.notify_one();
+    }
+
+    /// Asks the refresher to recompute these files of the focus.
+    fn request_files(&self, files: impl IntoIterator<Item = PathBuf>) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .files
+            .extend(files);
+        self.wake.notify_one();
+    }
+
+    /// Holds the watch of `root` (the running focus task's tree), or none.
+    fn keep_watch(&self, root: Option<&Path>) {
+        let mut held = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        if held.as_ref().map(|w| w.root()) == root {
+            return;
+        }
+        *held = None;
+        if let (Some(root), Some(core)) = (root, self.core.opened()) {
+            *held = Some(core.watches.watch(root));
+        }
+    }
+
+    /// Whether this session holds the watch of `root`.
+    fn watching(&self, root: &Path) -> bool {
+        self.watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|w| w.root() == root)
+    }
+
     fn text_of(&self, uri: &Uri) -> Option<String> {
         if let Some(t) = self.docs.lock().unwrap_or_else(|p| p.into_inner()).get(uri) {
             return Some(t.clone());
@@ -308,6 +367,12 @@ impl Backend {
         let mut state = self.session.state.lock().await;
         let lenses_before = lens_key(state.focus.as_ref());
         state.focus = focus;
+        let running_root = state
+            .focus
+            .as_ref()
+            .filter(|f| f.task.state == TaskState::Running)
+            .map(|f| f.root().to_path_buf());
+        self.session.keep_watch(running_root.as_deref());
         let lenses_changed = lens_key(state.focus.as_ref()) != lenses_before;
         let next = state
             .focus
@@ -321,19 +386,19 @@ impl Backend {
         }
     }
 
-    /// Publishes `next` (all files, or those under `only`), clearing files that had
+    /// Publishes `next` (all files, or those in `only`), clearing files that had
     /// diagnostics and have none now.
     async fn publish(
         &self,
         state: &mut ViewState,
         mut next: BTreeMap<PathBuf, Vec<Diagnostic>>,
-        only: Option<&Path>,
+        only: Option<&BTreeSet<PathBuf>>,
     ) {
         let paths: Vec<PathBuf> = state
             .published
             .keys()
             .chain(next.keys())
-            .filter(|p| only.is_none_or(|o| o == p.as_path()))
+            .filter(|p| only.is_none_or(|o| o.contains(*p)))
             .cloned()
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
@@ -364,8 +429,9 @@ impl Backend {
         }
     }
 
-    /// A saved file: recompute the focus task's hunks of that file only.
-    async fn file_saved(&self, path: PathBuf) {
+    /// Files saved in the editor or changed on disk: recompute the focus task's hunks of
+    /// those files only (a diff limited to them), and publish theirs.
+    async fn files_changed(&self, paths: BTreeSet<PathBuf>) {
         let (task, root) = {
             let state = self.session.state.lock().await;
             match &state.focus {
@@ -375,11 +441,15 @@ impl Backend {
                 _ => return,
             }
         };
-        let Ok(rel) = path.strip_prefix(&root) else {
+        let rels: Vec<String> = paths
+            .iter()
+            .filter_map(|p| p.strip_prefix(&root).ok())
+            .map(|r| r.to_string_lossy().into_owned())
+            .collect();
+        if rels.is_empty() {
             return;
-        };
-        let rel = rel.to_string_lossy().into_owned();
-        let query = (task.clone(), rel.clone());
+        }
+        let query = (task.clone(), rels.clone());
         let files = self
             .session
             .blocking(move |core| {
@@ -394,12 +464,12 @@ impl Backend {
             return;
         };
         let before = lens_key(Some(focus));
-        focus.files.retain(|f| f.path != rel);
+        focus.files.retain(|f| !rels.contains(&f.path));
         focus.files.extend(files);
         focus.files.sort_by(|a, b| a.path.cmp(&b.path));
         let changed = lens_key(Some(focus)) != before;
         let next = view::diagnostics(focus);
-        self.publish(&mut state, next, Some(&path)).await;
+        self.publish(&mut state, next, Some(&paths)).await;
         drop(state);
         if changed {
             self.refresh_lenses().await;
@@ -525,13 +595,25 @@ impl Backend {
         }
         // Refreshes run beside the event loop, so progress never waits for a diff: the
         // first event refreshes at once, later ones fold into one refresh per DEBOUNCE.
+        // Files changed on disk refresh those files only, at once (a diff limited to them).
         let refresher = {
             let this = self.clone_handle();
             tokio::spawn(async move {
                 loop {
-                    this.session.refresh.notified().await;
-                    this.refresh().await;
-                    tokio::time::sleep(DEBOUNCE).await;
+                    this.session.wake.notified().await;
+                    let pending = std::mem::take(
+                        &mut *this
+                            .session
+                            .pending
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner()),
+                    );
+                    if pending.full || pending.files.len() > crate::watch::MAX_PATHS {
+                        this.refresh().await;
+                        tokio::time::sleep(DEBOUNCE).await;
+                    } else if !pending.files.is_empty() {
+                        this.files_changed(pending.files).await;
+                    }
                 }
             })
         };
@@ -562,7 +644,16 @@ impl Backend {
                         self.session.state.lock().await.dismissed = None;
                     }
                     self.progress(task_id, &change).await;
-                    self.session.refresh.notify_one();
+                    self.session.request_refresh();
+                }
+                Ok(Event::Files { root, change }) => {
+                    if !self.session.watching(&root) {
+                        continue;
+                    }
+                    match change {
+                        FilesChange::Paths(paths) => self.session.request_files(paths),
+                        FilesChange::Rescan => self.session.request_refresh(),
+                    }
                 }
                 Ok(Event::Hub {
                     workspace,
@@ -580,7 +671,7 @@ impl Backend {
                 }
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!("LSP session lagged {n} events; refreshing");
-                    self.session.refresh.notify_one();
+                    self.session.request_refresh();
                 }
                 Err(RecvError::Closed) => return,
             }
@@ -667,6 +758,13 @@ impl Backend {
             "workspace": self.session.workspace(),
             "daemon": host.daemon,
             "focus_task": focus,
+            "watch": self
+                .session
+                .watch
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|w| w.status()),
         }))
     }
 
@@ -1062,7 +1160,7 @@ impl LanguageServer for Backend {
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
         if let Some(path) = uri_path(&params.text_document.uri) {
-            self.file_saved(path).await;
+            self.files_changed(BTreeSet::from([path])).await;
         }
     }
 

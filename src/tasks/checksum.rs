@@ -15,7 +15,7 @@ use super::model::{ChecksumMap, FileStamp, FilesChanged};
 pub const MAX_FILES: usize = 200_000;
 
 /// Directories never worth snapshotting, ignore files or not.
-const SKIPPED_DIRS: &[&str] = &[
+pub(crate) const SKIPPED_DIRS: &[&str] = &[
     "target",
     "node_modules",
     ".git",

@@ -200,11 +200,12 @@ pub struct ChangedFile {
 /// untracked files), with its change and its hunks. One tree-to-workdir diff with no context
 /// lines, which libgit2 limits to files whose stat changed: cheap enough for every save.
 ///
-/// `only` limits the diff to one path (relative to the working tree): what a save needs.
+/// `only` limits the diff to these paths (relative to the working tree): what a save or a
+/// change seen on disk needs.
 pub fn hunks_since(
     repo: &Repository,
     start: Option<&str>,
-    only: Option<&str>,
+    only: Option<&[String]>,
 ) -> Result<Vec<ChangedFile>, git2::Error> {
     let start_tree = match start {
         Some(id) => match Oid::from_str(id).and_then(|oid| repo.find_commit(oid)) {
@@ -219,8 +220,11 @@ pub fn hunks_since(
         .recurse_untracked_dirs(true)
         .show_untracked_content(true)
         .context_lines(0);
-    if let Some(path) = only {
-        opts.pathspec(path).disable_pathspec_match(true);
+    if let Some(paths) = only {
+        for path in paths {
+            opts.pathspec(path);
+        }
+        opts.disable_pathspec_match(true);
     }
     let diff = repo.diff_tree_to_workdir_with_index(start_tree.as_ref(), Some(&mut opts))?;
     let mut out: Vec<ChangedFile> = Vec::new();

@@ -4,7 +4,7 @@
 //!
 //! Records live in sled (written, flushed, then acknowledged), like the memory's.
 
-mod checksum;
+pub(crate) mod checksum;
 pub mod git;
 pub mod model;
 pub mod scope;
@@ -947,9 +947,12 @@ impl Tasks {
         })
     }
 
-    /// [`Tasks::live_changes`] of `task`, sorted by path; of one path only with `only`
-    /// (relative to the snapshot's root).
-    pub fn live_files(&self, task: &Task, only: Option<&str>) -> Result<Vec<LiveFile>> {
+    /// [`Tasks::live_changes`] of `task`, sorted by path; of these paths only with `only`
+    /// (relative to the snapshot's root; in git, a diff limited to them).
+    pub fn live_files(&self, task: &Task, only: Option<&[String]>) -> Result<Vec<LiveFile>> {
+        if only.is_some_and(|o| o.is_empty()) {
+            return Ok(Vec::new());
+        }
         let mut out: Vec<LiveFile> = match &task.snapshot {
             Snapshot::Git {
                 repo_root, commit, ..
@@ -987,8 +990,8 @@ impl Tasks {
                 .collect()
             }
         };
-        if let Some(path) = only {
-            out.retain(|f| f.path == path);
+        if let Some(paths) = only {
+            out.retain(|f| paths.contains(&f.path));
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)

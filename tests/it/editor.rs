@@ -269,6 +269,146 @@ async fn a_task_shows_up_in_neovim_while_the_agent_works() {
     mcp.close().await;
 }
 
+/// The session's file watch, from `tandem/status` (null when none).
+const WATCH: &str = r#"
+    local c = vim.lsp.get_clients({ name = 'tandem' })[1]
+    local r = c and c:request_sync('tandem/status', {}, 5000, 0)
+    return r and r.result and r.result.watch or vim.NIL
+"#;
+
+fn ready(v: &Value) -> bool {
+    v["ready"] == json!(true)
+}
+
+/// The agent edits the open `src/auth/jwt.rs` on disk (and writes `also`), with no call
+/// and no save: one hunk, then two. The first write may race the refresh that follows the
+/// watch's start; the second cannot, so its diagnostics came through the watch.
+async fn agent_edits_on_disk(nvim: &Nvim, repo: &std::path::Path, also: &[(&str, &str)]) {
+    let jwt = "src/auth/jwt.rs";
+    write_files(
+        repo,
+        &[(jwt, "fn verify() {}\nfn refresh() {}\n\nfn sign() {}\n")],
+    );
+    nvim.wait("diagnostics on the agent's hunk", 10, DIAGNOSTICS, |v| {
+        !list(v).is_empty()
+    })
+    .await;
+    let two = "use jwt;\nfn verify() {}\nfn refresh() {}\n\nfn sign() {}\n";
+    write_files(repo, &[&[(jwt, two)], also].concat());
+    let d = nvim
+        .wait(
+            "diagnostics on the agent's two hunks",
+            10,
+            DIAGNOSTICS,
+            |v| list(v).len() == 2,
+        )
+        .await;
+    let changed = "Changed by task “Setup JWT middleware” (in progress)";
+    assert_eq!(
+        d,
+        json!([
+            [0, 3, "task-change", changed],
+            [2, 3, "task-change", changed]
+        ])
+    );
+}
+
+#[tokio::test]
+async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    let mcp = home.mcp_daemon(&repo, 60).await;
+    let task = start_task(&mcp, &["auth"]).await;
+    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    let watch = nvim.wait("the watch", 10, WATCH, ready).await;
+    assert_eq!(watch["polled_dirs"], 0, "{watch}");
+
+    // A new file outside the task's areas beside the edits of the open file inside them.
+    agent_edits_on_disk(&nvim, &repo, &[("utils.ts", "export const retries = 3;\n")]).await;
+    nvim.lua("vim.cmd.edit('utils.ts')").await;
+    let d = nvim
+        .wait(
+            "the new file's out-of-scope warning",
+            10,
+            DIAGNOSTICS,
+            |v| !list(v).is_empty(),
+        )
+        .await;
+    assert_eq!(
+        d,
+        json!([[
+            0,
+            2,
+            "outside-scope",
+            "Outside declared scope (auth): changed by task “Setup JWT middleware”"
+        ]])
+    );
+
+    // An ignored file is not the task's: nothing is published for it.
+    write_files(
+        &repo,
+        &[(".gitignore", "*.log\n"), ("debug.log", "noise\n")],
+    );
+    nvim.lua("vim.cmd.edit('debug.log')").await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(nvim.lua(DIAGNOSTICS).await, json!([]));
+
+    // The task completes: the watch stops.
+    mcp.ok(
+        "complete_task",
+        json!({"task_id": task, "status": "success", "outcome": {"summary": "done"}}),
+    )
+    .await;
+    nvim.wait("no watch", 10, WATCH, Value::is_null).await;
+
+    nvim.quit().await;
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn past_the_watch_limit_directories_are_polled() {
+    let home = TestHome::new();
+    let _stop = DaemonGuard(&home);
+    let repo = home.path().join("repo");
+    repo_with(&repo, FILES);
+    // One inotify watch: the root's. `src/`, `src/auth/`, `.git/` and `.git/refs/heads/`
+    // are polled.
+    let mcp = home
+        .mcp_daemon_env(&repo, 60, &[("TANDEM_WATCH_MAX_DIRS", "1")])
+        .await;
+    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    // No task runs: nothing is watched.
+    assert_eq!(nvim.lua(WATCH).await, Value::Null);
+
+    let task = start_task(&mcp, &["auth"]).await;
+    let watch = nvim.wait("the watch", 10, WATCH, ready).await;
+    assert_eq!(
+        (&watch["watched_dirs"], &watch["polled_dirs"]),
+        (&json!(1), &json!(4)),
+        "{watch}"
+    );
+    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    assert!(
+        log.contains("reached more than 1 directories (TANDEM_WATCH_MAX_DIRS); further directories are polled every 2 s"),
+        "{log}"
+    );
+
+    // Edits in a polled directory still show, within the poll interval.
+    agent_edits_on_disk(&nvim, &repo, &[]).await;
+
+    mcp.ok(
+        "complete_task",
+        json!({"task_id": task, "status": "success", "outcome": {"summary": "done"}}),
+    )
+    .await;
+    nvim.wait("no watch", 10, WATCH, Value::is_null).await;
+
+    nvim.quit().await;
+    mcp.close().await;
+}
+
 /// Sends an LSP request from Neovim's tandem client and waits for its answer (as JSON).
 async fn request(nvim: &Nvim, method: &str, params: &str) -> Value {
     nvim.lua(&format!(

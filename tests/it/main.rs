@@ -16,3 +16,4 @@ mod tasks_core;
 mod tasks_mcp;
 mod tool_schemas;
 mod util;
+mod watch;

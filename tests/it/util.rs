@@ -89,20 +89,31 @@ impl TestHome {
 
     /// Starts `tandem mcp --standalone` for the workspace `dir`.
     pub async fn mcp_in(&self, dir: &Path) -> McpClient {
-        self.mcp_with(dir, &["--standalone"]).await
+        self.mcp_with(dir, &["--standalone"], &[]).await
     }
 
     /// Starts `tandem mcp` as an agent does, for the workspace `dir`: through the data dir's
     /// daemon, which it starts when none runs (idle exit after `idle_secs`). Stop the daemon
     /// with a [`DaemonGuard`].
     pub async fn mcp_daemon(&self, dir: &Path, idle_secs: u32) -> McpClient {
-        self.mcp_with(dir, &["--idle-for-tests", &idle_secs.to_string()])
+        self.mcp_daemon_env(dir, idle_secs, &[]).await
+    }
+
+    /// The same, with these variables in the environment of the daemon it starts.
+    pub async fn mcp_daemon_env(
+        &self,
+        dir: &Path,
+        idle_secs: u32,
+        env: &[(&str, &str)],
+    ) -> McpClient {
+        self.mcp_with(dir, &["--idle-for-tests", &idle_secs.to_string()], env)
             .await
     }
 
-    async fn mcp_with(&self, dir: &Path, extra: &[&str]) -> McpClient {
+    async fn mcp_with(&self, dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> McpClient {
         std::fs::create_dir_all(dir).unwrap();
         let mut cmd = self.command();
+        cmd.envs(env.iter().copied());
         cmd.arg("mcp").arg("--workspace").arg(dir);
         let mut extra = extra.iter();
         while let Some(arg) = extra.next() {
