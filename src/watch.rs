@@ -41,6 +41,8 @@ pub const DEBOUNCE: Duration = Duration::from_millis(15);
 pub const MAX_PATHS: usize = 256;
 /// How often directories past the watch limit are polled.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+/// A polled change is reported again this much later (see `Tree::poll`).
+const POLL_REPEAT: Duration = Duration::from_millis(1100);
 /// The environment variable that sets [`max_dirs`].
 pub const MAX_DIRS_ENV: &str = "TANDEM_WATCH_MAX_DIRS";
 /// The most directories one tree watches with inotify unless [`MAX_DIRS_ENV`] says otherwise
@@ -192,6 +194,16 @@ fn run(
         root: root.clone(),
         change: FilesChange::Rescan,
     });
+    if !tree.polled.is_empty() {
+        // The poller's first look took mtimes in whole seconds: a write later in that same
+        // second would never show as a change. One more rescan once that second has passed.
+        let again = tree.tx.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(POLL_REPEAT);
+            let rescan = notify::Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan);
+            let _ = again.send(Msg::Fs(Ok(rescan)));
+        });
+    }
     'events: loop {
         let mut batch = Batch::default();
         match rx.recv() {
@@ -500,8 +512,19 @@ impl Tree {
             let config = notify::Config::default()
                 .with_poll_interval(POLL_INTERVAL)
                 .with_follow_symlinks(false);
+            // The poller sees a file change only when its mtime, in whole seconds, grows: a
+            // second write within the second of one it reported would go unseen. So each
+            // report is repeated once that second has passed (the diff then reads the file
+            // as it is); any later write has a later mtime and is reported anew.
             match PollWatcher::new(
-                move |e| {
+                move |e: notify::Result<notify::Event>| {
+                    if let Ok(event) = &e {
+                        let (again, event) = (sender.clone(), event.clone());
+                        std::thread::spawn(move || {
+                            std::thread::sleep(POLL_REPEAT);
+                            let _ = again.send(Msg::Fs(Ok(event)));
+                        });
+                    }
                     let _ = sender.send(Msg::Fs(e));
                 },
                 config,

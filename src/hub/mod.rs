@@ -27,8 +27,8 @@ use crate::events::{Bus, Event, HubChange};
 use crate::store::{Store, StoreError};
 use config::HubConfig;
 pub use conventional::{ConventionalArgument, ConventionalPrompt, InjectRequest};
-pub use server::{Downstream, HubError, ServerState, Status};
 use remembered::RememberedPrompts;
+pub use server::{Downstream, HubError, ServerState, Status};
 use trust::Trust;
 
 /// How often the config files are checked for changes (two `stat`s).
@@ -403,7 +403,9 @@ impl Workspace {
     fn offered_prompts(&self, s: &Downstream) -> (Arc<Vec<rmcp::model::Prompt>>, bool) {
         if s.status() == Status::Idle
             && let (Some(hub), Some(runs)) = (self.hub.upgrade(), &s.config.transport)
-            && let Some(prompts) = hub.remembered.recall(&self.root, s.name(), &runs.describe())
+            && let Some(prompts) = hub
+                .remembered
+                .recall(&self.root, s.name(), &runs.describe())
         {
             return (Arc::new(prompts), true);
         }

@@ -97,6 +97,7 @@ where
         pending: Mutex::new(Pending::default()),
         wake: tokio::sync::Notify::new(),
         watch: Mutex::new(None),
+        computing: tokio::sync::Mutex::new(()),
         prompts_changed: Mutex::new(BTreeSet::new()),
         prompts_notify: tokio::sync::Notify::new(),
         follower: Mutex::new(None),
@@ -153,6 +154,10 @@ struct Session {
     wake: tokio::sync::Notify,
     /// The watch of the focus task's tree, held while that task runs.
     watch: Mutex<Option<Arc<Watch>>>,
+    /// Held by a refresh or a file recomputation from reading the disk to publishing: one at
+    /// a time, so a slow full refresh never publishes what it read over what a later,
+    /// quicker recomputation of a file published (a save beside the watch's report).
+    computing: tokio::sync::Mutex<()>,
     /// Servers whose prompts or state changed since the last `tandem/promptsChanged` (`""`:
     /// the config as a whole), and the signal that there are some.
     prompts_changed: Mutex<BTreeSet<String>>,
@@ -351,6 +356,7 @@ fn load_focus(
 impl Backend {
     /// Recomputes the focus and publishes what changed.
     async fn refresh(&self) {
+        let _one = self.session.computing.lock().await;
         let ws = self.session.workspace().to_path_buf();
         let dismissed = self.session.state.lock().await.dismissed;
         let loaded = self
@@ -432,6 +438,7 @@ impl Backend {
     /// Files saved in the editor or changed on disk: recompute the focus task's hunks of
     /// those files only (a diff limited to them), and publish theirs.
     async fn files_changed(&self, paths: BTreeSet<PathBuf>) {
+        let _one = self.session.computing.lock().await;
         let (task, root) = {
             let state = self.session.state.lock().await;
             match &state.focus {

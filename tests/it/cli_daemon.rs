@@ -214,7 +214,10 @@ async fn a_daemon_started_while_the_data_dir_is_held_waits_for_it() {
     let release = tokio::spawn(async move {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
         while !std::fs::read_to_string(&log_file).is_ok_and(|l| l.contains(&waiting)) {
-            assert!(std::time::Instant::now() < deadline, "the daemon never waited");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon never waited"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         drop(held);

@@ -577,13 +577,16 @@ async fn the_command_exists_before_setup() {
 
     let health = checkhealth(&nvim).await;
     assert!(
-        health.contains("tandem: Neovim and setup") && health.contains("setup() has not been called"),
+        health.contains("tandem: Neovim and setup")
+            && health.contains("setup() has not been called"),
         "{health}"
     );
     nvim.lua("vim.cmd('tabclose')").await;
 
     // The default `cmd` is `tandem` on PATH.
-    let bin_dir = std::path::Path::new(crate::util::tandem_bin()).parent().unwrap();
+    let bin_dir = std::path::Path::new(crate::util::tandem_bin())
+        .parent()
+        .unwrap();
     nvim.lua(&format!(
         "vim.env.PATH = '{}:' .. vim.env.PATH; vim.cmd('Tandem status')",
         bin_dir.display()
@@ -1159,8 +1162,13 @@ async fn prompt_changes_reach_neovim_unasked() {
     repo_with(&repo, &[("notes.md", "# Notes\n")]);
     std::fs::create_dir_all(home.tandem_home()).unwrap();
     let config = home.tandem_home().join("config.json");
-    let ticker = json!({"command": fixture_bin(), "args": ["--name", "ticker", "--change-every-ms", "300"]});
-    std::fs::write(&config, json!({"mcpServers": {"ticker": ticker}}).to_string()).unwrap();
+    let ticker =
+        json!({"command": fixture_bin(), "args": ["--name", "ticker", "--change-every-ms", "300"]});
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"ticker": ticker}}).to_string(),
+    )
+    .unwrap();
     let nvim = editor(&home, &repo, "notes.md").await;
 
     // The plugin fetched the list once, at attach; only the notification fetches it again.
@@ -1178,7 +1186,10 @@ async fn prompt_changes_reach_neovim_unasked() {
 
     nvim.lua("vim.cmd('Tandem inject')").await;
     let before = buffer_with(&nvim, "tandem://inject", "## 1. system").await;
-    assert!(!before.contains("System instructions from conv."), "{before}");
+    assert!(
+        !before.contains("System instructions from conv."),
+        "{before}"
+    );
     let conv = json!({"command": fixture_bin(), "args": ["--name", "conv", "--conventional"]});
     std::fs::write(
         &config,
@@ -1196,7 +1207,9 @@ async fn prompt_changes_reach_neovim_unasked() {
         return ''
     "#;
     nvim.wait("the preview to show the new server", 15, preview, |v| {
-        v.as_str().unwrap_or("").contains("System instructions from conv.")
+        v.as_str()
+            .unwrap_or("")
+            .contains("System instructions from conv.")
     })
     .await;
     let current = nvim.lua("return vim.api.nvim_buf_get_name(0)").await;

@@ -359,7 +359,8 @@ fn a_server_started_on_use_offers_the_prompts_it_last_listed() {
             })
             .collect()
     };
-    let state = |home: &TestHome| server(&ok(home, &ws, &["servers", "--json"]), "lazy")["state"].clone();
+    let state =
+        |home: &TestHome| server(&ok(home, &ws, &["servers", "--json"]), "lazy")["state"].clone();
     {
         let _daemon = start_daemon(&home);
         // Never run: nothing known, and listing does not start it.
@@ -371,7 +372,10 @@ fn a_server_started_on_use_offers_the_prompts_it_last_listed() {
         assert_eq!(state(&home), "ready");
         assert_eq!(
             commands(&home),
-            [("/lazy:prompt-000".to_string(), false), ("/lazy:prompt-001".to_string(), false)]
+            [
+                ("/lazy:prompt-000".to_string(), false),
+                ("/lazy:prompt-001".to_string(), false)
+            ]
         );
     }
     // A new daemon: the server is idle again, its last prompts are offered as remembered.
@@ -379,7 +383,10 @@ fn a_server_started_on_use_offers_the_prompts_it_last_listed() {
     assert_eq!(state(&home), "idle");
     assert_eq!(
         commands(&home),
-        [("/lazy:prompt-000".to_string(), true), ("/lazy:prompt-001".to_string(), true)]
+        [
+            ("/lazy:prompt-000".to_string(), true),
+            ("/lazy:prompt-001".to_string(), true)
+        ]
     );
     // Running a remembered prompt starts the server; the list is live again.
     ok(&home, &ws, &["prompt", "/lazy:prompt-001", "--json"]);
