@@ -355,16 +355,7 @@ async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(nvim.lua(DIAGNOSTICS).await, json!([]));
 
-    // The task completes: the watch stops.
-    mcp.ok(
-        "complete_task",
-        json!({"task_id": task, "status": "success", "outcome": {"summary": "done"}}),
-    )
-    .await;
-    nvim.wait("no watch", 10, WATCH, Value::is_null).await;
-
-    nvim.quit().await;
-    mcp.close().await;
+    completed_and_unwatched(nvim, mcp, &task).await;
 }
 
 #[tokio::test]
@@ -397,14 +388,17 @@ async fn past_the_watch_limit_directories_are_polled() {
 
     // Edits in a polled directory still show, within the poll interval.
     agent_edits_on_disk(&nvim, &repo, &[]).await;
+    completed_and_unwatched(nvim, mcp, &task).await;
+}
 
+/// The task completes: the watch stops. Then Neovim and the agent end.
+async fn completed_and_unwatched(nvim: Nvim, mcp: McpClient, task: &str) {
     mcp.ok(
         "complete_task",
         json!({"task_id": task, "status": "success", "outcome": {"summary": "done"}}),
     )
     .await;
     nvim.wait("no watch", 10, WATCH, Value::is_null).await;
-
     nvim.quit().await;
     mcp.close().await;
 }
