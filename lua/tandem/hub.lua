@@ -18,6 +18,10 @@ local M = {}
 M.INJECT_URI = "tandem://inject"
 M.INJECT_JSON_URI = "tandem://inject.json"
 
+--- The request's string options an injection buffer remembers (as `b:tandem_<key>`), so
+--- that it can be made again with them.
+local REQUEST_KEYS = { "thread_system", "model", "thread" }
+
 -- JSON, indented ------------------------------------------------------------------------
 
 --- Keys in the order a reader expects them (OpenAI messages, tool calls); others follow,
@@ -110,7 +114,7 @@ end
 function M.inject(opts)
   opts = opts or {}
   local args = vim.empty_dict()
-  for _, key in ipairs({ "thread_system", "model", "thread" }) do
+  for _, key in ipairs(REQUEST_KEYS) do
     if type(opts[key]) == "string" and opts[key] ~= "" then
       args[key] = opts[key]
     end
@@ -134,9 +138,9 @@ function M.inject(opts)
           buf = ui.scratch(M.INJECT_URI, preview_lines(result, false), { filetype = "markdown", modifiable = false })
         end
         vim.b[buf].tandem_client_id = client and client.id
-        vim.b[buf].tandem_thread_system = args.thread_system
-        vim.b[buf].tandem_model = args.model
-        vim.b[buf].tandem_thread = args.thread
+        for _, key in ipairs(REQUEST_KEYS) do
+          vim.b[buf]["tandem_" .. key] = args[key]
+        end
       end
     end
     if opts.on_result then
@@ -178,7 +182,7 @@ function M.on_prompts_changed(client_id)
     local owner = preview and vim.b[buf].tandem_client_id
     if preview and (owner == nil or owner == client_id) then
       local args = vim.empty_dict()
-      for _, key in ipairs({ "thread_system", "model", "thread" }) do
+      for _, key in ipairs(REQUEST_KEYS) do
         args[key] = vim.b[buf]["tandem_" .. key]
       end
       lsp.execute("tandem.inject", { args }, function(err, result)

@@ -324,6 +324,11 @@ fn uri_path(uri: &Uri) -> Option<PathBuf> {
     Some(path.canonicalize().unwrap_or(path))
 }
 
+/// What a session's mutex holds, leaving it empty (a poisoned lock still gives its data).
+fn take<T: Default>(m: &Mutex<T>) -> T {
+    std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
 fn path_uri(path: &Path) -> Option<Uri> {
     Uri::from_file_path(path)
 }
@@ -608,13 +613,7 @@ impl Backend {
             tokio::spawn(async move {
                 loop {
                     this.session.wake.notified().await;
-                    let pending = std::mem::take(
-                        &mut *this
-                            .session
-                            .pending
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner()),
-                    );
+                    let pending = take(&this.session.pending);
                     if pending.full || pending.files.len() > crate::watch::MAX_PATHS {
                         this.refresh().await;
                         tokio::time::sleep(DEBOUNCE).await;
@@ -688,13 +687,7 @@ impl Backend {
     /// Tells the client that the hub's prompts changed (`tandem/promptsChanged`): which
     /// servers, and whether the config was reloaded. The editor lists them again.
     async fn prompts_changed(&self) {
-        let servers = std::mem::take(
-            &mut *self
-                .session
-                .prompts_changed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+        let servers = take(&self.session.prompts_changed);
         if servers.is_empty() {
             return;
         }
