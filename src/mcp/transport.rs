@@ -4,13 +4,15 @@
 //! that is not JSON at all, and drops an over-long line, with only a log line: the client
 //! waits for nothing. This layer reads the lines itself and answers those two cases with
 //! JSON-RPC errors (`-32700 Parse error`, `-32600` for a message over the size limit); every
-//! other line goes to rmcp unchanged. All output goes through one writer, so lines never
+//! other line goes to rmcp unchanged. All output goes through one lock, so lines never
 //! interleave.
 
+use std::sync::Arc;
 use tokio::io::{
     AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream,
 };
-use tokio::sync::mpsc;
+
+use tokio::sync::Mutex;
 
 /// The largest message accepted, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -25,28 +27,21 @@ where
 {
     let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
     let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
-    let (lines_tx, mut lines_rx) = mpsc::channel::<Vec<u8>>(64);
+    // Everything written to `output` goes through this lock, one whole line at a time.
+    let output = Arc::new(Mutex::new(output));
 
-    // Everything written to `output` passes here, one whole line at a time.
-    tokio::spawn(async move {
-        let mut output = output;
-        while let Some(line) = lines_rx.recv().await {
-            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
-                break;
-            }
-        }
-    });
-
-    // rmcp's output, line by line.
-    let tx = lines_tx.clone();
+    // rmcp's output, line by line, written as it comes (no hop through another task: an
+    // answer's latency is the agent's).
+    let out = output.clone();
     tokio::spawn(async move {
         let mut from_rmcp = BufReader::new(from_rmcp);
+        let mut line = Vec::new();
         loop {
-            let mut line = Vec::new();
+            line.clear();
             match from_rmcp.read_until(b'\n', &mut line).await {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
-                    if tx.send(line).await.is_err() {
+                    if write_line(&out, &line).await.is_err() {
                         break;
                     }
                 }
@@ -77,16 +72,15 @@ where
                             .map(|e| e.to_string())
                             .unwrap_or_default();
                         tracing::warn!("unparsable input line ({detail}); answered -32700");
-                        let _ = lines_tx
-                            .send(error_line(-32700, &format!("Parse error: {detail}")))
-                            .await;
+                        let answer = error_line(-32700, &format!("Parse error: {detail}"));
+                        let _ = write_line(&output, &answer).await;
                     }
                 }
                 Line::TooLong => {
                     tracing::warn!("input message over {MAX_MESSAGE_BYTES} bytes; answered -32600");
                     let message =
                         format!("Invalid request: message larger than {MAX_MESSAGE_BYTES} bytes");
-                    let _ = lines_tx.send(error_line(-32600, &message)).await;
+                    let _ = write_line(&output, &error_line(-32600, &message)).await;
                 }
             }
         }
@@ -94,6 +88,12 @@ where
     });
 
     theirs
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(output: &Mutex<W>, line: &[u8]) -> std::io::Result<()> {
+    let mut output = output.lock().await;
+    output.write_all(line).await?;
+    output.flush().await
 }
 
 /// One line of input.

@@ -6,11 +6,13 @@
 //! This is the place a second, semantic retriever (embeddings) plugs in: it would add its
 //! candidates and blend its score here.
 //!
-//! Speed: an add scores ~20 candidates plus the entries not yet committed to the index. Two
-//! caches keep that cheap: entries' term frequencies with what a suggestion needs of them
-//! (their indexed text only changes on import, which clears it), so scoring reads nothing
-//! from sled, and document frequencies (kept while the index grows by less than 2%, so
-//! idf weights drift by a negligible amount).
+//! Speed: an add scores at most ~20 (or [`RECENT`]) candidates plus the entries not yet
+//! committed to the index, so its cost does not follow the size of the base. Terms are
+//! numbered once, and each entry's term frequencies kept as a list sorted by number with
+//! what a suggestion needs of the entry (its indexed text only changes on import, which
+//! clears them): scoring a candidate is a merge of two short lists, reading nothing from
+//! sled and hashing no string. Document frequencies are kept while the index grows by
+//! less than 2%, so idf weights drift by a negligible amount.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -27,8 +29,10 @@ const CANDIDATES: usize = 20;
 /// How many of the new entry's heaviest terms make the candidate query.
 const QUERY_TERMS: usize = 10;
 /// The candidate query reads at most about this many postings (the sum of its terms'
-/// document frequencies): terms beyond it are left out of the query.
-const POSTINGS_BUDGET: u64 = 20_000;
+/// document frequencies): terms beyond it are left out of the query. Rare words are what
+/// tell entries apart, and the query's cost follows its postings (a query of common words
+/// in a base of 1,000 clustered entries costs more than all the rest of an add).
+const POSTINGS_BUDGET: u64 = 1_000;
 /// When none of the entry's terms fits, candidates are this many most recent entries.
 const RECENT: usize = 128;
 /// Title and tag words count this many times a content word.
@@ -66,8 +70,15 @@ pub struct Similar {
     pub shared_terms: Vec<String>,
 }
 
-/// Term frequencies of an entry's title, tags (weighted) and content.
-type Tf = HashMap<String, f32>;
+/// A term's number in the cache's vocabulary.
+type TermId = u32;
+
+/// Term frequencies of an entry's title, tags (weighted) and content, by term number,
+/// sorted: two entries' shared terms are a merge of two short lists.
+type Tf = Vec<(TermId, f32)>;
+
+/// A document frequency not read since the document count last moved.
+const UNREAD: u64 = u64::MAX;
 
 /// An entry as the cache keeps it.
 struct Cached {
@@ -79,8 +90,12 @@ struct Cached {
 #[derive(Default)]
 pub struct SimilarityCache {
     entries: HashMap<Ulid, Arc<Cached>>,
-    df: HashMap<String, u64>,
-    /// The document count the `df` entries were read at.
+    /// The vocabulary: each term's number, and each number's term.
+    ids: HashMap<String, TermId>,
+    terms: Vec<String>,
+    /// Document frequencies by term number ([`UNREAD`] when not read at `df_docs`).
+    df: Vec<u64>,
+    /// The document count the frequencies were read at.
     df_docs: u64,
     /// Each entry's tf-idf vector length, valid while `df` is.
     norms: HashMap<Ulid, f32>,
@@ -95,26 +110,62 @@ impl SimilarityCache {
         self.norms.clear();
     }
 
-    fn doc_freq(&mut self, idx: &MemoryIndex, searcher: &Searcher, n_docs: u64, term: &str) -> u64 {
-        if n_docs.abs_diff(self.df_docs) * 50 > self.df_docs.max(1)
-            || self.df.len() > MAX_CACHED_TERMS
-        {
+    /// Readies the caches for a computation over `n_docs` documents: document
+    /// frequencies are read again once the count moved by 2% (idf weights then drift by
+    /// a negligible amount), and a vocabulary past its bound starts over.
+    fn begin(&mut self, n_docs: u64) {
+        if self.terms.len() > MAX_CACHED_TERMS {
+            self.ids.clear();
+            self.terms.clear();
             self.df.clear();
+            self.clear_entries();
+        }
+        if n_docs.abs_diff(self.df_docs) * 50 > self.df_docs.max(1) {
+            self.df.fill(UNREAD);
             self.norms.clear();
             self.df_docs = n_docs;
         }
-        if let Some(&df) = self.df.get(term) {
-            return df;
+    }
+
+    fn intern(&mut self, term: String) -> TermId {
+        if let Some(&id) = self.ids.get(&term) {
+            return id;
         }
-        let df = idx.doc_freq(searcher, term);
-        self.df.insert(term.to_string(), df);
-        df
+        let id = self.terms.len() as TermId;
+        self.terms.push(term.clone());
+        self.ids.insert(term, id);
+        self.df.push(UNREAD);
+        id
+    }
+
+    /// An entry's term frequencies by term number, and the word first written for each.
+    fn term_freqs(&mut self, idx: &MemoryIndex, entry: &Entry) -> (Tf, HashMap<TermId, String>) {
+        let (by_term, words) = term_freqs(idx, entry);
+        let mut named = HashMap::with_capacity(words.len());
+        let mut tf: Tf = Vec::with_capacity(by_term.len());
+        for (term, f) in by_term {
+            let word = words.get(&term).cloned();
+            let id = self.intern(term);
+            tf.push((id, f));
+            if let Some(word) = word {
+                named.insert(id, word);
+            }
+        }
+        tf.sort_unstable_by_key(|(id, _)| *id);
+        (tf, named)
+    }
+
+    fn doc_freq(&mut self, idx: &MemoryIndex, searcher: &Searcher, term: TermId) -> u64 {
+        let slot = &mut self.df[term as usize];
+        if *slot == UNREAD {
+            *slot = idx.doc_freq(searcher, &self.terms[term as usize]);
+        }
+        *slot
     }
 
     fn remember(&mut self, entry: &Entry, tf: Tf) -> Arc<Cached> {
         if self.entries.len() >= MAX_CACHED_ENTRIES {
-            self.entries.clear();
-            self.norms.clear();
+            self.clear_entries();
         }
         let cached = Arc::new(Cached {
             card: Card::of(entry),
@@ -142,21 +193,15 @@ impl SimilarityCache {
     }
 
     /// The length of an entry's tf-idf vector.
-    fn norm(
-        &mut self,
-        idx: &MemoryIndex,
-        searcher: &Searcher,
-        n_docs: u64,
-        id: Ulid,
-        tf: &Tf,
-    ) -> f32 {
+    fn norm(&mut self, idx: &MemoryIndex, searcher: &Searcher, id: Ulid, tf: &Tf) -> f32 {
         if let Some(&n) = self.norms.get(&id) {
             return n;
         }
+        let n_docs = self.df_docs;
         let n = tf
             .iter()
-            .map(|(t, f)| {
-                let w = weight(*f, idf(n_docs, self.doc_freq(idx, searcher, n_docs, t)));
+            .map(|&(t, f)| {
+                let w = weight(f, idf(n_docs, self.doc_freq(idx, searcher, t)));
                 w * w
             })
             .sum::<f32>()
@@ -173,6 +218,31 @@ pub fn idf(n_docs: u64, df: u64) -> f32 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln().max(0.01)
 }
 
+/// The shared terms of two entries and each one's part of the dot product: `mine` holds
+/// the new entry's `(term, tf-idf weight, idf)`, both sorted by term.
+fn shared<'a>(
+    mine: &'a [(TermId, f32, f32)],
+    theirs: &'a [(TermId, f32)],
+) -> impl Iterator<Item = (TermId, f32)> + 'a {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        while i < mine.len() && j < theirs.len() {
+            let (a, w, idf) = mine[i];
+            let (b, f) = theirs[j];
+            match a.cmp(&b) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    i += 1;
+                    j += 1;
+                    return Some((a, w * weight(f, idf)));
+                }
+            }
+        }
+        None
+    })
+}
+
 /// Entries similar to `entry` (which need not be stored yet), best first, at least
 /// [`SIMILAR_MIN`]. The entry's term frequencies are cached for the adds that follow.
 pub fn find_similar(
@@ -184,33 +254,37 @@ pub fn find_similar(
     let searcher = idx.committed_searcher();
     let pending = idx.pending();
     let n_docs = idx.num_docs(&searcher) + pending.len() as u64 + 1;
-    let (my_tf, words) = term_freqs(idx, entry);
-    // The new entry's terms with their idf and tf-idf weight.
-    let mine: HashMap<&str, (f32, f32)> = my_tf
+    cache.begin(n_docs);
+    let (my_tf, words) = cache.term_freqs(idx, entry);
+    // The new entry's terms with their tf-idf weight and idf, by term number.
+    let mine: Vec<(TermId, f32, f32)> = my_tf
         .iter()
-        .map(|(t, f)| {
-            let idf = idf(n_docs, cache.doc_freq(idx, &searcher, n_docs, t));
-            (t.as_str(), (idf, weight(*f, idf)))
+        .map(|&(t, f)| {
+            let idf = idf(n_docs, cache.doc_freq(idx, &searcher, t));
+            (t, weight(f, idf), idf)
         })
         .collect();
-    let my_norm = mine.values().map(|(_, w)| w * w).sum::<f32>().sqrt();
+    let my_norm = mine.iter().map(|(_, w, _)| w * w).sum::<f32>().sqrt();
     if mine.is_empty() || my_norm == 0.0 {
         cache.remember(entry, my_tf);
         cache.note_added(entry.id);
         return Ok(Vec::new());
     }
-    let mut heaviest: Vec<(&str, f32)> = mine.iter().map(|(t, (_, w))| (*t, *w)).collect();
-    heaviest.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let mut heaviest: Vec<(TermId, f32)> = mine.iter().map(|&(t, w, _)| (t, w)).collect();
+    heaviest.sort_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then_with(|| cache.terms[a.0 as usize].cmp(&cache.terms[b.0 as usize]))
+    });
     // The heaviest terms whose postings fit the budget. In a base where every word is
     // common (a clustered vocabulary), a query of common words would cost in proportion
     // to the base: its candidates are then the latest entries.
     let mut budget = POSTINGS_BUDGET;
     let mut query: Vec<(String, f32)> = Vec::new();
-    for (t, _) in &heaviest {
-        let df = cache.doc_freq(idx, &searcher, n_docs, t);
+    for &(t, _) in &heaviest {
+        let df = cache.doc_freq(idx, &searcher, t);
         if df <= budget {
             budget -= df;
-            query.push((t.to_string(), 1.0));
+            query.push((cache.terms[t as usize].clone(), 1.0));
             if query.len() == QUERY_TERMS {
                 break;
             }
@@ -238,37 +312,37 @@ pub fn find_similar(
                 let Some(other) = memory.get(&id)? else {
                     continue;
                 };
-                let tf = term_freqs(idx, &other).0;
+                let tf = cache.term_freqs(idx, &other).0;
                 cache.remember(&other, tf)
             }
         };
         // The dot product only needs the shared terms, whose idf is already known.
-        let mut contributions: Vec<(&str, f32)> = other
-            .tf
-            .iter()
-            .filter_map(|(t, f)| {
-                mine.get(t.as_str())
-                    .map(|(idf, w)| (t.as_str(), w * weight(*f, *idf)))
-            })
-            .collect();
-        if contributions.is_empty() {
+        let dot: f32 = shared(&mine, &other.tf).map(|(_, c)| c).sum();
+        if dot <= 0.0 {
             continue;
         }
-        let dot: f32 = contributions.iter().map(|(_, c)| c).sum();
-        let their_norm = cache.norm(idx, &searcher, n_docs, id, &other.tf);
+        let their_norm = cache.norm(idx, &searcher, id, &other.tf);
         let score = (dot / (my_norm * their_norm.max(f32::EPSILON))).clamp(0.0, 1.0);
         if score < SIMILAR_MIN {
             continue;
         }
-        contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
+        let mut contributions: Vec<(TermId, f32)> = shared(&mine, &other.tf).collect();
+        let term = |t: TermId| cache.terms[t as usize].as_str();
+        contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| term(x.0).cmp(term(y.0))));
+        let shared_terms = contributions
+            .iter()
+            .take(3)
+            .map(|(t, _)| {
+                words
+                    .get(t)
+                    .cloned()
+                    .unwrap_or_else(|| term(*t).to_string())
+            })
+            .collect();
         out.push(Similar {
             entry: other.card.clone(),
             score,
-            shared_terms: contributions
-                .iter()
-                .take(3)
-                .map(|(t, _)| words.get(*t).cloned().unwrap_or_else(|| t.to_string()))
-                .collect(),
+            shared_terms,
         });
     }
     cache.remember(entry, my_tf);
@@ -283,8 +357,8 @@ pub fn find_similar(
 
 /// Weighted term frequencies of an entry, and for each term the word as first written
 /// (lower-cased), to show people words rather than stems.
-fn term_freqs(idx: &MemoryIndex, entry: &Entry) -> (Tf, HashMap<String, String>) {
-    let mut tf: Tf = HashMap::new();
+fn term_freqs(idx: &MemoryIndex, entry: &Entry) -> (HashMap<String, f32>, HashMap<String, String>) {
+    let mut tf: HashMap<String, f32> = HashMap::new();
     let mut words: HashMap<String, String> = HashMap::new();
     let tags = entry.tags.join(" ");
     let weighted = [
