@@ -154,19 +154,25 @@ pub fn call(
     }
 }
 
-/// Runs `call` on the blocking pool (calls block on sled and tantivy). A panic in it answers
-/// `INTERNAL_ERROR`, and the caller goes on serving.
+/// Runs `f` on the blocking pool (the core blocks on sled, tantivy and git). A panic in it
+/// is logged and answers `INTERNAL_ERROR`; the caller goes on serving. Every face runs its
+/// core work through here.
+pub async fn run_blocking<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, CallError> {
+    tokio::task::spawn_blocking(f).await.map_err(|join| {
+        tracing::error!("{what} panicked: {join}");
+        CallError::internal(format!("{what} failed unexpectedly"))
+    })
+}
+
+/// Runs a call on the blocking pool ([`run_blocking`]).
 pub async fn spawn_call(
     what: &str,
     call: impl FnOnce() -> Result<Value, CallError> + Send + 'static,
 ) -> Result<Value, CallError> {
-    match tokio::task::spawn_blocking(call).await {
-        Ok(result) => result,
-        Err(join) => {
-            tracing::error!("{what} panicked: {join}");
-            Err(CallError::internal(format!("{what} failed unexpectedly")))
-        }
-    }
+    run_blocking(what, call).await?
 }
 
 /// Every method's name.
@@ -578,7 +584,7 @@ fn argument_text(value: Value) -> String {
     }
 }
 
-pub const HUB_COMPLETE: Method<CompleteParams, Vec<crate::hub::Completion>> =
+pub const HUB_COMPLETE: Method<CompleteParams, Vec<crate::hub::PromptCompletion>> =
     Method::new("hub/complete", |core, workspace, p| {
         // Completion answers with what is ready now: it never waits for starting servers.
         let w = hub_workspace(core, workspace)?;

@@ -40,14 +40,6 @@ impl Config {
         Ok(Config { home, log_filter })
     }
 
-    /// A config rooted at `home`, for tests and embedding.
-    pub fn with_home(home: impl Into<PathBuf>) -> Config {
-        Config {
-            home: home.into(),
-            log_filter: "info".into(),
-        }
-    }
-
     pub fn log_dir(&self) -> PathBuf {
         self.home.join("logs")
     }

@@ -10,7 +10,6 @@
 
 local api = vim.api
 local lsp = require("tandem.lsp")
-local state = require("tandem.state")
 local ui = require("tandem.ui")
 
 local M = {}
@@ -130,7 +129,6 @@ function M.inject(opts)
     if err then
       vim.notify("tandem: no injection: " .. err, vim.log.levels.ERROR)
     else
-      state.last_injection = result
       if opts.show ~= false then
         if opts.json then
           buf = ui.scratch(M.INJECT_JSON_URI, preview_lines(result, true), { filetype = "json" })
@@ -189,7 +187,6 @@ function M.on_prompts_changed(client_id)
         if err or type(result) ~= "table" or not api.nvim_buf_is_loaded(buf) then
           return -- the preview keeps what it showed; a later change tries again
         end
-        state.last_injection = result
         ui.set_lines(buf, preview_lines(result, name == M.INJECT_JSON_URI), name == M.INJECT_JSON_URI)
       end, { client_id = client_id })
     end
@@ -341,16 +338,11 @@ end
 
 -- Servers ------------------------------------------------------------------------------------
 
---- `tandem.servers`: `cb(err, HubServers)`. The report is kept (`state().last_servers`).
+--- `tandem.servers`: `cb(err, HubServers)`.
 ---@param cb tandem.Callback
 ---@param opts? tandem.RequestOpts
 function M.fetch_servers(cb, opts)
-  lsp.execute("tandem.servers", {}, function(err, result, client, raw)
-    if not err and type(result) == "table" then
-      state.last_servers = result
-    end
-    cb(err, result, client, raw)
-  end, opts)
+  lsp.execute("tandem.servers", {}, cb, opts)
 end
 
 --- A server's state as shown: `restarting (retry in 2s)`.

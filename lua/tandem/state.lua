@@ -12,8 +12,6 @@
 ---@field prompts table<integer, table[]> client id -> its last `tandem.prompts.list` (PromptInfo[]).
 ---@field prompts_inflight table<integer, true|"again"> clients with a `tandem.prompts.list` in flight ("again": refresh once it is answered).
 ---@field prompt_results table<string, table> `tandem://prompt/...` name -> the run it shows.
----@field last_servers table? The last `tandem.servers` report.
----@field last_injection table? The last `tandem.inject` result.
 local state = {
   config = nil,
   setup_calls = 0,
@@ -25,8 +23,6 @@ local state = {
   prompts = {},
   prompts_inflight = {},
   prompt_results = {},
-  last_servers = nil,
-  last_injection = nil,
 }
 
 return state

@@ -22,7 +22,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A configuration problem, located.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
 #[error("{}{}{}: {message}", file.display(), server.as_deref().map(|s| format!(": server '{s}'")).unwrap_or_default(), field.as_deref().map(|f| format!(", field '{f}'")).unwrap_or_default())]
-pub struct ConfigError {
+pub struct ConfigProblem {
     pub file: PathBuf,
     pub server: Option<String>,
     pub field: Option<String>,
@@ -120,7 +120,7 @@ pub struct ServerConfig {
     pub origin: Origin,
     /// `None` when the entry is wrong: `error` says why.
     pub transport: Option<Transport>,
-    pub error: Option<ConfigError>,
+    pub error: Option<ConfigProblem>,
     pub disabled: bool,
     /// Connect when the workspace opens (default), or on first use.
     pub autostart: bool,
@@ -252,7 +252,7 @@ pub fn edit_prompt_settings(
     server: &str,
     prompt: &str,
     change: &PromptSettingsChange,
-) -> Result<(), ConfigError> {
+) -> Result<(), ConfigProblem> {
     let text = match std::fs::read_to_string(file) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -273,7 +273,7 @@ pub fn edit_prompt_settings(
         Some(i) => serde_json::from_str(members[i].1).expect("a member of valid JSON"),
         None => Value::Object(Default::default()),
     };
-    let field_error = |field: String| ConfigError {
+    let field_error = |field: String| ConfigProblem {
         file: file.to_path_buf(),
         server: Some(server.to_string()),
         field: Some(field),
@@ -355,7 +355,7 @@ pub struct HubConfig {
     pub servers: BTreeMap<String, ServerConfig>,
     pub conventional: Conventional,
     /// Files that could not be read or parsed at all.
-    pub errors: Vec<ConfigError>,
+    pub errors: Vec<ConfigProblem>,
     /// The workspace file and its exact content, when there is one (what trust approves).
     #[serde(skip)]
     pub workspace_file: Option<(PathBuf, String)>,
@@ -456,7 +456,7 @@ pub fn load(user_file: &Path, workspace: &Path, env: &dyn Fn(&str) -> Option<Str
         if let Some(v) = raw.conventional_prompts {
             match serde_path_to_error::deserialize::<_, Conventional>(v) {
                 Ok(c) => merge_conventional(&mut config.conventional, c),
-                Err(e) => config.errors.push(ConfigError {
+                Err(e) => config.errors.push(ConfigProblem {
                     file: file.clone(),
                     server: None,
                     field: Some(format!("conventionalPrompts.{}", e.path())),
@@ -468,8 +468,8 @@ pub fn load(user_file: &Path, workspace: &Path, env: &dyn Fn(&str) -> Option<Str
     config
 }
 
-fn file_error(file: &Path, message: String) -> ConfigError {
-    ConfigError {
+fn file_error(file: &Path, message: String) -> ConfigProblem {
+    ConfigProblem {
         file: file.to_path_buf(),
         server: None,
         field: None,
@@ -525,7 +525,7 @@ fn resolve(
         disabled_prompts: BTreeSet::new(),
         timeout: DEFAULT_TIMEOUT,
     };
-    let fail = |field: Option<String>, message: String| ConfigError {
+    let fail = |field: Option<String>, message: String| ConfigProblem {
         file: origin.file().to_path_buf(),
         server: Some(name.to_string()),
         field,
@@ -555,7 +555,7 @@ fn resolve(
         }
         server.timeout = Duration::from_millis(ms);
     }
-    let expand = |field: &str, text: &str| -> Result<String, ConfigError> {
+    let expand = |field: &str, text: &str| -> Result<String, ConfigProblem> {
         expand_vars(text, env).map_err(|var| {
             fail(
                 Some(field.to_string()),
@@ -563,7 +563,7 @@ fn resolve(
             )
         })
     };
-    let transport = (|| -> Result<Transport, ConfigError> {
+    let transport = (|| -> Result<Transport, ConfigProblem> {
         let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
         match (raw.command, raw.url, kind.as_deref()) {
             (Some(_), Some(_), _) => Err(fail(None, "has both 'command' and 'url': choose one".into())),

@@ -47,7 +47,7 @@ pub struct PromptRun {
 /// A completion of a prompt command being typed. `start` is the byte offset in the line where
 /// the replaced text begins (it ends at the cursor).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Completion {
+pub struct PromptCompletion {
     pub label: String,
     pub insert_text: String,
     /// `command`, `argument` or `value`.
@@ -264,10 +264,10 @@ impl Workspace {
         *cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let this = Arc::downgrade(self);
         let on_change: server::OnChange = Arc::new(move |name: &str, change| {
-            if change != server::Change::Tools {
+            if change != server::ServerChange::Tools {
                 *cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
             }
-            if change == server::Change::Prompts
+            if change == server::ServerChange::Prompts
                 && let Some(w) = this.upgrade()
             {
                 w.remember_prompts(name);
@@ -276,9 +276,9 @@ impl Workspace {
                 workspace: root.clone(),
                 server: name.to_string(),
                 change: match change {
-                    server::Change::Status => HubChange::Status,
-                    server::Change::Prompts => HubChange::Prompts,
-                    server::Change::Tools => HubChange::Tools,
+                    server::ServerChange::Status => HubChange::Status,
+                    server::ServerChange::Prompts => HubChange::Prompts,
+                    server::ServerChange::Tools => HubChange::Tools,
                 },
             });
         });
@@ -510,7 +510,11 @@ impl Workspace {
 
     /// What completes at byte `cursor` of a command line being typed: prompt commands after
     /// `/`, argument names, then values (asked of the server, `completion/complete`).
-    pub async fn complete(&self, line: &str, cursor: usize) -> Result<Vec<Completion>, HubError> {
+    pub async fn complete(
+        &self,
+        line: &str,
+        cursor: usize,
+    ) -> Result<Vec<PromptCompletion>, HubError> {
         let Some(site) = command::site_at(line, cursor) else {
             return Ok(Vec::new());
         };
@@ -524,7 +528,7 @@ impl Workspace {
                         let name = p.command[1..].to_lowercase();
                         name.starts_with(&typed) || p.name.to_lowercase().starts_with(&typed)
                     })
-                    .map(|p| Completion {
+                    .map(|p| PromptCompletion {
                         insert_text: if p.arguments.is_empty() {
                             p.command.clone()
                         } else {
@@ -555,7 +559,7 @@ impl Workspace {
                 Ok(p.arguments
                     .iter()
                     .filter(|a| !present.contains(&a.name) && a.name.starts_with(&prefix))
-                    .map(|a| Completion {
+                    .map(|a| PromptCompletion {
                         label: format!("{}=", a.name),
                         insert_text: format!("{}=", a.name),
                         kind: "argument".into(),
@@ -579,7 +583,7 @@ impl Workspace {
                     .await?;
                 Ok(values
                     .into_iter()
-                    .map(|v| Completion {
+                    .map(|v| PromptCompletion {
                         insert_text: command::quote_value(&v),
                         label: v,
                         kind: "value".into(),

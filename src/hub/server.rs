@@ -81,13 +81,13 @@ pub struct HubError {
 
 /// What changed, for the hub to publish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
+pub enum ServerChange {
     Status,
     Prompts,
     Tools,
 }
 
-pub type OnChange = Arc<dyn Fn(&str, Change) + Send + Sync>;
+pub type OnChange = Arc<dyn Fn(&str, ServerChange) + Send + Sync>;
 
 #[derive(Default)]
 struct Lists {
@@ -137,16 +137,16 @@ pub struct ServerState {
 
 /// Receives the server's notifications.
 struct Handler {
-    lists: mpsc::UnboundedSender<Change>,
+    lists: mpsc::UnboundedSender<ServerChange>,
 }
 
 impl ClientHandler for Handler {
     async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
-        let _ = self.lists.send(Change::Prompts);
+        let _ = self.lists.send(ServerChange::Prompts);
     }
 
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        let _ = self.lists.send(Change::Tools);
+        let _ = self.lists.send(ServerChange::Tools);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -337,8 +337,8 @@ impl Downstream {
         }
         tracing::info!("downstream server {} ready", self.config.name);
         self.changed.notify_waiters();
-        (self.on_change)(&self.config.name, Change::Status);
-        (self.on_change)(&self.config.name, Change::Prompts);
+        (self.on_change)(&self.config.name, ServerChange::Status);
+        (self.on_change)(&self.config.name, ServerChange::Prompts);
         // List changes refresh the cache; the connection's end is a crash unless we stopped.
         let this = self.clone();
         tokio::spawn(async move {
@@ -399,10 +399,15 @@ impl Downstream {
         }
     }
 
-    async fn refresh(self: &Arc<Self>, generation: u64, peer: &Peer<RoleClient>, change: Change) {
+    async fn refresh(
+        self: &Arc<Self>,
+        generation: u64,
+        peer: &Peer<RoleClient>,
+        change: ServerChange,
+    ) {
         let timeout = self.config.timeout;
         let result = match change {
-            Change::Tools => with_timeout(timeout, "tools/list", peer.list_all_tools())
+            ServerChange::Tools => with_timeout(timeout, "tools/list", peer.list_all_tools())
                 .await
                 .map(|t| (None, Some(t))),
             _ => with_timeout(timeout, "prompts/list", peer.list_all_prompts())
@@ -463,7 +468,7 @@ impl Downstream {
         };
         end(service);
         self.changed.notify_waiters();
-        (self.on_change)(&self.config.name, Change::Status);
+        (self.on_change)(&self.config.name, ServerChange::Status);
         if let Some((delay, scheduled)) = delay {
             let this = self.clone();
             tokio::spawn(async move {

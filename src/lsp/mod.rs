@@ -103,13 +103,13 @@ where
         follower: Mutex::new(None),
     });
     let s = session.clone();
-    let (service, socket) = LspService::build(move |client| Backend {
+    let (service, socket) = LspService::build(move |client| TandemLsp {
         client,
         session: s.clone(),
     })
-    .custom_method("tandem/document", Backend::document)
-    .custom_method("tandem/status", Backend::status)
-    .custom_method("tandem/inject", Backend::inject_request)
+    .custom_method("tandem/document", TandemLsp::document)
+    .custom_method("tandem/status", TandemLsp::status)
+    .custom_method("tandem/inject", TandemLsp::inject_request)
     .finish();
     Server::new(input, output, socket).serve(service).await;
     if let Some(task) = session
@@ -194,7 +194,8 @@ impl Drop for AbortOnDrop {
     }
 }
 
-struct Backend {
+/// The language server of one editor connection: tower-lsp's handler, over its session.
+struct TandemLsp {
     client: Client,
     session: Arc<Session>,
 }
@@ -251,15 +252,9 @@ impl Session {
         F: FnOnce(&Core) -> LspResult<T> + Send + 'static,
     {
         let core = self.core().await?;
-        match tokio::task::spawn_blocking(move || f(&core)).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("an LSP request panicked: {e}");
-                Err(rpc_error(CallError::internal(
-                    "the request failed unexpectedly",
-                )))
-            }
-        }
+        calls::run_blocking("an LSP request", move || f(&core))
+            .await
+            .map_err(rpc_error)?
     }
 
     /// Runs one of the core's operations by name (`crate::calls`): the same arguments,
@@ -358,7 +353,7 @@ fn load_focus(
     }))
 }
 
-impl Backend {
+impl TandemLsp {
     /// Recomputes the focus and publishes what changed.
     async fn refresh(&self) {
         let _one = self.session.computing.lock().await;
@@ -698,8 +693,8 @@ impl Backend {
             .await;
     }
 
-    fn clone_handle(&self) -> Backend {
-        Backend {
+    fn clone_handle(&self) -> TandemLsp {
+        TandemLsp {
             client: self.client.clone(),
             session: self.session.clone(),
         }
@@ -1009,7 +1004,7 @@ fn hover_markdown(entry: &EntryDetails) -> String {
     md
 }
 
-impl LanguageServer for Backend {
+impl LanguageServer for TandemLsp {
     async fn initialize(&self, params: InitializeParams) -> LspResult<InitializeResult> {
         let root = params
             .workspace_folders

@@ -9,7 +9,7 @@ use std::sync::{LazyLock, Mutex};
 use serde_json::{Value, json};
 use tower_lsp_server::ls_types::*;
 
-use super::{Backend, LspResult, invalid, text};
+use super::{LspResult, TandemLsp, invalid, text};
 use crate::calls;
 
 /// Commands of this module, listed in the server's capabilities.
@@ -42,7 +42,7 @@ pub const DEFAULT_PROMPT_FILETYPES: &[&str] = &[
 /// Workspace files already asked about in this process (file and content hash): asked once.
 static ASKED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Default::default);
 
-impl Backend {
+impl TandemLsp {
     pub(super) async fn prompt_command(
         &self,
         name: &str,
@@ -169,7 +169,7 @@ impl Backend {
                 return Ok(None);
             }
         };
-        let completions: Vec<crate::hub::Completion> =
+        let completions: Vec<crate::hub::PromptCompletion> =
             serde_json::from_value(found).unwrap_or_default();
         let items = completions
             .into_iter()

@@ -1,5 +1,5 @@
-//! The MCP face: the memory's nine `rekall_*` tools and its entries as resources, served
-//! with rmcp.
+//! The MCP face: fifteen tools (the memory's nine `rekall_*`, task tracking's six) and the
+//! memory's entries as resources, served with rmcp.
 //!
 //! API boundary: this module only translates. Arguments are parsed into the core's request
 //! types, results are the core's (whose JSON is the spec-003 contract), and a core error
@@ -290,12 +290,13 @@ impl ServerHandler for TandemServer {
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
         let wanted = name.to_string();
-        let text =
-            tokio::task::spawn_blocking(move || crate::hub::own::text(&wanted, &core.memory))
-                .await
-                .map_err(|e| ErrorData::internal_error(format!("prompt {name} failed: {e}"), None))?
-                .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?
-                .unwrap_or_default();
+        let text = calls::run_blocking(&format!("prompt {name}"), move || {
+            crate::hub::own::text(&wanted, &core.memory)
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?
+        .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?
+        .unwrap_or_default();
         // The role of a conventional prompt comes from its name; the message itself says user,
         // except the simulated tool call, which the assistant makes.
         let role = if *name == crate::hub::own::MEMORY_INDEX_CALL {
@@ -333,10 +334,12 @@ impl ServerHandler for TandemServer {
             .get()
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
-        let recent = tokio::task::spawn_blocking(move || core.memory.recent(LISTED_RESOURCES))
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let recent = calls::run_blocking("listing resources", move || {
+            core.memory.recent(LISTED_RESOURCES)
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?
+        .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
         Ok(ListResourcesResult::with_all_items(
             recent
                 .into_iter()
@@ -366,9 +369,9 @@ impl ServerHandler for TandemServer {
             .get()
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
-        let details = tokio::task::spawn_blocking(move || core.memory.show(&id))
+        let details = calls::run_blocking("reading a resource", move || core.memory.show(&id))
             .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
         match details {
             Ok(d) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(render_markdown(&d), uri).with_mime_type("text/markdown"),
