@@ -493,7 +493,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 fn hub_error(e: crate::hub::HubError) -> CallError {
-    CallError::new(e.code, e.message, serde_json::json!({}))
+    CallError::new(e.code(), e.to_string(), e.details())
 }
 
 fn hub_workspace(
@@ -635,7 +635,7 @@ pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::Conven
         let (server, prompt) = match (p.command, p.server, p.prompt) {
             (Some(line), None, None) => {
                 let cmd = crate::hub::command::parse(&line)
-                    .map_err(|e| CallError::new(e.code(), e.to_string(), serde_json::json!({})))?;
+                    .map_err(|e| CallError::new(e.code(), e.to_string(), e.details()))?;
                 change
                     .arguments
                     .extend(cmd.arguments.into_iter().map(|(k, v)| (k, Some(v))));
@@ -747,3 +747,47 @@ pub const HUB_TRUST: Method<TrustParams, TrustReport> =
             done,
         })
     });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::command::{self, ArgumentSpec};
+
+    /// A refused command line reaches the client with its code and its particulars.
+    #[test]
+    fn hub_errors_carry_their_details() {
+        let spec = [ArgumentSpec {
+            name: "name".into(),
+            description: None,
+            required: true,
+        }];
+        let cases: [(&str, &str, Value); 3] = [
+            (
+                "/fx:greet",
+                "MISSING_ARGUMENT",
+                serde_json::json!({"command": "/fx:greet", "missing": ["name"]}),
+            ),
+            (
+                "/fx:greet name=a nme=b",
+                "UNKNOWN_ARGUMENT",
+                serde_json::json!({"command": "/fx:greet", "unknown": ["nme"], "accepted": ["name"]}),
+            ),
+            (
+                "/fx:greet name=\"open",
+                "INVALID_COMMAND",
+                serde_json::json!({"column": 16}),
+            ),
+        ];
+        for (line, code, details) in cases {
+            let refused = command::parse(line)
+                .and_then(|cmd| command::validate(&cmd, &spec))
+                .expect_err(line);
+            let e = hub_error(crate::hub::HubError::from(refused));
+            assert_eq!(e.code(), code, "{line}");
+            assert_eq!(e.to_json()["error"]["details"], details, "{line}");
+        }
+        let e = hub_error(crate::hub::HubError::ServerNotFound("no 'x'".into()));
+        assert_eq!(e.code(), "SERVER_NOT_FOUND");
+        assert_eq!(e.to_json()["error"]["details"], serde_json::json!({}));
+    }
+}

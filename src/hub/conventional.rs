@@ -239,7 +239,7 @@ impl Workspace {
                     complete = false;
                     warnings.push(format!(
                         "{} from {} was not injected: {}",
-                        base.prompt, base.server, e.message
+                        base.prompt, base.server, e
                     ));
                 }
             }
@@ -322,13 +322,10 @@ impl Workspace {
     ) -> Result<ConventionalPrompt, HubError> {
         let declared: Vec<command::ArgumentSpec> = if server == own::SERVER {
             if !own::PROMPTS.iter().any(|(name, _)| *name == prompt) {
-                return Err(HubError {
-                    code: "PROMPT_NOT_FOUND",
-                    message: format!(
-                        "Tandem has no prompt '{prompt}' (it has: {})",
-                        names_or_none(own::PROMPTS.iter().map(|(n, _)| *n))
-                    ),
-                });
+                return Err(HubError::PromptNotFound(format!(
+                    "Tandem has no prompt '{prompt}' (it has: {})",
+                    names_or_none(own::PROMPTS.iter().map(|(n, _)| *n))
+                )));
             }
             Vec::new()
         } else {
@@ -336,47 +333,35 @@ impl Workspace {
             argument_specs(&p)
         };
         if inject::detect(prompt).is_none() {
-            return Err(HubError {
-                code: "INVALID_ARGUMENT",
-                message: format!(
-                    "'{prompt}' is not a conventional prompt (system_prompt, tool_instructions, \
+            return Err(HubError::InvalidArgument(format!(
+                "'{prompt}' is not a conventional prompt (system_prompt, tool_instructions, \
                      user_prompt, assistant_prompt, tool_call:X, tool_result:X or tool_answer:X): \
                      the injection never takes it"
-                ),
-            });
+            )));
         }
         for name in change.arguments.keys() {
             if !declared.iter().any(|a| &a.name == name) {
-                return Err(HubError {
-                    code: "UNKNOWN_ARGUMENT",
-                    message: format!(
-                        "/{server}:{prompt} has no argument '{name}' (it takes: {})",
-                        names_or_none(declared.iter().map(|a| a.name.as_str()))
-                    ),
-                });
+                return Err(HubError::UnknownArgument(format!(
+                    "/{server}:{prompt} has no argument '{name}' (it takes: {})",
+                    names_or_none(declared.iter().map(|a| a.name.as_str()))
+                )));
             }
         }
-        let hub = self.hub.upgrade().ok_or_else(|| HubError {
-            code: "INTERNAL_ERROR",
-            message: "the hub is shutting down".into(),
-        })?;
+        let hub = self.hub.upgrade().ok_or(HubError::ShuttingDown)?;
         {
             let _edit = hub.user_file_edit.lock().unwrap_or_else(|p| p.into_inner());
-            config::edit_prompt_settings(&hub.user_file, server, prompt, change).map_err(|e| {
-                HubError {
-                    code: "CONFIG_INVALID",
-                    message: e.to_string(),
-                }
-            })?;
+            config::edit_prompt_settings(&hub.user_file, server, prompt, change)
+                .map_err(|e| HubError::ConfigInvalid(e.to_string()))?;
         }
         let _one = self.reload.lock().await;
         self.apply(&hub);
         self.conventional_list()
             .into_iter()
             .find(|c| c.server == server && c.prompt == prompt)
-            .ok_or_else(|| HubError {
-                code: "PROMPT_NOT_FOUND",
-                message: format!("/{server}:{prompt} is gone after the config reload"),
+            .ok_or_else(|| {
+                HubError::PromptNotFound(format!(
+                    "/{server}:{prompt} is gone after the config reload"
+                ))
             })
     }
 }

@@ -378,12 +378,11 @@ impl Workspace {
 
     pub fn server(&self, name: &str) -> Result<Arc<Downstream>, HubError> {
         let loaded = self.loaded.read().unwrap_or_else(|p| p.into_inner());
-        loaded.servers.get(name).cloned().ok_or_else(|| HubError {
-            code: "SERVER_NOT_FOUND",
-            message: format!(
+        loaded.servers.get(name).cloned().ok_or_else(|| {
+            HubError::ServerNotFound(format!(
                 "no MCP server '{name}' in this workspace (known: {})",
                 names_or_none(loaded.servers.keys().map(String::as_str))
-            ),
+            ))
         })
     }
 
@@ -459,13 +458,10 @@ impl Workspace {
             .find(|p| p.name == prompt && !s.config.disabled_prompts.contains(&p.name));
         match found {
             Some(p) => Ok((s.clone(), p.clone())),
-            None => Err(HubError {
-                code: "PROMPT_NOT_FOUND",
-                message: format!(
-                    "server '{server}' has no prompt '{prompt}' (it has: {})",
-                    names_or_none(prompts.iter().map(|p| p.name.as_str()))
-                ),
-            }),
+            None => Err(HubError::PromptNotFound(format!(
+                "server '{server}' has no prompt '{prompt}' (it has: {})",
+                names_or_none(prompts.iter().map(|p| p.name.as_str()))
+            ))),
         }
     }
 
@@ -483,7 +479,7 @@ impl Workspace {
             prompt: prompt.to_string(),
             arguments,
         };
-        command::validate(&cmd, &argument_specs(&p)).map_err(command_error)?;
+        command::validate(&cmd, &argument_specs(&p)).map_err(HubError::from)?;
         let args = cmd
             .arguments
             .into_iter()
@@ -504,7 +500,7 @@ impl Workspace {
 
     /// Runs a command line: `/server:prompt name=value ...`.
     pub async fn run_command(&self, line: &str) -> Result<PromptRun, HubError> {
-        let cmd = command::parse(line).map_err(command_error)?;
+        let cmd = command::parse(line).map_err(HubError::from)?;
         self.run(&cmd.server, &cmd.prompt, cmd.arguments).await
     }
 
@@ -618,13 +614,6 @@ fn argument_specs(p: &rmcp::model::Prompt) -> Vec<command::ArgumentSpec> {
             required: a.required.unwrap_or(false),
         })
         .collect()
-}
-
-fn command_error(e: command::CommandError) -> HubError {
-    HubError {
-        code: e.code(),
-        message: e.to_string(),
-    }
 }
 
 /// The arguments of a prompt, for its completion item.

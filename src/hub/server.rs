@@ -69,14 +69,59 @@ impl Status {
     }
 }
 
-/// A downstream server's failure, as said to users.
+/// A failure of the hub: a downstream server's, or of what was asked of it.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
-#[error("{message}")]
-pub struct HubError {
-    /// `SERVER_UNAVAILABLE` (not running: untrusted, disabled, misconfigured, restarting),
-    /// `SERVER_TIMEOUT`, `SERVER_ERROR` (the server answered with an error).
-    pub code: &'static str,
-    pub message: String,
+pub enum HubError {
+    /// The server is not running (untrusted, disabled, misconfigured, restarting, failed).
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Timeout(String),
+    /// The server answered with an error.
+    #[error("{0}")]
+    Server(String),
+    #[error("{0}")]
+    ServerNotFound(String),
+    #[error("{0}")]
+    PromptNotFound(String),
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    UnknownArgument(String),
+    /// Writing the user's config was refused (it does not parse, or cannot be written).
+    #[error("{0}")]
+    ConfigInvalid(String),
+    #[error("the hub is shutting down")]
+    ShuttingDown,
+    /// A prompt command line that does not parse.
+    #[error(transparent)]
+    Command(#[from] super::command::CommandError),
+}
+
+impl HubError {
+    /// The error code of the error object (spec 004).
+    pub fn code(&self) -> &'static str {
+        match self {
+            HubError::Unavailable(_) => "SERVER_UNAVAILABLE",
+            HubError::Timeout(_) => "SERVER_TIMEOUT",
+            HubError::Server(_) => "SERVER_ERROR",
+            HubError::ServerNotFound(_) => "SERVER_NOT_FOUND",
+            HubError::PromptNotFound(_) => "PROMPT_NOT_FOUND",
+            HubError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            HubError::UnknownArgument(_) => "UNKNOWN_ARGUMENT",
+            HubError::ConfigInvalid(_) => "CONFIG_INVALID",
+            HubError::ShuttingDown => "INTERNAL_ERROR",
+            HubError::Command(e) => e.code(),
+        }
+    }
+
+    /// The error's particulars, for the `details` of the error object.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            HubError::Command(e) => e.details(),
+            _ => serde_json::json!({}),
+        }
+    }
 }
 
 /// What changed, for the hub to publish.
@@ -430,7 +475,7 @@ impl Downstream {
                 tracing::debug!("{}: {change:?} list refreshed", self.config.name);
                 (self.on_change)(&self.config.name, change);
             }
-            Err(e) => self.fail(generation, e.message),
+            Err(e) => self.fail(generation, e.to_string()),
         }
     }
 
@@ -518,14 +563,11 @@ impl Downstream {
                 None => {}
             }
             if tokio::time::timeout_at(deadline, waiting).await.is_err() {
-                return Err(HubError {
-                    code: "SERVER_TIMEOUT",
-                    message: format!(
-                        "server '{}' did not start within {}s",
-                        self.config.name,
-                        START_TIMEOUT.as_secs()
-                    ),
-                });
+                return Err(HubError::Timeout(format!(
+                    "server '{}' did not start within {}s",
+                    self.config.name,
+                    START_TIMEOUT.as_secs()
+                )));
             }
         }
     }
@@ -563,10 +605,7 @@ impl Downstream {
             }
             other => format!("server '{name}' is {}", other.label()),
         };
-        HubError {
-            code: "SERVER_UNAVAILABLE",
-            message,
-        }
+        HubError::Unavailable(message)
     }
 
     /// Runs one request with the server's timeout. A timeout or a dead connection marks the
@@ -579,20 +618,14 @@ impl Downstream {
         let (peer, generation) = self.peer().await?;
         match tokio::time::timeout(self.config.timeout, f(peer)).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(HubError {
-                code: "SERVER_ERROR",
-                message: format!(
-                    "server '{}' answered {method} with an error: {}",
-                    self.config.name, e.message
-                ),
-            }),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(HubError::Server(format!(
+                "server '{}' answered {method} with an error: {}",
+                self.config.name, e.message
+            ))),
             Ok(Err(e)) => {
                 let message = format!("server '{}' failed during {method}: {e}", self.config.name);
                 self.fail(generation, message.clone());
-                Err(HubError {
-                    code: "SERVER_UNAVAILABLE",
-                    message,
-                })
+                Err(HubError::Unavailable(message))
             }
             Err(_) => {
                 let message = format!(
@@ -601,10 +634,7 @@ impl Downstream {
                     self.config.timeout.as_secs_f64()
                 );
                 self.fail(generation, message.clone());
-                Err(HubError {
-                    code: "SERVER_TIMEOUT",
-                    message,
-                })
+                Err(HubError::Timeout(message))
             }
         }
     }
@@ -714,17 +744,11 @@ async fn with_timeout<T>(
 ) -> Result<T, HubError> {
     match tokio::time::timeout(timeout, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(HubError {
-            code: "SERVER_ERROR",
-            message: format!("{method} failed: {e}"),
-        }),
-        Err(_) => Err(HubError {
-            code: "SERVER_TIMEOUT",
-            message: format!(
-                "{method} got no answer within {:.1}s",
-                timeout.as_secs_f64()
-            ),
-        }),
+        Ok(Err(e)) => Err(HubError::Server(format!("{method} failed: {e}"))),
+        Err(_) => Err(HubError::Timeout(format!(
+            "{method} got no answer within {:.1}s",
+            timeout.as_secs_f64()
+        ))),
     }
 }
 
@@ -736,14 +760,14 @@ async fn fetch_lists(peer: &Peer<RoleClient>, timeout: Duration) -> Result<Lists
         lists.prompts = Arc::new(
             with_timeout(timeout, "prompts/list", peer.list_all_prompts())
                 .await
-                .map_err(|e| e.message)?,
+                .map_err(|e| e.to_string())?,
         );
     }
     if caps.as_ref().is_some_and(|c| c.tools.is_some()) {
         lists.tools = Arc::new(
             with_timeout(timeout, "tools/list", peer.list_all_tools())
                 .await
-                .map_err(|e| e.message)?,
+                .map_err(|e| e.to_string())?,
         );
     }
     Ok(lists)

@@ -115,3 +115,118 @@ pub fn compare(before: &ChecksumMap, after: &ChecksumMap) -> FilesChanged {
         .collect();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file operation on the tree: `+path` writes `path` (its content is `content`),
+    /// `-path` removes it.
+    type Step = (&'static str, &'static str);
+
+    struct Case {
+        name: &'static str,
+        before: &'static [Step],
+        during: &'static [Step],
+        added: &'static [&'static str],
+        modified: &'static [&'static str],
+        deleted: &'static [&'static str],
+    }
+
+    const BASE: &[Step] = &[("+a.txt", "a"), ("+src/b.rs", "b")];
+
+    const CASES: &[Case] = &[
+        Case {
+            name: "an edit, a new file, a removal",
+            before: BASE,
+            during: &[("+a.txt", "a2"), ("-src/b.rs", ""), ("+c.txt", "c")],
+            added: &["c.txt"],
+            modified: &["a.txt"],
+            deleted: &["src/b.rs"],
+        },
+        Case {
+            name: "same size, other content",
+            before: BASE,
+            during: &[("+a.txt", "z")],
+            added: &[],
+            modified: &["a.txt"],
+            deleted: &[],
+        },
+        Case {
+            name: "a rewrite with the same content",
+            before: BASE,
+            during: &[("+a.txt", "a")],
+            added: &[],
+            modified: &[],
+            deleted: &[],
+        },
+        Case {
+            name: "ignore files and build dirs",
+            before: &[("+.gitignore", "*.log\n"), ("+a.txt", "a")],
+            during: &[
+                ("+debug.log", "x"),
+                ("+node_modules/m/index.js", "x"),
+                ("+target/debug/out", "x"),
+                ("+.git/HEAD", "x"),
+            ],
+            added: &[],
+            modified: &[],
+            deleted: &[],
+        },
+        Case {
+            name: "unicode paths",
+            before: BASE,
+            during: &[("+dossier é/café ü.txt", "u")],
+            added: &["dossier é/café ü.txt"],
+            modified: &[],
+            deleted: &[],
+        },
+    ];
+
+    fn apply(root: &Path, steps: &[Step]) {
+        for (op, content) in steps {
+            let path = root.join(&op[1..]);
+            if op.starts_with('+') {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, content).unwrap();
+            } else {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn changes_between_two_snapshots() {
+        for case in CASES {
+            let dir = tempfile::tempdir().unwrap();
+            apply(dir.path(), case.before);
+            let before = snapshot(dir.path(), None).unwrap();
+            apply(dir.path(), case.during);
+            // As at completion: unchanged stamps keep their hash without a read.
+            let after = snapshot(dir.path(), Some(&before)).unwrap();
+            let changes = compare(&before, &after);
+            let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            assert_eq!(changes.added, list(case.added), "{}: added", case.name);
+            assert_eq!(
+                changes.modified,
+                list(case.modified),
+                "{}: modified",
+                case.name
+            );
+            assert_eq!(
+                changes.deleted,
+                list(case.deleted),
+                "{}: deleted",
+                case.name
+            );
+            assert_eq!(
+                digest(&before) == digest(&after),
+                changes.added.is_empty()
+                    && changes.modified.is_empty()
+                    && changes.deleted.is_empty(),
+                "{}: the digest follows the content",
+                case.name
+            );
+        }
+    }
+}

@@ -262,3 +262,195 @@ pub fn hunks_since(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+
+    /// Runs `script` with `sh` in `dir`, git configured for the test alone.
+    fn sh(dir: &Path, script: &str) {
+        let out = Command::new("sh")
+            .args(["-ec", script])
+            .current_dir(dir)
+            .env("HOME", dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .expect("sh runs");
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    struct Case {
+        name: &'static str,
+        /// Run before the snapshot, in a fresh `git init`.
+        before: &'static str,
+        /// Run during the task.
+        during: &'static str,
+        added: &'static [&'static str],
+        modified: &'static [&'static str],
+        deleted: &'static [&'static str],
+        renamed: &'static [(&'static str, &'static str)],
+        /// The branch the snapshot records.
+        branch: Option<&'static str>,
+        /// A note the changes come with.
+        note: Option<&'static str>,
+    }
+
+    const INIT: &str = "echo a > a.txt; echo b > b.txt; git add -A; git commit -qm init";
+
+    const CASES: &[Case] = &[
+        Case {
+            name: "uncommitted edits, a new file, a removal",
+            before: INIT,
+            during: "echo a2 > a.txt; rm b.txt; echo c > c.txt",
+            added: &["c.txt"],
+            modified: &["a.txt"],
+            deleted: &["b.txt"],
+            renamed: &[],
+            branch: Some("main"),
+            note: None,
+        },
+        Case {
+            name: "committed during the task",
+            before: INIT,
+            during: "echo c > c.txt; echo a3 > a.txt; git add -A; git commit -qm work",
+            added: &["c.txt"],
+            modified: &["a.txt"],
+            deleted: &[],
+            renamed: &[],
+            branch: Some("main"),
+            note: None,
+        },
+        Case {
+            name: "a rename git detects",
+            before: "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > old.txt; git add -A; git commit -qm init",
+            during: "git mv old.txt new.txt",
+            added: &["new.txt"],
+            modified: &[],
+            deleted: &["old.txt"],
+            renamed: &[("old.txt", "new.txt")],
+            branch: Some("main"),
+            note: None,
+        },
+        Case {
+            name: "a file made and removed again",
+            before: INIT,
+            during: "echo t > tmp.txt; rm tmp.txt",
+            added: &[],
+            modified: &[],
+            deleted: &[],
+            renamed: &[],
+            branch: Some("main"),
+            note: None,
+        },
+        Case {
+            name: "a reset during the task",
+            before: "echo a > a.txt; git add -A; git commit -qm one; echo b > b.txt; git add -A; git commit -qm two",
+            during: "git reset -q --hard HEAD~1",
+            added: &[],
+            modified: &[],
+            deleted: &["b.txt"],
+            renamed: &[],
+            branch: Some("main"),
+            note: Some("does not descend from the start commit"),
+        },
+        Case {
+            name: "an unborn repository",
+            before: "true",
+            during: "echo n > n.txt",
+            added: &["n.txt"],
+            modified: &[],
+            deleted: &[],
+            renamed: &[],
+            branch: None,
+            note: Some("no commit yet"),
+        },
+        Case {
+            name: "a detached HEAD",
+            before: "echo a > a.txt; git add -A; git commit -qm one; git checkout -q --detach",
+            during: "echo a2 > a.txt",
+            added: &[],
+            modified: &["a.txt"],
+            deleted: &[],
+            renamed: &[],
+            branch: None,
+            note: None,
+        },
+        Case {
+            name: "unicode paths",
+            before: INIT,
+            during: "mkdir -p 'dossier é'; echo u > 'dossier é/café ü.txt'",
+            added: &["dossier é/café ü.txt"],
+            modified: &[],
+            deleted: &[],
+            renamed: &[],
+            branch: Some("main"),
+            note: None,
+        },
+        Case {
+            name: "ignored files",
+            before: "echo '*.log' > .gitignore; git add -A; git commit -qm init",
+            during: "echo x > debug.log",
+            added: &[],
+            modified: &[],
+            deleted: &[],
+            renamed: &[],
+            branch: Some("main"),
+            note: None,
+        },
+    ];
+
+    #[test]
+    fn changes_since_a_snapshot() {
+        for case in CASES {
+            let dir = tempfile::tempdir().unwrap();
+            sh(dir.path(), "git init -q -b main");
+            sh(dir.path(), case.before);
+            let repo = Repository::open(dir.path()).unwrap();
+            let Snapshot::Git { commit, branch, .. } = snapshot(&repo).unwrap() else {
+                panic!("{}: not a git snapshot", case.name);
+            };
+            assert_eq!(branch.as_deref(), case.branch, "{}: branch", case.name);
+            sh(dir.path(), case.during);
+            let (changes, notes) = changes_since(&repo, commit.as_deref()).unwrap();
+            let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            assert_eq!(changes.added, list(case.added), "{}: added", case.name);
+            assert_eq!(
+                changes.modified,
+                list(case.modified),
+                "{}: modified",
+                case.name
+            );
+            assert_eq!(
+                changes.deleted,
+                list(case.deleted),
+                "{}: deleted",
+                case.name
+            );
+            let renamed: Vec<(&str, &str)> = changes
+                .renamed
+                .iter()
+                .map(|r| (r.from.as_str(), r.to.as_str()))
+                .collect();
+            assert_eq!(renamed, case.renamed, "{}: renamed", case.name);
+            match case.note {
+                Some(n) => assert!(
+                    notes.iter().any(|note| note.contains(n)),
+                    "{}: notes {notes:?}",
+                    case.name
+                ),
+                None => assert!(notes.is_empty(), "{}: notes {notes:?}", case.name),
+            }
+        }
+    }
+}

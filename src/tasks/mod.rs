@@ -51,6 +51,8 @@ pub enum TaskError {
     #[error("Invalid {field} '{value}'; expected one of: {}", allowed.join(", "))]
     InvalidEnum {
         field: &'static str,
+        /// The spec's code for a bad value of this field.
+        code: &'static str,
         value: String,
         allowed: Vec<&'static str>,
     },
@@ -91,14 +93,8 @@ impl TaskError {
             TaskError::TaskNotFound { .. } => "TASK_NOT_FOUND",
             TaskError::TaskAlreadyCompleted { .. } => "TASK_ALREADY_COMPLETED",
             TaskError::ParentInOtherWorkflow { .. } => "PARENT_TASK_MISMATCH",
-            TaskError::InvalidEnum {
-                field: "status", ..
-            } => "INVALID_STATUS",
-            TaskError::InvalidEnum {
-                field: "category", ..
-            } => "INVALID_CATEGORY",
-            TaskError::InvalidEnum { field: "type", .. } => "INVALID_ISSUE_TYPE",
-            TaskError::InvalidEnum { .. } | TaskError::InvalidArgument { .. } => "INVALID_ARGUMENT",
+            TaskError::InvalidEnum { code, .. } => code,
+            TaskError::InvalidArgument { .. } => "INVALID_ARGUMENT",
             TaskError::AmbiguousId { .. } => "AMBIGUOUS_ID",
             TaskError::Snapshot { .. } => "SNAPSHOT_FAILED",
             TaskError::Store(_) | TaskError::Corrupt(_) => "INTERNAL_ERROR",
@@ -128,6 +124,7 @@ impl TaskError {
                 field,
                 value,
                 allowed,
+                ..
             } => {
                 json!({ "field": field, "value": value, "allowed": allowed })
             }

@@ -11,7 +11,7 @@ use ulid::Ulid;
 use super::TaskError;
 
 macro_rules! spec_enum {
-    ($(#[$m:meta])* $name:ident, $field:literal, { $($v:ident => $t:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident, $field:literal, $code:literal, { $($v:ident => $t:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
         #[serde(rename_all = "snake_case")]
@@ -37,6 +37,7 @@ macro_rules! spec_enum {
                 Self::ALL.iter().copied().find(|v| v.as_str() == wanted).ok_or_else(|| {
                     TaskError::InvalidEnum {
                         field: $field,
+                        code: $code,
                         value: s.to_string(),
                         allowed: Self::ALL.iter().map(|v| v.as_str()).collect(),
                     }
@@ -48,7 +49,7 @@ macro_rules! spec_enum {
 
 spec_enum!(
     /// How a task ended (`complete_task.status`).
-    CompletionStatus, "status", {
+    CompletionStatus, "status", "INVALID_STATUS", {
         Success => "success",
         PartialSuccess => "partial_success",
         Failed => "failed",
@@ -57,7 +58,7 @@ spec_enum!(
 
 spec_enum!(
     /// `log_decision.category`.
-    DecisionCategory, "category", {
+    DecisionCategory, "category", "INVALID_CATEGORY", {
         Architecture => "architecture",
         LibraryChoice => "library_choice",
         TradeOff => "trade_off",
@@ -68,7 +69,7 @@ spec_enum!(
 
 spec_enum!(
     /// `log_issue.type`.
-    IssueType, "type", {
+    IssueType, "type", "INVALID_ISSUE_TYPE", {
         DocumentationGap => "documentation_gap",
         BugEncountered => "bug_encountered",
         DependencyConflict => "dependency_conflict",
@@ -79,7 +80,7 @@ spec_enum!(
 
 spec_enum!(
     /// `complete_task.metadata.tests_status`.
-    TestsStatus, "tests_status", {
+    TestsStatus, "tests_status", "INVALID_ARGUMENT", {
         Passed => "passed",
         Failed => "failed",
         NotRun => "not_run",
