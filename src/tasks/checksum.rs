@@ -205,20 +205,7 @@ mod tests {
             // As at completion: unchanged stamps keep their hash without a read.
             let after = snapshot(dir.path(), Some(&before)).unwrap();
             let changes = compare(&before, &after);
-            let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-            assert_eq!(changes.added, list(case.added), "{}: added", case.name);
-            assert_eq!(
-                changes.modified,
-                list(case.modified),
-                "{}: modified",
-                case.name
-            );
-            assert_eq!(
-                changes.deleted,
-                list(case.deleted),
-                "{}: deleted",
-                case.name
-            );
+            changes.assert_lists(case.name, case.added, case.modified, case.deleted);
             assert_eq!(
                 digest(&before) == digest(&after),
                 changes.added.is_empty()

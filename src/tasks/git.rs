@@ -308,105 +308,85 @@ mod tests {
 
     const INIT: &str = "echo a > a.txt; echo b > b.txt; git add -A; git commit -qm init";
 
+    /// What a case expects unless it says otherwise: no change, no note, on `main`.
+    const NOTHING: Case = Case {
+        name: "",
+        before: INIT,
+        during: "true",
+        added: &[],
+        modified: &[],
+        deleted: &[],
+        renamed: &[],
+        branch: Some("main"),
+        note: None,
+    };
+
     const CASES: &[Case] = &[
         Case {
             name: "uncommitted edits, a new file, a removal",
-            before: INIT,
             during: "echo a2 > a.txt; rm b.txt; echo c > c.txt",
             added: &["c.txt"],
             modified: &["a.txt"],
             deleted: &["b.txt"],
-            renamed: &[],
-            branch: Some("main"),
-            note: None,
+            ..NOTHING
         },
         Case {
             name: "committed during the task",
-            before: INIT,
             during: "echo c > c.txt; echo a3 > a.txt; git add -A; git commit -qm work",
             added: &["c.txt"],
             modified: &["a.txt"],
-            deleted: &[],
-            renamed: &[],
-            branch: Some("main"),
-            note: None,
+            ..NOTHING
         },
         Case {
             name: "a rename git detects",
             before: "printf 'one\\ntwo\\nthree\\nfour\\nfive\\n' > old.txt; git add -A; git commit -qm init",
             during: "git mv old.txt new.txt",
             added: &["new.txt"],
-            modified: &[],
             deleted: &["old.txt"],
             renamed: &[("old.txt", "new.txt")],
-            branch: Some("main"),
-            note: None,
+            ..NOTHING
         },
         Case {
             name: "a file made and removed again",
-            before: INIT,
             during: "echo t > tmp.txt; rm tmp.txt",
-            added: &[],
-            modified: &[],
-            deleted: &[],
-            renamed: &[],
-            branch: Some("main"),
-            note: None,
+            ..NOTHING
         },
         Case {
             name: "a reset during the task",
             before: "echo a > a.txt; git add -A; git commit -qm one; echo b > b.txt; git add -A; git commit -qm two",
             during: "git reset -q --hard HEAD~1",
-            added: &[],
-            modified: &[],
             deleted: &["b.txt"],
-            renamed: &[],
-            branch: Some("main"),
             note: Some("does not descend from the start commit"),
+            ..NOTHING
         },
         Case {
             name: "an unborn repository",
             before: "true",
             during: "echo n > n.txt",
             added: &["n.txt"],
-            modified: &[],
-            deleted: &[],
-            renamed: &[],
             branch: None,
             note: Some("no commit yet"),
+            ..NOTHING
         },
         Case {
             name: "a detached HEAD",
             before: "echo a > a.txt; git add -A; git commit -qm one; git checkout -q --detach",
             during: "echo a2 > a.txt",
-            added: &[],
             modified: &["a.txt"],
-            deleted: &[],
-            renamed: &[],
             branch: None,
-            note: None,
+            ..NOTHING
         },
         Case {
             name: "unicode paths",
-            before: INIT,
             during: "mkdir -p 'dossier é'; echo u > 'dossier é/café ü.txt'",
             added: &["dossier é/café ü.txt"],
-            modified: &[],
-            deleted: &[],
-            renamed: &[],
-            branch: Some("main"),
-            note: None,
+            ..NOTHING
         },
         Case {
             name: "ignored files",
             before: "echo '*.log' > .gitignore; git add -A; git commit -qm init",
             during: "echo x > debug.log",
-            added: &[],
-            modified: &[],
-            deleted: &[],
-            renamed: &[],
-            branch: Some("main"),
-            note: None,
+            ..NOTHING
         },
     ];
 
@@ -423,20 +403,7 @@ mod tests {
             assert_eq!(branch.as_deref(), case.branch, "{}: branch", case.name);
             sh(dir.path(), case.during);
             let (changes, notes) = changes_since(&repo, commit.as_deref()).unwrap();
-            let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-            assert_eq!(changes.added, list(case.added), "{}: added", case.name);
-            assert_eq!(
-                changes.modified,
-                list(case.modified),
-                "{}: modified",
-                case.name
-            );
-            assert_eq!(
-                changes.deleted,
-                list(case.deleted),
-                "{}: deleted",
-                case.name
-            );
+            changes.assert_lists(case.name, case.added, case.modified, case.deleted);
             let renamed: Vec<(&str, &str)> = changes
                 .renamed
                 .iter()

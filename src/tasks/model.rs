@@ -193,6 +193,22 @@ pub struct Rename {
     pub to: String,
 }
 
+#[cfg(test)]
+impl FilesChanged {
+    /// Asserts the three lists, for the tables of cases.
+    pub(crate) fn assert_lists(
+        &self,
+        case: &str,
+        added: &[&str],
+        modified: &[&str],
+        deleted: &[&str],
+    ) {
+        assert_eq!(self.added, added, "{case}: added");
+        assert_eq!(self.modified, modified, "{case}: modified");
+        assert_eq!(self.deleted, deleted, "{case}: deleted");
+    }
+}
+
 impl FilesChanged {
     pub fn all(&self) -> impl Iterator<Item = &String> {
         self.added.iter().chain(&self.modified).chain(&self.deleted)
