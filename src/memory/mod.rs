@@ -50,6 +50,13 @@ pub const GENERALIZE_MIN: f32 = 0.3;
 pub const GENERALIZE_GROUP: usize = 3;
 const MAX_SIMILAR_SHOWN: usize = 5;
 const SNIPPET_CHARS: usize = 100;
+/// A search's context adds at most this many of its most distinctive words to the query...
+const CONTEXT_TERMS: usize = 12;
+/// ...each weighing this much beside a word of the query.
+const CONTEXT_TERM_WEIGHT: f32 = 0.35;
+/// A result's score: this share from coverage (the idf-weighted share of the query's words
+/// the entry contains), the rest from its BM25 score relative to the best hit.
+const COVERAGE_SHARE: f32 = 0.8;
 const HINT: &str = "Use rekall_show(id) for full content and links";
 
 const META_SEQ: &[u8] = b"seq";
@@ -420,7 +427,12 @@ impl Memory {
                 .collect();
             extra.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             extra.dedup_by(|a, b| a.0 == b.0);
-            weighted.extend(extra.into_iter().take(12).map(|(t, _)| (t, 0.35)));
+            weighted.extend(
+                extra
+                    .into_iter()
+                    .take(CONTEXT_TERMS)
+                    .map(|(t, _)| (t, CONTEXT_TERM_WEIGHT)),
+            );
         }
         let outcome = |total, results| SearchOutcome {
             query: q.query.clone(),
@@ -476,7 +488,7 @@ impl Memory {
             } else {
                 0.0
             };
-            let score = 0.8 * coverage + 0.2 * (hit.score / top);
+            let score = COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (hit.score / top);
             let texts: HashMap<TextField, &str> = [
                 (TextField::Title, entry.title.as_str()),
                 (TextField::Content, entry.content.as_str()),
