@@ -52,7 +52,12 @@ impl CallError {
 
     /// `INVALID_ARGUMENT`, naming the field.
     pub fn invalid_argument(field: impl Into<String>, message: impl Into<String>) -> CallError {
-        MemoryError::invalid_argument(field, message).into()
+        let field = field.into();
+        CallError::new(
+            "INVALID_ARGUMENT",
+            format!("Invalid argument '{field}': {}", message.into()),
+            serde_json::json!({ "field": field }),
+        )
     }
 
     /// `INTERNAL_ERROR`: something broke that the caller cannot fix.
@@ -89,6 +94,13 @@ impl CallError {
 impl From<MemoryError> for CallError {
     fn from(e: MemoryError) -> CallError {
         CallError::new(e.code(), e.to_string(), e.details())
+    }
+}
+
+/// A store failure (trust records): nothing the caller can fix.
+impl From<crate::store::StoreError> for CallError {
+    fn from(e: crate::store::StoreError) -> CallError {
+        CallError::internal(e.to_string())
     }
 }
 
@@ -720,11 +732,11 @@ pub const HUB_TRUST: Method<TrustParams, TrustReport> =
         let done = match p.action.as_deref().unwrap_or("show") {
             "show" => None,
             "approve" => {
-                trust.approve(&file, &content).map_err(MemoryError::from)?;
+                trust.approve(&file, &content)?;
                 Some("approved".to_string())
             }
             "revoke" => {
-                trust.revoke(&file).map_err(MemoryError::from)?;
+                trust.revoke(&file)?;
                 Some("revoked".to_string())
             }
             other => {
