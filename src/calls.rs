@@ -97,6 +97,20 @@ impl From<MemoryError> for CallError {
     }
 }
 
+/// The core did not open: its part's error where it has a code, else `INTERNAL_ERROR`.
+impl From<crate::core::CoreError> for CallError {
+    fn from(e: crate::core::CoreError) -> CallError {
+        use crate::core::CoreError;
+        match e {
+            CoreError::Memory(e) => e.into(),
+            CoreError::Tasks(e) => e.into(),
+            e @ (CoreError::Store(_) | CoreError::Panicked(_)) => {
+                CallError::new(e.code(), e.to_string(), Value::Object(Default::default()))
+            }
+        }
+    }
+}
+
 /// A store failure (trust records): nothing the caller can fix.
 impl From<crate::store::StoreError> for CallError {
     fn from(e: crate::store::StoreError) -> CallError {

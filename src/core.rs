@@ -6,12 +6,38 @@ use std::sync::Arc;
 use crate::events::Bus;
 use crate::hub::Hub;
 use crate::memory::{Memory, MemoryError, Progress};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::tasks::{TaskError, Tasks};
 use crate::watch::Watches;
 
 /// The user's config file (downstream MCP servers, injection settings), in the data dir.
 pub const USER_CONFIG: &str = "config.json";
+
+/// Why the core could not open: which part failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    /// The data dir cannot be opened (held by another process, unreadable).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("opening the memory failed: {0}")]
+    Memory(#[from] MemoryError),
+    #[error("opening task tracking failed: {0}")]
+    Tasks(#[from] TaskError),
+    /// The opening thread panicked (logged).
+    #[error("opening the data dir failed unexpectedly: {0}")]
+    Panicked(String),
+}
+
+impl CoreError {
+    /// The error code: the failing service's, else `INTERNAL_ERROR`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CoreError::Memory(e) => e.code(),
+            CoreError::Tasks(e) => e.code(),
+            CoreError::Store(_) | CoreError::Panicked(_) => "INTERNAL_ERROR",
+        }
+    }
+}
 
 /// Memory, tasks and the hub on one store, and the file watches of running tasks: what a
 /// serving process (in-process MCP, the daemon) holds.
@@ -25,12 +51,9 @@ pub struct Core {
 
 impl Core {
     /// Opens the data dir (taking its lock) and every service in it.
-    pub fn open(home: &Path, progress: &dyn Progress) -> Result<Core, MemoryError> {
+    pub fn open(home: &Path, progress: &dyn Progress) -> Result<Core, CoreError> {
         let store = Arc::new(Store::open(home)?);
-        let tasks = Tasks::open(store.clone()).map_err(|e| match e {
-            TaskError::Store(e) => MemoryError::Store(e),
-            other => MemoryError::Corrupt(other.to_string()),
-        })?;
+        let tasks = Tasks::open(store.clone())?;
         let hub = Arc::new(Hub::open(
             home.join(USER_CONFIG),
             store.clone(),
@@ -52,7 +75,7 @@ impl Core {
     }
 }
 
-type Opener = Box<dyn Fn() -> Result<Core, MemoryError> + Send + Sync>;
+type Opener = Box<dyn Fn() -> Result<Core, CoreError> + Send + Sync>;
 
 /// The core, opened on first use (and warmed up in the background by the caller), so a
 /// session answers `initialize` at once whatever the size of the data dir. A failed open
@@ -65,7 +88,7 @@ pub struct LazyCore {
 
 impl LazyCore {
     pub fn new(
-        open: impl Fn() -> Result<Core, MemoryError> + Send + Sync + 'static,
+        open: impl Fn() -> Result<Core, CoreError> + Send + Sync + 'static,
     ) -> Arc<LazyCore> {
         Arc::new(LazyCore {
             cell: tokio::sync::OnceCell::new(),
@@ -77,7 +100,7 @@ impl LazyCore {
     pub fn ready(core: Arc<Core>) -> Arc<LazyCore> {
         Arc::new(LazyCore {
             cell: tokio::sync::OnceCell::new_with(Some(core)),
-            open: Box::new(|| Err(MemoryError::Corrupt("the core was given open".into()))),
+            open: Box::new(|| unreachable!("a ready core is never opened")),
         })
     }
 
@@ -87,15 +110,16 @@ impl LazyCore {
     }
 
     /// The open core, opening it first if needed.
-    pub async fn get(self: &Arc<Self>) -> Result<Arc<Core>, MemoryError> {
+    pub async fn get(self: &Arc<Self>) -> Result<Arc<Core>, CoreError> {
         let this = self.clone();
         self.cell
             .get_or_try_init(|| async move {
                 match tokio::task::spawn_blocking(move || (this.open)()).await {
                     Ok(opened) => opened.map(Arc::new),
-                    Err(e) => Err(MemoryError::Corrupt(format!(
-                        "opening the memory failed: {e}"
-                    ))),
+                    Err(e) => {
+                        tracing::error!("opening the data dir panicked: {e}");
+                        Err(CoreError::Panicked(e.to_string()))
+                    }
                 }
             })
             .await

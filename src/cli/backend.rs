@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 use tandem::calls::{self, Method};
 use tandem::config::Config;
 use tandem::core::Core;
+use tandem::core::CoreError;
 use tandem::daemon::{self, VERSION_MISMATCH};
-use tandem::memory::{MemoryError, Progress};
+use tandem::memory::Progress;
 use tandem::store::StoreError;
 
 pub enum Backend {
@@ -51,7 +52,7 @@ impl Backend {
                     .build()?,
             }),
             // A daemon may have started between the two attempts: it holds the data dir now.
-            Err(e @ MemoryError::Store(StoreError::Locked { .. })) => {
+            Err(e @ CoreError::Store(StoreError::Locked { .. })) => {
                 match Session::connect(&config.home, workspace)? {
                     Some(session) => Ok(Backend::Daemon(session)),
                     None => Err(e.into()),

@@ -11,8 +11,8 @@ use tokio::io::AsyncWriteExt;
 use tandem::calls::LogProgress;
 use tandem::config::Config;
 use tandem::core::Core;
+use tandem::core::CoreError;
 use tandem::daemon::{self, DaemonConfig, VERSION_MISMATCH};
-use tandem::memory::MemoryError;
 use tandem::store::StoreError;
 
 /// The idle time before the daemon exits, in seconds, when neither `--idle` nor
@@ -126,9 +126,7 @@ async fn open_core(config: &Config) -> anyhow::Result<Option<Core>> {
         let home = config.home.clone();
         match tokio::task::spawn_blocking(move || Core::open(&home, &LogProgress)).await? {
             Ok(core) => return Ok(Some(core)),
-            Err(MemoryError::Store(StoreError::Locked { pid, .. }))
-                if Instant::now() < deadline =>
-            {
+            Err(CoreError::Store(StoreError::Locked { pid, .. })) if Instant::now() < deadline => {
                 if let Some(w) = status(&config.home).await {
                     tracing::info!("daemon {} already serves the data dir; exiting", w.pid);
                     return Ok(None);

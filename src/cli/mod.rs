@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use tandem::calls::{CallError, LogProgress};
 use tandem::config::{self, Config};
 use tandem::core::Core;
+use tandem::core::CoreError;
 use tandem::core::LazyCore;
 use tandem::memory::MemoryError;
 use tandem::store::StoreError;
@@ -105,6 +106,8 @@ pub fn main() -> ExitCode {
                 eprintln!("tandem: {} ({})", c, c.code());
             } else if let Some(r) = e.downcast_ref::<backend::RemoteError>() {
                 eprintln!("tandem: {} ({})", r, r.code);
+            } else if let Some(c) = e.downcast_ref::<CoreError>() {
+                eprintln!("tandem: {} ({})", c, c.code());
             } else if let Some(m) = e.downcast_ref::<MemoryError>() {
                 eprintln!("tandem: {} ({})", m, m.code());
             } else if let Some(t) = e.downcast_ref::<tandem::tasks::TaskError>() {
@@ -244,9 +247,9 @@ fn read_input(file: Option<&Path>) -> anyhow::Result<String> {
 
 /// Opens the core for `tandem mcp --standalone` and `tandem lsp --standalone`. A data dir
 /// held by the daemon says so, and what to do.
-fn open_standalone(home: &Path) -> Result<Core, MemoryError> {
+fn open_standalone(home: &Path) -> Result<Core, CoreError> {
     Core::open(home, &LogProgress).map_err(|e| {
-        if let MemoryError::Store(StoreError::Locked { .. }) = e
+        if let CoreError::Store(StoreError::Locked { .. }) = e
             && let Some(w) = tokio::runtime::Handle::current().block_on(daemon::status(home))
         {
             let e = StoreError::HeldByDaemon {
@@ -254,7 +257,7 @@ fn open_standalone(home: &Path) -> Result<Core, MemoryError> {
                 pid: w.pid,
             };
             tracing::warn!("{e}");
-            return MemoryError::Store(e);
+            return CoreError::Store(e);
         }
         e
     })

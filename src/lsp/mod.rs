@@ -241,7 +241,10 @@ impl Session {
     }
 
     async fn core(&self) -> LspResult<Arc<Core>> {
-        self.core.get().await.map_err(memory_error)
+        self.core
+            .get()
+            .await
+            .map_err(|e| rpc_error(CallError::from(e)))
     }
 
     /// Runs `f` on the core on a blocking thread; a panic is an internal error, never the

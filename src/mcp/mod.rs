@@ -59,6 +59,13 @@ impl TandemServer {
     }
 }
 
+/// A failure serving a prompt or a resource, as a protocol error carrying the error object
+/// (a tool answers with a tool error instead).
+fn internal_error(e: impl Into<CallError>) -> ErrorData {
+    let e = e.into();
+    ErrorData::internal_error(e.to_string(), Some(e.to_json()))
+}
+
 /// A tool: its definition, and the call it runs (none for `rekall_help`, which needs no
 /// data).
 struct McpTool {
@@ -284,18 +291,14 @@ impl ServerHandler for TandemServer {
                 None,
             ));
         };
-        let core = self
-            .core
-            .get()
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
+        let core = self.core.get().await.map_err(internal_error)?;
         let wanted = name.to_string();
         let text = calls::run_blocking(&format!("prompt {name}"), move || {
             crate::hub::own::text(&wanted, &core.memory)
         })
         .await
-        .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?
-        .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?
+        .map_err(internal_error)?
+        .map_err(internal_error)?
         .unwrap_or_default();
         // The role of a conventional prompt comes from its name; the message itself says user,
         // except the simulated tool call, which the assistant makes.
@@ -329,17 +332,13 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let core = self
-            .core
-            .get()
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
+        let core = self.core.get().await.map_err(internal_error)?;
         let recent = calls::run_blocking("listing resources", move || {
             core.memory.recent(LISTED_RESOURCES)
         })
         .await
-        .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?
-        .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
+        .map_err(internal_error)?
+        .map_err(internal_error)?;
         Ok(ListResourcesResult::with_all_items(
             recent
                 .into_iter()
@@ -364,14 +363,10 @@ impl ServerHandler for TandemServer {
                 None,
             ));
         };
-        let core = self
-            .core
-            .get()
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
+        let core = self.core.get().await.map_err(internal_error)?;
         let details = calls::run_blocking("reading a resource", move || core.memory.show(&id))
             .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), Some(e.to_json())))?;
+            .map_err(internal_error)?;
         match details {
             Ok(d) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(render_markdown(&d), uri).with_mime_type("text/markdown"),
