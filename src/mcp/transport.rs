@@ -8,10 +8,10 @@
 //! interleave.
 
 use std::sync::Arc;
+
 use tokio::io::{
     AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream,
 };
-
 use tokio::sync::Mutex;
 
 /// The largest message accepted, in bytes.

@@ -138,21 +138,28 @@ impl SimilarityCache {
         id
     }
 
-    /// An entry's term frequencies by term number, and the word first written for each.
+    /// An entry's weighted term frequencies by term number (title and tags count
+    /// [`TITLE_WEIGHT`] times a content word), and for each term the word as first written
+    /// (lower-cased), to show people words rather than stems.
     fn term_freqs(&mut self, idx: &MemoryIndex, entry: &Entry) -> (Tf, HashMap<TermId, String>) {
-        let (by_term, words) = term_freqs(idx, entry);
-        let mut named = HashMap::with_capacity(words.len());
-        let mut tf: Tf = Vec::with_capacity(by_term.len());
-        for (term, f) in by_term {
-            let word = words.get(&term).cloned();
-            let id = self.intern(term);
-            tf.push((id, f));
-            if let Some(word) = word {
-                named.insert(id, word);
+        let mut tf: HashMap<TermId, f32> = HashMap::new();
+        let mut words: HashMap<TermId, String> = HashMap::new();
+        let tags = entry.tags.join(" ");
+        let weighted = [
+            (entry.title.as_str(), TITLE_WEIGHT),
+            (tags.as_str(), TITLE_WEIGHT),
+            (entry.content.as_str(), 1.0),
+        ];
+        for (text, weight) in weighted {
+            for (term, word) in idx.terms_with_words(text) {
+                let id = self.intern(term);
+                words.entry(id).or_insert_with(|| word.to_lowercase());
+                *tf.entry(id).or_default() += weight;
             }
         }
+        let mut tf: Tf = tf.into_iter().collect();
         tf.sort_unstable_by_key(|(id, _)| *id);
-        (tf, named)
+        (tf, words)
     }
 
     fn doc_freq(&mut self, idx: &MemoryIndex, searcher: &Searcher, term: TermId) -> u64 {
@@ -353,28 +360,6 @@ pub fn find_similar(
             .then(b.entry.id.cmp(&a.entry.id))
     });
     Ok(out)
-}
-
-/// Weighted term frequencies of an entry, and for each term the word as first written
-/// (lower-cased), to show people words rather than stems.
-fn term_freqs(idx: &MemoryIndex, entry: &Entry) -> (HashMap<String, f32>, HashMap<String, String>) {
-    let mut tf: HashMap<String, f32> = HashMap::new();
-    let mut words: HashMap<String, String> = HashMap::new();
-    let tags = entry.tags.join(" ");
-    let weighted = [
-        (entry.title.as_str(), TITLE_WEIGHT),
-        (tags.as_str(), TITLE_WEIGHT),
-        (entry.content.as_str(), 1.0),
-    ];
-    for (text, weight) in weighted {
-        for (term, word) in idx.terms_with_words(text) {
-            words
-                .entry(term.clone())
-                .or_insert_with(|| word.to_lowercase());
-            *tf.entry(term).or_default() += weight;
-        }
-    }
-    (tf, words)
 }
 
 /// A term's tf-idf weight.
