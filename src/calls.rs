@@ -536,38 +536,11 @@ fn settle(w: &crate::hub::Workspace, wait_ms: Option<u64>) {
     block_on(w.settle(std::time::Duration::from_millis(wait_ms.unwrap_or(10_000))));
 }
 
-/// The workspace's downstream servers.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HubServers {
-    pub workspace: String,
-    /// The files read: the user's config and the workspace's `.mcp.json`.
-    pub files: Vec<String>,
-    /// Files that could not be read or parsed.
-    pub errors: Vec<String>,
-    pub servers: Vec<Value>,
-}
-
-pub const HUB_SERVERS: Method<HubListParams, HubServers> =
+pub const HUB_SERVERS: Method<HubListParams, crate::hub::ServersReport> =
     Method::new("hub/servers", |core, workspace, p| {
         let w = hub_workspace(core, workspace)?;
         settle(&w, p.wait_ms);
-        let config = w.config();
-        Ok(HubServers {
-            workspace: w.root().display().to_string(),
-            files: vec![
-                core.hub.user_file().display().to_string(),
-                w.root()
-                    .join(crate::hub::config::WORKSPACE_FILE)
-                    .display()
-                    .to_string(),
-            ],
-            errors: config.errors.iter().map(|e| e.to_string()).collect(),
-            servers: w
-                .servers()
-                .iter()
-                .map(|s| serde_json::to_value(s).expect("plain data"))
-                .collect(),
-        })
+        Ok(core.hub.servers_report(&w))
     });
 
 pub const HUB_PROMPTS: Method<HubListParams, Vec<crate::hub::PromptInfo>> =
@@ -653,27 +626,21 @@ pub const HUB_CONVENTIONAL: Method<HubListParams, Vec<crate::hub::ConventionalPr
 
 pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::ConventionalPrompt> =
     Method::new("hub/conventional_set", |core, workspace, p| {
+        use crate::hub::PromptTarget;
         let w = hub_workspace(core, workspace)?;
-        let mut change = crate::hub::config::PromptSettingsChange {
-            enabled: p.enabled,
-            arguments: Default::default(),
-        };
-        let (server, prompt) = match (p.command, p.server, p.prompt) {
-            (Some(line), None, None) => {
-                let cmd = crate::hub::command::parse(&line)
-                    .map_err(|e| CallError::new(e.code(), e.to_string(), e.details()))?;
-                change
-                    .arguments
-                    .extend(cmd.arguments.into_iter().map(|(k, v)| (k, Some(v))));
-                (cmd.server, cmd.prompt)
-            }
-            (None, Some(server), Some(prompt)) => (server, prompt),
+        let target = match (p.command, p.server, p.prompt) {
+            (Some(line), None, None) => PromptTarget::Line(line),
+            (None, Some(server), Some(prompt)) => PromptTarget::Named { server, prompt },
             _ => {
                 return Err(CallError::invalid_argument(
                     "command",
                     "give either 'command' (a /server:prompt line) or 'server' and 'prompt'",
                 ));
             }
+        };
+        let mut change = crate::hub::config::PromptSettingsChange {
+            enabled: p.enabled,
+            arguments: Default::default(),
         };
         for (name, value) in p.arguments {
             let value = (!value.is_null()).then(|| argument_text(value));
@@ -682,96 +649,20 @@ pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::Conven
         for name in p.unset {
             change.arguments.insert(name, None);
         }
-        if change.enabled.is_none() && change.arguments.is_empty() {
-            return Err(CallError::invalid_argument(
-                "arguments",
-                "nothing to change: give arguments to set or unset, or enabled",
-            ));
-        }
-        block_on(w.configure_conventional(&server, &prompt, &change)).map_err(hub_error)
+        block_on(w.edit_conventional(target, change)).map_err(hub_error)
     });
 
-/// What `tandem trust` shows and does.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TrustReport {
-    /// The workspace's `.mcp.json`, if there is one.
-    pub file: Option<String>,
-    pub sha256: Option<String>,
-    pub trusted: bool,
-    /// Its servers and what each would run.
-    pub servers: Vec<TrustedServer>,
-    /// What this call changed: `approved`, `revoked` or nothing.
-    pub done: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TrustedServer {
-    pub name: String,
-    pub runs: Option<String>,
-    pub env: Vec<String>,
-    pub error: Option<String>,
-}
-
-pub const HUB_TRUST: Method<TrustParams, TrustReport> =
+pub const HUB_TRUST: Method<TrustParams, crate::hub::trust::TrustReport> =
     Method::new("hub/trust", |core, workspace, p| {
         let ws = workspace_of(workspace)?;
-        let env = |var: &str| std::env::var(var).ok();
-        let config = crate::hub::config::load(core.hub.user_file(), ws, &env);
-        let Some((file, content)) = config.workspace_file.clone() else {
-            return Ok(TrustReport {
-                file: None,
-                sha256: None,
-                trusted: false,
-                servers: Vec::new(),
-                done: None,
-            });
-        };
-        let servers = config
-            .servers
-            .values()
-            .filter(|s| matches!(s.origin, crate::hub::config::Origin::Workspace(_)))
-            .map(|s| TrustedServer {
-                name: s.name.clone(),
-                runs: s.transport.as_ref().map(|t| t.describe()),
-                env: match &s.transport {
-                    Some(crate::hub::config::Transport::Stdio { env, .. }) => {
-                        env.keys().cloned().collect()
-                    }
-                    _ => Vec::new(),
-                },
-                error: s.error.as_ref().map(|e| e.to_string()),
-            })
-            .collect();
-        let trust = core.hub.trust();
-        let done = match p.action.as_deref().unwrap_or("show") {
-            "show" => None,
-            "approve" => {
-                trust.approve(&file, &content)?;
-                Some("approved".to_string())
-            }
-            "revoke" => {
-                trust.revoke(&file)?;
-                Some("revoked".to_string())
-            }
-            other => {
-                return Err(CallError::invalid_argument(
-                    "action",
-                    format!("unknown action '{other}' (show, approve or revoke)"),
-                ));
-            }
-        };
-        if done.is_some() {
-            // Apply at once in this process (a daemon's watcher would also see it).
-            let w = core.hub.workspace(ws);
-            w.apply_now();
-        }
-        Ok(TrustReport {
-            file: Some(file.display().to_string()),
-            sha256: Some(crate::hub::trust::digest(&content)),
-            trusted: trust.is_trusted(&file, &content),
-            servers,
-            done,
-        })
+        let name = p.action.as_deref().unwrap_or("show");
+        let action = crate::hub::trust::TrustAction::from_name(name).ok_or_else(|| {
+            CallError::invalid_argument(
+                "action",
+                format!("unknown action '{name}' (show, approve or revoke)"),
+            )
+        })?;
+        Ok(core.hub.trust_workspace(ws, action)?)
     });
 
 #[cfg(test)]

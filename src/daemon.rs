@@ -59,7 +59,7 @@ pub fn socket_path(home: &Path) -> PathBuf {
 /// What a client says first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hello {
-    /// `mcp`, `cli` or `control`.
+    /// `mcp`, `lsp`, `cli` or `control`.
     pub face: String,
     #[serde(default)]
     pub workspace: Option<PathBuf>,
@@ -212,6 +212,47 @@ pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What a connection asked for in its hello, checked: the session faces work in a
+/// workspace, an absolute root (the `cli` face may omit it).
+enum Face {
+    Control { command: String },
+    Mcp { workspace: PathBuf },
+    Lsp { workspace: PathBuf },
+    Cli { workspace: Option<PathBuf> },
+}
+
+impl Face {
+    fn of(hello: &Hello) -> Result<Face, String> {
+        let workspace = match &hello.workspace {
+            Some(w) if !w.is_absolute() => {
+                return Err("the workspace must be an absolute path".into());
+            }
+            w => w.clone(),
+        };
+        let session_root = |face: &str| {
+            workspace
+                .clone()
+                .ok_or_else(|| format!("the {face} face needs a workspace"))
+        };
+        Ok(match hello.face.as_str() {
+            "control" => Face::Control {
+                command: hello.command.clone().unwrap_or_else(|| "status".into()),
+            },
+            "mcp" => Face::Mcp {
+                workspace: session_root("mcp")?,
+            },
+            "lsp" => Face::Lsp {
+                workspace: session_root("lsp")?,
+            },
+            "cli" => Face::Cli { workspace },
+            other => return Err(format!("unknown face '{other}'")),
+        })
+    }
+}
+
+type ReadHalf = BufReader<tokio::net::unix::OwnedReadHalf>;
+type WriteHalf = tokio::net::unix::OwnedWriteHalf;
+
 async fn serve_connection(
     stream: UnixStream,
     core: Arc<LazyCore>,
@@ -221,105 +262,30 @@ async fn serve_connection(
     let mut read = BufReader::new(read);
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut read)).await {
         Ok(Ok(h)) => h,
-        Ok(Err(e)) => {
-            reply(&mut write, &state.welcome(false, Some(e))).await?;
-            return Ok(());
-        }
+        Ok(Err(e)) => return reply(&mut write, &state.welcome(false, Some(e))).await,
         Err(_) => {
-            reply(
-                &mut write,
-                &state.welcome(false, Some("no hello within 10 s".into())),
-            )
-            .await?;
-            return Ok(());
+            let error = "no hello within 10 s".to_string();
+            return reply(&mut write, &state.welcome(false, Some(error))).await;
         }
     };
-    // The session faces work in a workspace: an absolute root (the `cli` face may omit it).
-    let face = hello.face.as_str();
-    let workspace = hello.workspace.clone();
-    let bad_workspace = match &workspace {
-        Some(w) if !w.is_absolute() => Some("the workspace must be an absolute path".to_string()),
-        None if matches!(face, "mcp" | "lsp") => Some(format!("the {face} face needs a workspace")),
-        _ => None,
+    let face = match Face::of(&hello) {
+        Ok(face) => face,
+        Err(error) => return reply(&mut write, &state.welcome(false, Some(error))).await,
     };
-    if let Some(error) = bad_workspace {
-        return reply(&mut write, &state.welcome(false, Some(error))).await;
-    }
+    let client = hello.client.as_deref().unwrap_or("unknown client");
     match face {
-        "control" => {
-            let command = hello.command.as_deref().unwrap_or("status");
-            let welcome = match command {
-                "status" => state.welcome(true, None),
-                "stop" => {
-                    let _ = state.stop.send(true);
-                    state.welcome(true, None)
-                }
-                "stop_if_idle" => {
-                    if state.sessions.load(Ordering::SeqCst) == 0 {
-                        let _ = state.stop.send(true);
-                        state.welcome(true, None)
-                    } else {
-                        state.welcome(false, Some("other clients are connected".into()))
-                    }
-                }
-                other => state.welcome(false, Some(format!("unknown command '{other}'"))),
-            };
-            reply(&mut write, &welcome).await
-        }
-        "mcp" => {
-            let workspace = workspace.unwrap_or_default();
+        Face::Control { command } => serve_control(&state, &command, write).await,
+        Face::Mcp { workspace } => {
             reply(&mut write, &state.welcome(true, None)).await?;
             let _session = state.session();
-            tracing::info!(
-                "mcp session for {} ({})",
-                workspace.display(),
-                hello.client.as_deref().unwrap_or("unknown client")
-            );
-            let io = crate::mcp::transport::framed(after_hello(read), write);
-            let server = TandemServer::new(core, workspace);
-            let service = match rmcp::ServiceExt::serve(server, io).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("mcp session failed to start: {e}");
-                    return Ok(());
-                }
-            };
-            let cancel = service.cancellation_token();
-            let stop = state.stop.subscribe();
-            tokio::spawn(async move {
-                stopped(stop).await;
-                cancel.cancel();
-            });
-            let _ = service.waiting().await;
+            tracing::info!("mcp session for {} ({client})", workspace.display());
+            serve_mcp(core, workspace, &state, read, write).await;
             Ok(())
         }
-        "cli" => {
-            let core = match core.get().await {
-                Ok(core) => core,
-                Err(e) => {
-                    return reply(&mut write, &state.welcome(false, Some(e.to_string()))).await;
-                }
-            };
+        Face::Lsp { workspace } => {
             reply(&mut write, &state.welcome(true, None)).await?;
             let _session = state.session();
-            tracing::debug!(
-                "cli session ({})",
-                hello.client.as_deref().unwrap_or("unknown client")
-            );
-            let handler: CallHandler = Arc::new(move |method: &str, params: Value| {
-                calls::call(&core, workspace.as_deref(), method, params)
-            });
-            serve_calls(read, write, handler, state.stop.subscribe()).await
-        }
-        "lsp" => {
-            let workspace = workspace.unwrap_or_default();
-            reply(&mut write, &state.welcome(true, None)).await?;
-            let _session = state.session();
-            tracing::info!(
-                "lsp session for {} ({})",
-                workspace.display(),
-                hello.client.as_deref().unwrap_or("unknown client")
-            );
+            tracing::info!("lsp session for {} ({client})", workspace.display());
             let host = crate::lsp::Host {
                 log_file: state.config.log_file.clone(),
                 home: state.config.home.clone(),
@@ -331,14 +297,66 @@ async fn serve_connection(
             }
             Ok(())
         }
-        other => {
-            reply(
-                &mut write,
-                &state.welcome(false, Some(format!("unknown face '{other}'"))),
-            )
-            .await
+        Face::Cli { workspace } => {
+            let core = match core.get().await {
+                Ok(core) => core,
+                Err(e) => {
+                    return reply(&mut write, &state.welcome(false, Some(e.to_string()))).await;
+                }
+            };
+            reply(&mut write, &state.welcome(true, None)).await?;
+            let _session = state.session();
+            tracing::debug!("cli session ({client})");
+            let handler: CallHandler = Arc::new(move |method: &str, params: Value| {
+                calls::call(&core, workspace.as_deref(), method, params)
+            });
+            serve_calls(read, write, handler, state.stop.subscribe()).await
         }
     }
+}
+
+/// The `control` face: one command, answered with one welcome line.
+async fn serve_control(state: &State, command: &str, mut write: WriteHalf) -> std::io::Result<()> {
+    let welcome = match command {
+        "status" => state.welcome(true, None),
+        "stop" => {
+            let _ = state.stop.send(true);
+            state.welcome(true, None)
+        }
+        "stop_if_idle" if state.sessions.load(Ordering::SeqCst) == 0 => {
+            let _ = state.stop.send(true);
+            state.welcome(true, None)
+        }
+        "stop_if_idle" => state.welcome(false, Some("other clients are connected".into())),
+        other => state.welcome(false, Some(format!("unknown command '{other}'"))),
+    };
+    reply(&mut write, &welcome).await
+}
+
+/// The `mcp` face: an MCP session on the shared core until either side closes it or the
+/// daemon stops.
+async fn serve_mcp(
+    core: Arc<LazyCore>,
+    workspace: PathBuf,
+    state: &State,
+    read: ReadHalf,
+    write: WriteHalf,
+) {
+    let io = crate::mcp::transport::framed(after_hello(read), write);
+    let service = match rmcp::ServiceExt::serve(TandemServer::new(core, workspace), io).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("mcp session failed to start: {e}");
+            return;
+        }
+    };
+    let cancel = service.cancellation_token();
+    let stop = state.stop.subscribe();
+    tokio::spawn(async move {
+        stopped(stop).await;
+        cancel.cancel();
+    });
+    let _ = service.waiting().await;
 }
 
 /// The connection's input after the hello line, starting with what the hello reader had

@@ -171,81 +171,10 @@ impl KindArg {
 
 pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
     let mut backend = Backend::open(config)?;
+    let backend = &mut backend;
     match cmd {
-        MemoryCommand::Add(a) => {
-            let content = match (a.content, a.content_file) {
-                (Some(c), _) => c,
-                (None, Some(path)) => std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read {}", path.display()))?,
-                (None, None) if !std::io::stdin().is_terminal() => {
-                    let mut s = String::new();
-                    std::io::stdin().read_to_string(&mut s)?;
-                    s
-                }
-                (None, None) => String::new(),
-            };
-            let params = AddParams {
-                entry_type: a.entry_type.name(),
-                title: a.title,
-                content: Some(content),
-                tags: Some(a.tags),
-                context: a.context,
-                project: a.project,
-                confidence: a.confidence,
-                memory_type: a.memory_type.map(MemoryTypeArg::name),
-            };
-            let out = backend.call(&calls::MEMORY_ADD, &params)?;
-            emit(&a.out, &out, |o| {
-                let mut s = format!("added {} [{}] {}\n", o.id, o.entry_type, o.title);
-                if o.context_truncated {
-                    s.push_str("context over 10,000 characters: kept the first 8,000\n");
-                }
-                if !o.similar_entries.is_empty() {
-                    let mut t = table(&["similar", "title", "score"]);
-                    for e in &o.similar_entries {
-                        t.add_row(vec![
-                            e.id.clone(),
-                            e.title.clone(),
-                            format!("{:.2}", e.score),
-                        ]);
-                    }
-                    s.push_str(&format!("{t}\n"));
-                }
-                if o.suggestions_created > 0 {
-                    s.push_str(&format!(
-                        "{} suggestion(s) created: see `tandem memory suggestions`\n",
-                        o.suggestions_created
-                    ));
-                }
-                s
-            })
-        }
-        MemoryCommand::Search(a) => {
-            let params = SearchParams {
-                query: a.query,
-                context: a.context,
-                limit: Some(a.limit),
-                entry_type: a.entry_type.map(TypeArg::name),
-                project: a.project,
-            };
-            let out = backend.call(&calls::MEMORY_SEARCH, &params)?;
-            emit(&a.out, &out, |o| {
-                if o.results.is_empty() {
-                    return format!("no results ({})\n", o.hint);
-                }
-                let mut t = table(&["id", "type", "title", "score", "snippet"]);
-                for r in &o.results {
-                    t.add_row(vec![
-                        r.id.clone(),
-                        r.entry_type.clone(),
-                        r.title.clone(),
-                        format!("{:.2}", r.score),
-                        r.snippet.clone(),
-                    ]);
-                }
-                format!("{t}\n{} of {} matching entries\n", o.results.len(), o.total)
-            })
-        }
+        MemoryCommand::Add(a) => add(backend, a),
+        MemoryCommand::Search(a) => search(backend, a),
         MemoryCommand::Show { id, out } => {
             let d = backend.call(&calls::MEMORY_SHOW, &ShowParams { id })?;
             emit(&out, &d, tandem::memory::render_markdown)
@@ -280,49 +209,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
                 limit: Some(limit),
             };
             let both = backend.call(&calls::MEMORY_SUGGESTIONS, &params)?;
-            emit(&out, &both, |b| {
-                let mut s = String::new();
-                if let Some(l) = &b.links {
-                    s.push_str(&format!("link suggestions ({} pending)\n", l.total_pending));
-                    if !l.suggestions.is_empty() {
-                        let mut t = table(&["id", "entry a", "entry b", "score", "reason"]);
-                        for x in &l.suggestions {
-                            t.add_row(vec![
-                                x.id.clone(),
-                                format!("{} {}", short(&x.entry_a.id), x.entry_a.title),
-                                format!("{} {}", short(&x.entry_b.id), x.entry_b.title),
-                                format!("{:.2}", x.score),
-                                x.reason.clone(),
-                            ]);
-                        }
-                        s.push_str(&format!("{t}\n"));
-                    }
-                }
-                if let Some(g) = &b.generalize {
-                    s.push_str(&format!(
-                        "generalisation suggestions ({} pending)\n",
-                        g.total_pending
-                    ));
-                    if !g.suggestions.is_empty() {
-                        let mut t = table(&["id", "entries", "score", "reason"]);
-                        for x in &g.suggestions {
-                            let entries: Vec<String> = x
-                                .entries
-                                .iter()
-                                .map(|e| format!("{} {}", short(&e.id), e.title))
-                                .collect();
-                            t.add_row(vec![
-                                x.id.clone(),
-                                entries.join("\n"),
-                                format!("{:.2}", x.score),
-                                x.reason.clone(),
-                            ]);
-                        }
-                        s.push_str(&format!("{t}\n"));
-                    }
-                }
-                s
-            })
+            emit(&out, &both, render_suggestions)
         }
         MemoryCommand::Accept { suggestion_id, out } => {
             let o = backend.call(&calls::MEMORY_ACCEPT, &SuggestionParams { suggestion_id })?;
@@ -365,23 +252,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             println!("indexed {} entries", r.indexed);
             Ok(())
         }
-        MemoryCommand::Export { file } => {
-            let e = backend.call(&calls::MEMORY_EXPORT, &NoParams {})?;
-            match file.filter(|f| f.as_os_str() != "-") {
-                Some(path) => {
-                    std::fs::write(&path, &e.jsonl)
-                        .with_context(|| format!("cannot write {}", path.display()))?;
-                    eprintln!(
-                        "exported {} entries and {} links to {}",
-                        e.report.entries,
-                        e.report.links,
-                        path.display()
-                    );
-                }
-                None => std::io::stdout().lock().write_all(e.jsonl.as_bytes())?,
-            }
-            Ok(())
-        }
+        MemoryCommand::Export { file } => export(backend, file),
         MemoryCommand::Import { file, out } => {
             let jsonl = super::read_input(file.as_deref())?;
             let report = backend.call(&calls::MEMORY_IMPORT, &ImportParams { jsonl })?;
@@ -397,6 +268,147 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             })
         }
     }
+}
+
+/// `tandem memory add`: the content from `--content`, `--content-file` or piped stdin.
+fn add(backend: &mut Backend, a: AddArgs) -> anyhow::Result<()> {
+    let content = match (a.content, a.content_file) {
+        (Some(c), _) => c,
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        (None, None) if !std::io::stdin().is_terminal() => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s)?;
+            s
+        }
+        (None, None) => String::new(),
+    };
+    let params = AddParams {
+        entry_type: a.entry_type.name(),
+        title: a.title,
+        content: Some(content),
+        tags: Some(a.tags),
+        context: a.context,
+        project: a.project,
+        confidence: a.confidence,
+        memory_type: a.memory_type.map(MemoryTypeArg::name),
+    };
+    let out = backend.call(&calls::MEMORY_ADD, &params)?;
+    emit(&a.out, &out, |o| {
+        let mut s = format!("added {} [{}] {}\n", o.id, o.entry_type, o.title);
+        if o.context_truncated {
+            s.push_str("context over 10,000 characters: kept the first 8,000\n");
+        }
+        if !o.similar_entries.is_empty() {
+            let mut t = table(&["similar", "title", "score"]);
+            for e in &o.similar_entries {
+                t.add_row(vec![
+                    e.id.clone(),
+                    e.title.clone(),
+                    format!("{:.2}", e.score),
+                ]);
+            }
+            s.push_str(&format!("{t}\n"));
+        }
+        if o.suggestions_created > 0 {
+            s.push_str(&format!(
+                "{} suggestion(s) created: see `tandem memory suggestions`\n",
+                o.suggestions_created
+            ));
+        }
+        s
+    })
+}
+
+fn search(backend: &mut Backend, a: SearchArgs) -> anyhow::Result<()> {
+    let params = SearchParams {
+        query: a.query,
+        context: a.context,
+        limit: Some(a.limit),
+        entry_type: a.entry_type.map(TypeArg::name),
+        project: a.project,
+    };
+    let out = backend.call(&calls::MEMORY_SEARCH, &params)?;
+    emit(&a.out, &out, |o| {
+        if o.results.is_empty() {
+            return format!("no results ({})\n", o.hint);
+        }
+        let mut t = table(&["id", "type", "title", "score", "snippet"]);
+        for r in &o.results {
+            t.add_row(vec![
+                r.id.clone(),
+                r.entry_type.clone(),
+                r.title.clone(),
+                format!("{:.2}", r.score),
+                r.snippet.clone(),
+            ]);
+        }
+        format!("{t}\n{} of {} matching entries\n", o.results.len(), o.total)
+    })
+}
+
+/// Pending link and generalisation suggestions, a table of each kind asked for.
+fn render_suggestions(both: &calls::Suggestions) -> String {
+    let mut s = String::new();
+    if let Some(l) = &both.links {
+        s.push_str(&format!("link suggestions ({} pending)\n", l.total_pending));
+        if !l.suggestions.is_empty() {
+            let mut t = table(&["id", "entry a", "entry b", "score", "reason"]);
+            for x in &l.suggestions {
+                t.add_row(vec![
+                    x.id.clone(),
+                    format!("{} {}", short(&x.entry_a.id), x.entry_a.title),
+                    format!("{} {}", short(&x.entry_b.id), x.entry_b.title),
+                    format!("{:.2}", x.score),
+                    x.reason.clone(),
+                ]);
+            }
+            s.push_str(&format!("{t}\n"));
+        }
+    }
+    if let Some(g) = &both.generalize {
+        s.push_str(&format!(
+            "generalisation suggestions ({} pending)\n",
+            g.total_pending
+        ));
+        if !g.suggestions.is_empty() {
+            let mut t = table(&["id", "entries", "score", "reason"]);
+            for x in &g.suggestions {
+                let entries: Vec<String> = x
+                    .entries
+                    .iter()
+                    .map(|e| format!("{} {}", short(&e.id), e.title))
+                    .collect();
+                t.add_row(vec![
+                    x.id.clone(),
+                    entries.join("\n"),
+                    format!("{:.2}", x.score),
+                    x.reason.clone(),
+                ]);
+            }
+            s.push_str(&format!("{t}\n"));
+        }
+    }
+    s
+}
+
+/// `tandem memory export`: JSON Lines to a file (a summary on stderr) or to stdout.
+fn export(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<()> {
+    let e = backend.call(&calls::MEMORY_EXPORT, &NoParams {})?;
+    match file.filter(|f| f.as_os_str() != "-") {
+        Some(path) => {
+            std::fs::write(&path, &e.jsonl)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!(
+                "exported {} entries and {} links to {}",
+                e.report.entries,
+                e.report.links,
+                path.display()
+            );
+        }
+        None => std::io::stdout().lock().write_all(e.jsonl.as_bytes())?,
+    }
+    Ok(())
 }
 
 pub(crate) fn emit<T: Serialize>(

@@ -15,6 +15,17 @@ use serde::{Deserialize, Serialize};
 use super::config::{self, Condition};
 use super::{HubError, Status, Workspace, argument_specs, command, inject, names_or_none, own};
 
+/// A conventional prompt as a settings edit names it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptTarget {
+    /// A `/server:prompt name=value ...` line; its arguments are part of the edit.
+    Line(String),
+    Named {
+        server: String,
+        prompt: String,
+    },
+}
+
 /// What an injection is for: the chat thread, its model and its conversation.
 #[derive(Debug, Clone, Default)]
 pub struct InjectRequest {
@@ -309,6 +320,30 @@ impl Workspace {
                 })
             })
             .collect()
+    }
+
+    /// Edits the settings of the prompt `target` names: the arguments a command line gives
+    /// are set, then `change` over them (its values win, its `None`s unset). A change that
+    /// changes nothing is refused.
+    pub async fn edit_conventional(
+        self: &Arc<Self>,
+        target: PromptTarget,
+        mut change: config::PromptSettingsChange,
+    ) -> Result<ConventionalPrompt, HubError> {
+        let (server, prompt) = match target {
+            PromptTarget::Line(line) => {
+                let cmd = command::parse(&line)?;
+                for (name, value) in cmd.arguments {
+                    change.arguments.entry(name).or_insert(Some(value));
+                }
+                (cmd.server, cmd.prompt)
+            }
+            PromptTarget::Named { server, prompt } => (server, prompt),
+        };
+        if change.enabled.is_none() && change.arguments.is_empty() {
+            return Err(HubError::NothingToChange);
+        }
+        self.configure_conventional(&server, &prompt, &change).await
     }
 
     /// Changes one conventional prompt's settings in the user's config (on or off, its

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::events::{Bus, Event, HubChange};
 use crate::store::{Store, StoreError};
 use config::HubConfig;
-pub use conventional::{ConventionalArgument, ConventionalPrompt, InjectRequest};
+pub use conventional::{ConventionalArgument, ConventionalPrompt, InjectRequest, PromptTarget};
 use remembered::RememberedPrompts;
 pub use server::{Downstream, HubError, ServerState, Status};
 use trust::Trust;
@@ -96,6 +96,18 @@ pub struct Hub {
     user_file_edit: Mutex<()>,
 }
 
+/// A workspace's downstream servers (`hub/servers`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ServersReport {
+    pub workspace: String,
+    /// The files read: the user's config and the workspace's `.mcp.json`.
+    pub files: Vec<String>,
+    /// Files that could not be read or parsed.
+    pub errors: Vec<String>,
+    /// Each server's state (`ServerState`'s JSON).
+    pub servers: Vec<serde_json::Value>,
+}
+
 impl Hub {
     /// Tandem's own conventional prompts as the injection takes them; rebuilt only when the
     /// memory changed.
@@ -137,6 +149,23 @@ impl Hub {
             own: Mutex::new(None),
             user_file_edit: Mutex::new(()),
         })
+    }
+
+    /// A workspace's downstream servers as they are now, with the files they come from.
+    pub fn servers_report(&self, w: &Workspace) -> ServersReport {
+        ServersReport {
+            workspace: w.root().display().to_string(),
+            files: vec![
+                self.user_file.display().to_string(),
+                w.root().join(config::WORKSPACE_FILE).display().to_string(),
+            ],
+            errors: w.config().errors.iter().map(|e| e.to_string()).collect(),
+            servers: w
+                .servers()
+                .iter()
+                .map(|s| serde_json::to_value(s).expect("plain data"))
+                .collect(),
+        }
     }
 
     pub fn user_file(&self) -> &Path {

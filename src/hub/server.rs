@@ -91,6 +91,11 @@ pub enum HubError {
     /// Writing the user's config was refused (it does not parse, or cannot be written).
     #[error("{0}")]
     ConfigInvalid(String),
+    /// A settings edit that sets, unsets and switches nothing.
+    #[error(
+        "Invalid argument 'arguments': nothing to change: give arguments to set or unset, or enabled"
+    )]
+    NothingToChange,
     #[error("the hub is shutting down")]
     ShuttingDown,
     /// A prompt command line that does not parse.
@@ -107,7 +112,7 @@ impl HubError {
             HubError::Server(_) => "SERVER_ERROR",
             HubError::ServerNotFound(_) => "SERVER_NOT_FOUND",
             HubError::PromptNotFound(_) => "PROMPT_NOT_FOUND",
-            HubError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            HubError::InvalidArgument(_) | HubError::NothingToChange => "INVALID_ARGUMENT",
             HubError::UnknownArgument(_) => "UNKNOWN_ARGUMENT",
             HubError::ConfigInvalid(_) => "CONFIG_INVALID",
             HubError::ShuttingDown => "INTERNAL_ERROR",
@@ -119,6 +124,7 @@ impl HubError {
     pub fn details(&self) -> serde_json::Value {
         match self {
             HubError::Command(e) => e.details(),
+            HubError::NothingToChange => serde_json::json!({"field": "arguments"}),
             _ => serde_json::json!({}),
         }
     }

@@ -5,6 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::Hub;
+use super::config::{self, Origin, Transport};
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -20,6 +23,107 @@ pub struct Approval {
 pub struct Trust {
     store: Arc<Store>,
     tree: sled::Tree,
+}
+
+/// What a trust request does besides showing the workspace file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrustAction {
+    Show,
+    Approve,
+    Revoke,
+}
+
+impl TrustAction {
+    /// The action by its name (`show`, `approve`, `revoke`).
+    pub fn from_name(name: &str) -> Option<TrustAction> {
+        match name {
+            "show" => Some(TrustAction::Show),
+            "approve" => Some(TrustAction::Approve),
+            "revoke" => Some(TrustAction::Revoke),
+            _ => None,
+        }
+    }
+}
+
+/// A workspace's `.mcp.json` as trust sees it: what `tandem trust` shows and does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrustReport {
+    /// The workspace's `.mcp.json`, if there is one.
+    pub file: Option<String>,
+    pub sha256: Option<String>,
+    pub trusted: bool,
+    /// Its servers and what each would run.
+    pub servers: Vec<TrustedServer>,
+    /// What this request changed: `approved`, `revoked` or nothing.
+    pub done: Option<String>,
+}
+
+/// One server of a workspace file: what approving the file lets run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrustedServer {
+    pub name: String,
+    pub runs: Option<String>,
+    /// The names of the variables it sets (never their values).
+    pub env: Vec<String>,
+    pub error: Option<String>,
+}
+
+impl Hub {
+    /// Shows the workspace file at `root` and its servers, approving or revoking it first
+    /// as `action` says; a change applies at once in this process.
+    pub fn trust_workspace(
+        self: &Arc<Self>,
+        root: &Path,
+        action: TrustAction,
+    ) -> Result<TrustReport, StoreError> {
+        let env = |var: &str| std::env::var(var).ok();
+        let config = config::load(self.user_file(), root, &env);
+        let Some((file, content)) = config.workspace_file.clone() else {
+            return Ok(TrustReport {
+                file: None,
+                sha256: None,
+                trusted: false,
+                servers: Vec::new(),
+                done: None,
+            });
+        };
+        let servers = config
+            .servers
+            .values()
+            .filter(|s| matches!(s.origin, Origin::Workspace(_)))
+            .map(|s| TrustedServer {
+                name: s.name.clone(),
+                runs: s.transport.as_ref().map(|t| t.describe()),
+                env: match &s.transport {
+                    Some(Transport::Stdio { env, .. }) => env.keys().cloned().collect(),
+                    _ => Vec::new(),
+                },
+                error: s.error.as_ref().map(|e| e.to_string()),
+            })
+            .collect();
+        let done = match action {
+            TrustAction::Show => None,
+            TrustAction::Approve => {
+                self.trust.approve(&file, &content)?;
+                Some("approved".to_string())
+            }
+            TrustAction::Revoke => {
+                self.trust.revoke(&file)?;
+                Some("revoked".to_string())
+            }
+        };
+        if done.is_some() {
+            // Apply at once in this process (a daemon's watcher would also see it).
+            self.workspace(root).apply_now();
+        }
+        Ok(TrustReport {
+            file: Some(file.display().to_string()),
+            sha256: Some(digest(&content)),
+            trusted: self.trust.is_trusted(&file, &content),
+            servers,
+            done,
+        })
+    }
 }
 
 /// The hex SHA-256 of a file's content.
