@@ -7,6 +7,7 @@
 //! (only the servers whose entry changed are restarted). Every change is published on the
 //! core's bus (`Event::Hub`).
 
+pub mod catalog;
 pub mod command;
 pub mod config;
 pub mod conventional;
