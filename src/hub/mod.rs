@@ -13,6 +13,7 @@ pub mod config;
 pub mod conventional;
 pub mod inject;
 pub mod own;
+pub mod proxy;
 mod remembered;
 pub mod server;
 pub mod trust;
