@@ -16,9 +16,9 @@ pub const MAX_NAME: usize = 64;
 pub const MAX_REF_DEPTH: usize = 3;
 
 /// The name a downstream tool is re-exported under: `server__tool`, each character outside
-/// `[A-Za-z0-9_-]` made `_`; when that changed the name or made it longer than
-/// [`MAX_NAME`], shortened and ended with a hash of the original pair, so two tools never
-/// share a name. The same pair always gives the same name; [`ToolNames`] reads it back.
+/// `[A-Za-z0-9_-]` made `_`; when that changed the name, made it longer than [`MAX_NAME`]
+/// or the server's name holds the separator, shortened and ended with a hash of the
+/// original pair, so two tools never share a name. The same pair always gives the same name; [`ToolNames`] reads it back.
 pub fn tool_name(server: &str, tool: &str) -> String {
     let joined = format!("{server}{SEPARATOR}{tool}");
     let clean: String = joined
@@ -31,7 +31,8 @@ pub fn tool_name(server: &str, tool: &str) -> String {
             }
         })
         .collect();
-    if clean == joined && clean.len() <= MAX_NAME {
+    // A server's name with the separator in it would make the split ambiguous.
+    if clean == joined && clean.len() <= MAX_NAME && !server.contains(SEPARATOR) {
         return clean;
     }
     let hash = format!("{:08x}", xxh3_64(joined.as_bytes()) as u32);
