@@ -6,7 +6,10 @@
 //! goes through here: the MCP tools, the daemon's `cli` face (`tandem memory ...` through a
 //! daemon), the CLI run in-process, and the LSP face's commands; so a face only translates.
 //! The CLI keeps the types: it builds a method's parameters and reads its result with
-//! [`Method`]'s type parameters, whichever way the call travels.
+//! [`Method`]'s type parameters, whichever way the call travels. A face that has the types
+//! in hand (the LSP face's hover, symbols and focus; the MCP face's resources and prompts)
+//! runs a method with them, [`Method::run`], with no JSON in between. No face reaches the
+//! core's operations any other way.
 //!
 //! A call is synchronous (sled and tantivy block): async callers use [`spawn_call`].
 //! Every failure is a [`CallError`] carrying the spec's code; a call never writes a file
@@ -137,6 +140,12 @@ impl<P, R> Method<P, R> {
     ) -> Method<P, R> {
         Method { name, run }
     }
+
+    /// Runs the method with its own types: the same operation, result and errors as
+    /// [`call`] by name, for a face that has the parameters as `P` and wants an `R`.
+    pub fn run(&self, core: &Core, workspace: Option<&Path>, params: P) -> Result<R, CallError> {
+        (self.run)(core, workspace, params)
+    }
 }
 
 /// A method with its types erased, for the table.
@@ -206,10 +215,11 @@ pub fn methods() -> impl Iterator<Item = &'static str> {
     METHODS.iter().map(|m| m.name())
 }
 
-static METHODS: [&dyn Erased; 29] = [
+static METHODS: &[&dyn Erased] = &[
     &MEMORY_ADD,
     &MEMORY_SEARCH,
     &MEMORY_SHOW,
+    &MEMORY_RECENT,
     &MEMORY_LINK,
     &MEMORY_LINK_SUGGESTIONS,
     &MEMORY_GENERALIZE_SUGGESTIONS,
@@ -222,6 +232,8 @@ static METHODS: [&dyn Erased; 29] = [
     &MEMORY_IMPORT,
     &TASKS_LIST,
     &TASKS_SHOW,
+    &TASKS_FOCUS,
+    &TASKS_LIVE_CHANGES,
     &TASKS_START_WORKFLOW,
     &TASKS_START_TASK,
     &TASKS_LOG_DECISION,
@@ -233,6 +245,7 @@ static METHODS: [&dyn Erased; 29] = [
     &HUB_GET_PROMPT,
     &HUB_COMPLETE,
     &HUB_INJECT,
+    &HUB_OWN_PROMPT,
     &HUB_CONVENTIONAL,
     &HUB_CONVENTIONAL_SET,
     &HUB_TRUST,
@@ -286,6 +299,24 @@ pub const MEMORY_SEARCH: Method<SearchParams, memory::SearchOutcome> =
 
 pub const MEMORY_SHOW: Method<ShowParams, EntryDetails> =
     Method::new("memory/show", |core, _, p| Ok(core.memory.show(&p.id)?));
+
+/// `memory/recent`'s `limit`: bounds and default.
+const RECENT_LIMIT: (i64, i64, i64) = (1, 100, 20);
+
+/// The most recently created entries, newest first (what an editor lists before any query,
+/// and the MCP face's resources).
+pub const MEMORY_RECENT: Method<RecentParams, Vec<memory::Entry>> =
+    Method::new("memory/recent", |core, _, p| {
+        let (min, max, default) = RECENT_LIMIT;
+        let limit = p.limit.unwrap_or(default);
+        if !(min..=max).contains(&limit) {
+            return Err(CallError::invalid_argument(
+                "limit",
+                format!("limit must be between {min} and {max} (got {limit})"),
+            ));
+        }
+        Ok(core.memory.recent(limit as usize)?)
+    });
 
 pub const MEMORY_LINK: Method<LinkParams, memory::LinkOutcome> =
     Method::new("memory/link", |core, _, p| {
@@ -426,6 +457,50 @@ pub const TASKS_LIST: Method<TasksListParams, Vec<WorkflowRecord>> =
 
 pub const TASKS_SHOW: Method<TaskShowParams, TaskRecord> =
     Method::new("tasks/show", |core, _, p| Ok(core.tasks.record(&p.id)?));
+
+/// How long a completed task stays in focus (`tasks/focus`), unless the call says.
+pub const FOCUS_RECENT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// The task an editor of a workspace shows ([`tasks::Tasks::focus`]) and what it shows of
+/// it. The LSP face's view of it (diagnostics, lenses) is `lsp::view`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskFocus {
+    pub task: tasks::Task,
+    pub decisions: usize,
+    pub review_issues: Vec<tasks::IssueRecord>,
+    /// Live changes of a running task (empty once completed: its record says what changed).
+    pub files: Vec<tasks::LiveFile>,
+}
+
+pub const TASKS_FOCUS: Method<TaskFocusParams, Option<TaskFocus>> =
+    Method::new("tasks/focus", |core, workspace, p| {
+        let recent = p
+            .recent_secs
+            .map_or(FOCUS_RECENT, std::time::Duration::from_secs);
+        let Some(task) = core.tasks.focus(workspace_of(workspace)?, recent)? else {
+            return Ok(None);
+        };
+        let files = if task.state == tasks::TaskState::Running {
+            core.tasks.live_files(&task, None)?
+        } else {
+            Vec::new()
+        };
+        Ok(Some(TaskFocus {
+            decisions: core.tasks.decision_count(&task)?,
+            review_issues: core.tasks.review_issues(&task)?,
+            files,
+            task,
+        }))
+    });
+
+pub const TASKS_LIVE_CHANGES: Method<LiveChangesParams, tasks::LiveChanges> =
+    Method::new("tasks/live_changes", |core, _, p| {
+        let task = core.tasks.task(&p.id)?;
+        Ok(tasks::LiveChanges {
+            task_id: task.id.to_string(),
+            files: core.tasks.live_files(&task, p.paths.as_deref())?,
+        })
+    });
 
 pub const TASKS_START_WORKFLOW: Method<StartWorkflowParams, tasks::WorkflowStarted> =
     Method::new("tasks/start_workflow", |core, workspace, p| {
@@ -617,6 +692,31 @@ pub const HUB_INJECT: Method<InjectParams, crate::hub::inject::Injection> =
         Ok(block_on(w.injection(own, &request)))
     });
 
+/// One of Tandem's own conventional prompts, with its text now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OwnPrompt {
+    pub name: String,
+    pub description: String,
+    pub text: String,
+}
+
+pub const HUB_OWN_PROMPT: Method<OwnPromptParams, OwnPrompt> =
+    Method::new("hub/own_prompt", |core, _, p| {
+        use crate::hub::own;
+        let Some((name, description)) = own::PROMPTS.iter().find(|(n, _)| *n == p.name) else {
+            let known: Vec<&str> = own::PROMPTS.iter().map(|(n, _)| *n).collect();
+            return Err(CallError::invalid_argument(
+                "name",
+                format!("unknown prompt '{}' (known: {})", p.name, known.join(", ")),
+            ));
+        };
+        Ok(OwnPrompt {
+            name: name.to_string(),
+            description: description.to_string(),
+            text: own::text(name, &core.memory)?.unwrap_or_default(),
+        })
+    });
+
 pub const HUB_CONVENTIONAL: Method<HubListParams, Vec<crate::hub::ConventionalPrompt>> =
     Method::new("hub/conventional", |core, workspace, p| {
         let w = hub_workspace(core, workspace)?;
@@ -706,5 +806,101 @@ mod tests {
         let e = hub_error(crate::hub::HubError::ServerNotFound("no 'x'".into()));
         assert_eq!(e.code(), "SERVER_NOT_FOUND");
         assert_eq!(e.to_json()["error"]["details"], serde_json::json!({}));
+    }
+
+    /// The methods the LSP and MCP faces run with their own types: the same answers typed
+    /// and by name, their arguments checked.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_faces_methods_run_typed() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path();
+        let core = Core::open(home.path(), &LogProgress).unwrap();
+        let ok = |method: &str, params: Value| call(&core, Some(ws), method, params).unwrap();
+        let code =
+            |method: &str, params: Value| call(&core, Some(ws), method, params).unwrap_err().code();
+
+        // memory/recent: newest first, at most `limit`.
+        for title in ["Older entry", "Newer entry"] {
+            ok(
+                "memory/add",
+                serde_json::json!({"type": "pattern", "title": title}),
+            );
+        }
+        let recent = MEMORY_RECENT
+            .run(&core, None, RecentParams { limit: Some(1) })
+            .unwrap();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(recent[0].title, "Newer entry");
+        assert_eq!(
+            ok("memory/recent", Value::Null).as_array().unwrap().len(),
+            2
+        );
+        assert_eq!(
+            code("memory/recent", serde_json::json!({"limit": 0})),
+            "INVALID_ARGUMENT"
+        );
+
+        // tasks/focus and tasks/live_changes: none before a task; the running one, with the
+        // files it changed.
+        let focus = TaskFocusParams::default();
+        assert!(
+            TASKS_FOCUS
+                .run(&core, Some(ws), focus.clone())
+                .unwrap()
+                .is_none()
+        );
+        let no_workspace = TASKS_FOCUS.run(&core, None, focus.clone()).unwrap_err();
+        assert_eq!(no_workspace.code(), "INVALID_ARGUMENT");
+        let wf = ok("tasks/start_workflow", serde_json::json!({"name": "W"}));
+        let task = ok(
+            "tasks/start_task",
+            serde_json::json!({"workflow_id": wf["workflow_id"], "name": "T", "goal": "G"}),
+        );
+        std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+        std::fs::write(ws.join("b.txt"), "b\n").unwrap();
+        let shown = TASKS_FOCUS.run(&core, Some(ws), focus).unwrap().unwrap();
+        assert_eq!(Value::String(shown.task.id.to_string()), task["task_id"]);
+        assert_eq!((shown.decisions, shown.review_issues.len()), (0, 0));
+        let paths =
+            |files: &[tasks::LiveFile]| files.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
+        assert_eq!(paths(&shown.files), ["a.txt", "b.txt"]);
+        let only = LiveChangesParams {
+            id: shown.task.id.to_string(),
+            paths: Some(vec!["b.txt".into()]),
+        };
+        let changes = TASKS_LIVE_CHANGES.run(&core, Some(ws), only).unwrap();
+        assert_eq!(paths(&changes.files), ["b.txt"]);
+        assert_eq!(
+            code(
+                "tasks/live_changes",
+                serde_json::json!({"id": "01NOSUCHTASK"})
+            ),
+            "TASK_NOT_FOUND"
+        );
+
+        // hub/own_prompt: Tandem's own prompts by name.
+        let system = HUB_OWN_PROMPT
+            .run(
+                &core,
+                None,
+                OwnPromptParams {
+                    name: "system_prompt".into(),
+                },
+            )
+            .unwrap();
+        assert!(system.text.contains("Tandem"), "{}", system.text);
+        let index = ok(
+            "hub/own_prompt",
+            serde_json::json!({"name": "tool_result:memory_index"}),
+        );
+        assert!(
+            index["text"].as_str().unwrap().contains("memory_index"),
+            "{index}"
+        );
+        assert_eq!(
+            code("hub/own_prompt", serde_json::json!({"name": "nope"})),
+            "INVALID_ARGUMENT"
+        );
     }
 }

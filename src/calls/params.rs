@@ -85,6 +85,15 @@ pub struct ShowParams {
     pub id: String,
 }
 
+/// `memory/recent`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecentParams {
+    /// Maximum number of entries.
+    #[schemars(range(min = 1, max = 100), extend("default" = 20))]
+    pub limit: Option<i64>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuggestParams {
@@ -163,6 +172,26 @@ pub struct TasksListParams {
 pub struct TaskShowParams {
     /// Task ID (full ULID or a prefix of 5+ characters).
     pub id: String,
+}
+
+/// `tasks/focus`: the task an editor of the session's workspace shows.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFocusParams {
+    /// How long (s) a completed task stays in focus; default 1800.
+    #[serde(default)]
+    pub recent_secs: Option<u64>,
+}
+
+/// `tasks/live_changes`: what a task changed since it started, now.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LiveChangesParams {
+    /// Task ID (full ULID or a prefix of 5+ characters).
+    pub id: String,
+    /// Only these paths (relative to the snapshot's root); every changed file by default.
+    #[serde(default)]
+    pub paths: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -333,6 +362,14 @@ pub struct InjectParams {
     /// system prompt.
     #[serde(default)]
     pub conversation: Option<Vec<Value>>,
+}
+
+/// `hub/own_prompt`: one of Tandem's own conventional prompts (`system_prompt`,
+/// `tool_call:memory_index`, `tool_result:memory_index`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OwnPromptParams {
+    pub name: String,
 }
 
 /// `hub/conventional_set`: one conventional prompt's settings, written to the user's config.

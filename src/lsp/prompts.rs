@@ -9,20 +9,13 @@ use std::sync::{LazyLock, Mutex};
 use serde_json::{Value, json};
 use tower_lsp_server::ls_types::*;
 
-use super::{LspResult, TandemLsp, invalid, text};
+use super::TandemLsp;
+use super::session::{LspResult, invalid};
+use super::text;
 use crate::calls;
 
-/// Commands of this module, listed in the server's capabilities.
-pub const COMMANDS: &[&str] = &[
-    "tandem.prompts.list",
-    "tandem.prompt.run",
-    "tandem.prompt.complete",
-    "tandem.inject",
-    "tandem.inject.prompts",
-    "tandem.inject.configure",
-    "tandem.servers",
-    "tandem.trust",
-];
+/// The command that runs a prompt command line (the code action's).
+pub(super) const RUN_PROMPT: &str = "tandem.prompt.run";
 
 /// Filetypes (LSP language ids) where `/` completes prompt commands, unless the client's
 /// `initializationOptions.promptFiletypes` says otherwise (`["*"]`: every buffer). Chat and
@@ -43,66 +36,14 @@ pub const DEFAULT_PROMPT_FILETYPES: &[&str] = &[
 static ASKED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Default::default);
 
 impl TandemLsp {
-    pub(super) async fn prompt_command(
-        &self,
-        name: &str,
-        first: Option<Value>,
-    ) -> Option<LspResult<Value>> {
-        let object = |v: Option<Value>| match v {
-            Some(Value::Object(o)) => Value::Object(o),
-            _ => json!({}),
-        };
-        Some(match name {
-            "tandem.prompts.list" => {
-                self.session
-                    .call(calls::HUB_PROMPTS.name, object(first))
-                    .await
-            }
-            "tandem.servers" => {
-                self.session
-                    .call(calls::HUB_SERVERS.name, object(first))
-                    .await
-            }
-            "tandem.prompt.run" => {
-                let params = match first {
-                    Some(Value::String(line)) => json!({ "command": line }),
-                    Some(Value::Object(mut o)) => {
-                        // A code action passes where the line is; the call takes the line only.
-                        o.remove("uri");
-                        o.remove("line");
-                        Value::Object(o)
-                    }
-                    _ => {
-                        return Some(Err(invalid(
-                            "tandem.prompt.run takes a /server:prompt line or {command}",
-                        )));
-                    }
-                };
-                self.session.call(calls::HUB_GET_PROMPT.name, params).await
-            }
-            "tandem.prompt.complete" => {
-                self.session
-                    .call(calls::HUB_COMPLETE.name, object(first))
-                    .await
-            }
-            "tandem.inject" => self.inject(object(first)).await,
-            "tandem.inject.prompts" => {
-                self.session
-                    .call(calls::HUB_CONVENTIONAL.name, object(first))
-                    .await
-            }
-            "tandem.inject.configure" => {
-                self.session
-                    .call(calls::HUB_CONVENTIONAL_SET.name, object(first))
-                    .await
-            }
-            "tandem.trust" => {
-                self.session
-                    .call(calls::HUB_TRUST.name, object(first))
-                    .await
-            }
-            _ => return None,
-        })
+    /// `tandem.prompt.run`: `{command}` or `{server, prompt, arguments}`; a code action's
+    /// `uri` and `line` are dropped (the call takes the line only).
+    pub(super) async fn run_prompt(&self, mut params: Value) -> LspResult<Value> {
+        if let Some(o) = params.as_object_mut() {
+            o.remove("uri");
+            o.remove("line");
+        }
+        self.session.call(calls::HUB_GET_PROMPT.name, params).await
     }
 
     /// The injection, with its Markdown preview.
@@ -120,16 +61,10 @@ impl TandemLsp {
     }
 
     fn prompt_buffer(&self, uri: &Uri) -> bool {
-        let languages = self
-            .session
-            .languages
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let language = languages.get(uri).map(String::as_str).unwrap_or("");
-        let wanted = self.session.prompt_filetypes.get();
-        match wanted {
-            Some(list) => list.iter().any(|l| l == "*" || l == language),
-            None => DEFAULT_PROMPT_FILETYPES.contains(&language),
+        let language = self.session.language(uri);
+        match self.session.prompt_filetypes.get() {
+            Some(list) => list.iter().any(|l| l == "*" || *l == language),
+            None => DEFAULT_PROMPT_FILETYPES.contains(&language.as_str()),
         }
     }
 
@@ -226,7 +161,7 @@ impl TandemLsp {
             title: format!("Run {name}"),
             command: Some(Command {
                 title: format!("Run {name}"),
-                command: "tandem.prompt.run".into(),
+                command: RUN_PROMPT.into(),
                 arguments: Some(vec![
                     json!({"command": line.trim(), "uri": uri, "line": line_no}),
                 ]),

@@ -9,20 +9,13 @@ use tower_lsp_server::ls_types::{
     CodeLens, Command, Diagnostic, DiagnosticSeverity, NumberOrString, Position, Range,
 };
 
-use crate::tasks::{IssueRecord, LiveFile, Task, TaskState, Tasks, scope};
+use crate::tasks::{Task, TaskState, Tasks, scope};
 
 pub const SHOW_TASK: &str = "tandem.task.show";
 pub const SHOW_DECISIONS: &str = "tandem.task.decisions";
 
-/// The focus task and what the editor needs of it.
-#[derive(Debug, Clone)]
-pub struct Focus {
-    pub task: Task,
-    pub decisions: usize,
-    pub review_issues: Vec<IssueRecord>,
-    /// Live changes of a running task (empty once completed: its record says what changed).
-    pub files: Vec<LiveFile>,
-}
+/// The focus task and what the editor needs of it, as `tasks/focus` gives it.
+pub use crate::calls::TaskFocus as Focus;
 
 impl Focus {
     pub fn root(&self) -> &Path {
@@ -229,6 +222,7 @@ mod tests {
     use super::*;
     use crate::tasks::git::Hunk;
     use crate::tasks::{FilesChanged, Outcome, Snapshot};
+    use crate::tasks::{IssueRecord, LiveFile};
 
     fn task(state: TaskState, areas: &[&str]) -> Task {
         Task {

@@ -25,10 +25,10 @@ use rmcp::service::{RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde_json::Value;
 
-use crate::calls::{self, CallError, params::HelpParams};
+use crate::calls::params::{HelpParams, OwnPromptParams, RecentParams, ShowParams};
+use crate::calls::{self, CallError};
 use crate::core::LazyCore;
-use crate::memory::render_markdown;
-use crate::memory::{self, MemoryError};
+use crate::memory::{self, render_markdown};
 
 /// What the agent is told at connection: the spec's "three lines".
 pub const INSTRUCTIONS: &str = "Tandem memory: a shared knowledge base of bugs, patterns, decisions, pitfalls, configs and references.\n\
@@ -40,7 +40,7 @@ Track each piece of work: `start_workflow`, `start_task` (with the `areas` you w
 pub const ENTRY_URI_TEMPLATE: &str = "tandem://memory/{id}";
 const ENTRY_URI_PREFIX: &str = "tandem://memory/";
 /// How many recent entries `resources/list` shows (all are readable through the template).
-const LISTED_RESOURCES: usize = 50;
+const LISTED_RESOURCES: i64 = 50;
 
 /// The MCP server of one connection. Cheap to clone.
 #[derive(Clone)]
@@ -292,14 +292,16 @@ impl ServerHandler for TandemServer {
             ));
         };
         let core = self.core.get().await.map_err(internal_error)?;
-        let wanted = name.to_string();
-        let text = calls::run_blocking(&format!("prompt {name}"), move || {
-            crate::hub::own::text(&wanted, &core.memory)
+        let workspace = self.workspace.clone();
+        let wanted = OwnPromptParams {
+            name: name.to_string(),
+        };
+        let prompt = calls::run_blocking(&format!("prompt {name}"), move || {
+            calls::HUB_OWN_PROMPT.run(&core, Some(&workspace), wanted)
         })
         .await
         .map_err(internal_error)?
-        .map_err(internal_error)?
-        .unwrap_or_default();
+        .map_err(internal_error)?;
         // The role of a conventional prompt comes from its name; the message itself says user,
         // except the simulated tool call, which the assistant makes.
         let role = if *name == crate::hub::own::MEMORY_INDEX_CALL {
@@ -308,7 +310,7 @@ impl ServerHandler for TandemServer {
             Role::User
         };
         Ok(
-            GetPromptResult::new(vec![PromptMessage::new_text(role, text)])
+            GetPromptResult::new(vec![PromptMessage::new_text(role, prompt.text)])
                 .with_description(*description)
                 .into(),
         )
@@ -333,8 +335,12 @@ impl ServerHandler for TandemServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let core = self.core.get().await.map_err(internal_error)?;
+        let workspace = self.workspace.clone();
+        let recent = RecentParams {
+            limit: Some(LISTED_RESOURCES),
+        };
         let recent = calls::run_blocking("listing resources", move || {
-            core.memory.recent(LISTED_RESOURCES)
+            calls::MEMORY_RECENT.run(&core, Some(&workspace), recent)
         })
         .await
         .map_err(internal_error)?
@@ -364,15 +370,18 @@ impl ServerHandler for TandemServer {
             ));
         };
         let core = self.core.get().await.map_err(internal_error)?;
-        let details = calls::run_blocking("reading a resource", move || core.memory.show(&id))
-            .await
-            .map_err(internal_error)?;
+        let workspace = self.workspace.clone();
+        let details = calls::run_blocking("reading a resource", move || {
+            calls::MEMORY_SHOW.run(&core, Some(&workspace), ShowParams { id })
+        })
+        .await
+        .map_err(internal_error)?;
         match details {
             Ok(d) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(render_markdown(&d), uri).with_mime_type("text/markdown"),
             ])
             .into()),
-            Err(e @ (MemoryError::EntryNotFound { .. } | MemoryError::AmbiguousId { .. })) => Err(
+            Err(e) if matches!(e.code(), "ENTRY_NOT_FOUND" | "AMBIGUOUS_ID") => Err(
                 ErrorData::resource_not_found(e.to_string(), Some(e.to_json())),
             ),
             Err(e) => Err(ErrorData::invalid_params(e.to_string(), Some(e.to_json()))),

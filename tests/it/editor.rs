@@ -2,6 +2,8 @@
 //! task while Neovim, attached to `tandem lsp` through the same daemon, receives the
 //! diagnostics, code lenses and progress; then memory in the editor.
 
+use std::path::PathBuf;
+
 use serde_json::{Value, json};
 
 use crate::nvim::Nvim;
@@ -15,31 +17,81 @@ const FILES: &[(&str, &str)] = &[
     ("README.md", "# demo\n"),
 ];
 
-/// Neovim with the plugin set up against the test's binary, progress recorded in
-/// `_G.progress`, and `file` open.
-async fn editor(home: &TestHome, repo: &std::path::Path, file: &str) -> Nvim {
-    editor_with(home, repo, file, "").await
+/// A test's workspace: a git repository in a home of its own, whose daemon is stopped when
+/// the test ends (declared first, it goes after Neovim and the agent).
+struct Workspace {
+    home: TestHome,
+    repo: PathBuf,
 }
 
-/// The same, running the Lua `prelude` first (before the client starts).
-async fn editor_with(home: &TestHome, repo: &std::path::Path, file: &str, prelude: &str) -> Nvim {
-    let nvim = Nvim::start(home, repo).await;
-    nvim.lua(&format!(
-        r#"
-        {prelude}
-        _G.progress = {{}}
-        vim.api.nvim_create_autocmd('LspProgress', {{ callback = function(ev)
-            local v = ev.data.params.value
-            table.insert(_G.progress, {{ kind = v.kind, title = v.title, message = v.message, percentage = v.percentage }})
-        end }})
-        require('tandem').setup({{ cmd = {{ '{bin}' }} }})
-        vim.cmd.edit('{file}')
-        "#,
-        bin = crate::util::tandem_bin(),
-    ))
-    .await;
-    attached(&nvim).await;
-    nvim
+impl Workspace {
+    /// A repository holding `files`.
+    fn with(files: &[(&str, &str)]) -> Workspace {
+        let home = TestHome::new();
+        let repo = home.path().join("repo");
+        repo_with(&repo, files);
+        Workspace { home, repo }
+    }
+
+    /// A repository with `notes.md` and a `.mcp.json` listing `servers`.
+    fn hub(servers: Value) -> Workspace {
+        let config = json!({ "mcpServers": servers }).to_string();
+        Workspace::with(&[("notes.md", "# Notes\n"), (".mcp.json", config.as_str())])
+    }
+
+    /// The agent: `tandem mcp` through the home's daemon (which it starts).
+    async fn agent(&self) -> McpClient {
+        self.home.mcp_daemon(&self.repo, 60).await
+    }
+
+    /// `tandem trust --yes` in the repository.
+    fn trust(&self) {
+        let out = self
+            .home
+            .std_command()
+            .args(["trust", "--yes"])
+            .current_dir(&self.repo)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Neovim in the repository with the plugin set up against the test's binary, progress
+    /// recorded in `_G.progress`, and `file` open.
+    async fn editor(&self, file: &str) -> Nvim {
+        self.editor_with(file, "").await
+    }
+
+    /// The same, running the Lua `prelude` first (before the client starts).
+    async fn editor_with(&self, file: &str, prelude: &str) -> Nvim {
+        let nvim = Nvim::start(&self.home, &self.repo).await;
+        nvim.lua(&format!(
+            r#"
+            {prelude}
+            _G.progress = {{}}
+            vim.api.nvim_create_autocmd('LspProgress', {{ callback = function(ev)
+                local v = ev.data.params.value
+                table.insert(_G.progress, {{ kind = v.kind, title = v.title, message = v.message, percentage = v.percentage }})
+            end }})
+            require('tandem').setup({{ cmd = {{ '{bin}' }} }})
+            vim.cmd.edit('{file}')
+            "#,
+            bin = crate::util::tandem_bin(),
+        ))
+        .await;
+        attached(&nvim).await;
+        nvim
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        drop(DaemonGuard(&self.home));
+    }
 }
 
 async fn attached(nvim: &Nvim) {
@@ -114,14 +166,11 @@ async fn start_task(mcp: &McpClient, areas: &[&str]) -> String {
 
 #[tokio::test]
 async fn a_task_shows_up_in_neovim_while_the_agent_works() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = home.path().join("repo");
-    repo_with(&repo, FILES);
-    let mcp = home.mcp_daemon(&repo, 60).await;
+    let ws = Workspace::with(FILES);
+    let mcp = ws.agent().await;
     let task = start_task(&mcp, &["auth"]).await;
 
-    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    let nvim = ws.editor("src/auth/jwt.rs").await;
     // The running task's progress began when the editor connected.
     nvim.wait("progress begin", 10, "return _G.progress", |v| {
         list(v)
@@ -149,7 +198,7 @@ async fn a_task_shows_up_in_neovim_while_the_agent_works() {
 
     // The agent edits a file outside the task's areas and logs a milestone.
     write_files(
-        &repo,
+        &ws.repo,
         &[("src/utils.rs", "pub fn helper() {}\npub fn extra() {}\n")],
     );
     mcp.ok(
@@ -315,18 +364,20 @@ async fn agent_edits_on_disk(nvim: &Nvim, repo: &std::path::Path, also: &[(&str,
 
 #[tokio::test]
 async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = home.path().join("repo");
-    repo_with(&repo, FILES);
-    let mcp = home.mcp_daemon(&repo, 60).await;
+    let ws = Workspace::with(FILES);
+    let mcp = ws.agent().await;
     let task = start_task(&mcp, &["auth"]).await;
-    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    let nvim = ws.editor("src/auth/jwt.rs").await;
     let watch = nvim.wait("the watch", 10, WATCH, ready).await;
     assert_eq!(watch["polled_dirs"], 0, "{watch}");
 
     // A new file outside the task's areas beside the edits of the open file inside them.
-    agent_edits_on_disk(&nvim, &repo, &[("utils.ts", "export const retries = 3;\n")]).await;
+    agent_edits_on_disk(
+        &nvim,
+        &ws.repo,
+        &[("utils.ts", "export const retries = 3;\n")],
+    )
+    .await;
     nvim.lua("vim.cmd.edit('utils.ts')").await;
     let d = nvim
         .wait(
@@ -348,7 +399,7 @@ async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
 
     // An ignored file is not the task's: nothing is published for it.
     write_files(
-        &repo,
+        &ws.repo,
         &[(".gitignore", "*.log\n"), ("debug.log", "noise\n")],
     );
     nvim.lua("vim.cmd.edit('debug.log')").await;
@@ -360,16 +411,14 @@ async fn an_agents_edits_on_disk_show_in_neovim_without_any_call() {
 
 #[tokio::test]
 async fn past_the_watch_limit_directories_are_polled() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = home.path().join("repo");
-    repo_with(&repo, FILES);
+    let ws = Workspace::with(FILES);
     // One inotify watch: the root's. `src/`, `src/auth/`, `.git/` and `.git/refs/heads/`
     // are polled.
-    let mcp = home
-        .mcp_daemon_env(&repo, 60, &[("TANDEM_WATCH_MAX_DIRS", "1")])
+    let mcp = ws
+        .home
+        .mcp_daemon_env(&ws.repo, 60, &[("TANDEM_WATCH_MAX_DIRS", "1")])
         .await;
-    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    let nvim = ws.editor("src/auth/jwt.rs").await;
     // No task runs: nothing is watched.
     assert_eq!(nvim.lua(WATCH).await, Value::Null);
 
@@ -380,14 +429,14 @@ async fn past_the_watch_limit_directories_are_polled() {
         (&json!(1), &json!(4)),
         "{watch}"
     );
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = std::fs::read_to_string(ws.home.tandem_home().join("logs/tandem.log")).unwrap();
     assert!(
         log.contains("reached more than 1 directories (TANDEM_WATCH_MAX_DIRS); further directories are polled every 2 s"),
         "{log}"
     );
 
     // Edits in a polled directory still show, within the poll interval.
-    agent_edits_on_disk(&nvim, &repo, &[]).await;
+    agent_edits_on_disk(&nvim, &ws.repo, &[]).await;
     completed_and_unwatched(nvim, mcp, &task).await;
 }
 
@@ -418,11 +467,8 @@ async fn request(nvim: &Nvim, method: &str, params: &str) -> Value {
 
 #[tokio::test]
 async fn memory_in_neovim_hover_symbols_and_save_selection() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = home.path().join("repo");
-    repo_with(&repo, FILES);
-    let mcp = home.mcp_daemon(&repo, 60).await;
+    let ws = Workspace::with(FILES);
+    let mcp = ws.agent().await;
     let added = mcp
         .ok(
             "rekall_add",
@@ -433,7 +479,7 @@ async fn memory_in_neovim_hover_symbols_and_save_selection() {
         .await;
     let id = added["id"].as_str().unwrap().to_string();
 
-    let nvim = editor(&home, &repo, "README.md").await;
+    let nvim = ws.editor("README.md").await;
     // Hover on a citation (a unique prefix works) shows the entry.
     nvim.lua(&format!(
         "vim.api.nvim_buf_set_lines(0, 0, -1, false, {{ 'See [{}] for the leeway.' }})",
@@ -558,11 +604,8 @@ async fn memory_in_neovim_hover_symbols_and_save_selection() {
 /// lazy-loading on the command relies on).
 #[tokio::test]
 async fn the_command_exists_before_setup() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = home.path().join("repo");
-    repo_with(&repo, FILES);
-    let nvim = Nvim::start(&home, &repo).await;
+    let ws = Workspace::with(FILES);
+    let nvim = Nvim::start(&ws.home, &ws.repo).await;
     nvim.lua("vim.cmd.edit('src/auth/jwt.rs')").await;
     let before = nvim
         .lua("return { vim.fn.exists(':Tandem'), require('tandem').config() == nil, #vim.lsp.get_clients() }")
@@ -596,11 +639,8 @@ async fn the_command_exists_before_setup() {
 
 #[tokio::test]
 async fn tandem_commands_in_neovim() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = home.path().join("repo");
-    repo_with(&repo, FILES);
-    let mcp = home.mcp_daemon(&repo, 60).await;
+    let ws = Workspace::with(FILES);
+    let mcp = ws.agent().await;
     let task = start_task(&mcp, &["auth"]).await;
     mcp.ok(
         "log_decision",
@@ -614,7 +654,7 @@ async fn tandem_commands_in_neovim() {
         json!({"type": "decision", "title": "Verify JWT in middleware", "content": "One place.", "tags": ["jwt"]}),
     )
     .await;
-    let nvim = editor(&home, &repo, "src/auth/jwt.rs").await;
+    let nvim = ws.editor("src/auth/jwt.rs").await;
     // Dialogs answer themselves; notifications are recorded.
     nvim.lua(
         r#"
@@ -762,32 +802,6 @@ const SERVER_STATES: &str = r#"
     return vim.tbl_map(function(s) return s.state end, done and done.servers or {})
 "#;
 
-/// A git repository with `notes.md` and a `.mcp.json` listing `servers`.
-fn hub_repo(home: &TestHome, servers: Value) -> std::path::PathBuf {
-    let repo = home.path().join("repo");
-    let config = json!({ "mcpServers": servers }).to_string();
-    repo_with(
-        &repo,
-        &[("notes.md", "# Notes\n"), (".mcp.json", config.as_str())],
-    );
-    repo
-}
-
-/// `tandem trust --yes` in `repo`.
-fn trust(home: &TestHome, repo: &std::path::Path) {
-    let out = home
-        .std_command()
-        .args(["trust", "--yes"])
-        .current_dir(repo)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Completion items (`[label, detail, newText]`) the server gives at the end of `line`, set
 /// as the current buffer's only line.
 async fn complete_line(nvim: &Nvim, line: &str) -> Value {
@@ -831,17 +845,12 @@ async fn buffer_with(nvim: &Nvim, name: &str, text: &str) -> String {
 
 #[tokio::test]
 async fn prompt_commands_complete_and_run_in_neovim() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = hub_repo(
-        &home,
-        json!({
-            "everything": {"command": everything_bin(), "args": ["stdio"]},
-            "obs": {"command": fixture_bin(), "args": ["--name", "obs", "--prompt-args"]},
-        }),
-    );
-    trust(&home, &repo);
-    let nvim = editor_with(&home, &repo, "notes.md", RECORD_UI).await;
+    let ws = Workspace::hub(json!({
+        "everything": {"command": everything_bin(), "args": ["stdio"]},
+        "obs": {"command": fixture_bin(), "args": ["--name", "obs", "--prompt-args"]},
+    }));
+    ws.trust();
+    let nvim = ws.editor_with("notes.md", RECORD_UI).await;
     assert_eq!(nvim.lua("return vim.bo.filetype").await, "markdown");
 
     // The prompt list is fetched when the buffer attaches; `:Tandem prompt <Tab>` offers it.
@@ -1048,20 +1057,12 @@ const RECORD_INPUT: &str = r#"
 
 #[tokio::test]
 async fn prompt_arguments_are_asked_in_neovim() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = hub_repo(
-        &home,
-        json!({ "everything": {"command": everything_bin(), "args": ["stdio"]} }),
-    );
-    trust(&home, &repo);
-    let nvim = editor_with(
-        &home,
-        &repo,
-        "notes.md",
-        &format!("{RECORD_UI}\n{RECORD_INPUT}"),
-    )
-    .await;
+    let ws =
+        Workspace::hub(json!({ "everything": {"command": everything_bin(), "args": ["stdio"]} }));
+    ws.trust();
+    let nvim = ws
+        .editor_with("notes.md", &format!("{RECORD_UI}\n{RECORD_INPUT}"))
+        .await;
     nvim.wait(
         "the cached prompt list",
         10,
@@ -1150,12 +1151,9 @@ async fn prompt_arguments_are_asked_in_neovim() {
 /// preview is rebuilt when the config gains a server.
 #[tokio::test]
 async fn prompt_changes_reach_neovim_unasked() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = home.path().join("repo");
-    repo_with(&repo, &[("notes.md", "# Notes\n")]);
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    let config = home.tandem_home().join("config.json");
+    let ws = Workspace::with(&[("notes.md", "# Notes\n")]);
+    std::fs::create_dir_all(ws.home.tandem_home()).unwrap();
+    let config = ws.home.tandem_home().join("config.json");
     let ticker =
         json!({"command": fixture_bin(), "args": ["--name", "ticker", "--change-every-ms", "300"]});
     std::fs::write(
@@ -1163,7 +1161,7 @@ async fn prompt_changes_reach_neovim_unasked() {
         json!({"mcpServers": {"ticker": ticker}}).to_string(),
     )
     .unwrap();
-    let nvim = editor(&home, &repo, "notes.md").await;
+    let nvim = ws.editor("notes.md").await;
 
     // The plugin fetched the list once, at attach; only the notification fetches it again.
     let commands = r#"
@@ -1213,20 +1211,13 @@ async fn prompt_changes_reach_neovim_unasked() {
 
 #[tokio::test]
 async fn injection_servers_and_trust_in_neovim() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = hub_repo(
-        &home,
+    let ws = Workspace::hub(
         json!({"conv": {"command": fixture_bin(), "args": ["--name", "conv", "--conventional"]}}),
     );
     // Not trusted: the server asks when the editor connects; the answer trusts the file.
-    let nvim = editor_with(
-        &home,
-        &repo,
-        "notes.md",
-        &format!("{RECORD_UI} _G.pick = 'Trust'"),
-    )
-    .await;
+    let nvim = ws
+        .editor_with("notes.md", &format!("{RECORD_UI} _G.pick = 'Trust'"))
+        .await;
     let asked = nvim
         .wait("the trust question", 10, "return _G.asked", |v| {
             !list(v).is_empty()
@@ -1351,20 +1342,13 @@ async fn injection_servers_and_trust_in_neovim() {
 
 #[tokio::test]
 async fn conventional_prompts_are_configured_in_neovim() {
-    let home = TestHome::new();
-    let _stop = DaemonGuard(&home);
-    let repo = hub_repo(
-        &home,
+    let ws = Workspace::hub(
         json!({"ctx": {"command": fixture_bin(), "args": ["--name", "ctx", "--context-prompt"]}}),
     );
-    trust(&home, &repo);
-    let nvim = editor_with(
-        &home,
-        &repo,
-        "notes.md",
-        &format!("{RECORD_UI}\n{RECORD_INPUT}"),
-    )
-    .await;
+    ws.trust();
+    let nvim = ws
+        .editor_with("notes.md", &format!("{RECORD_UI}\n{RECORD_INPUT}"))
+        .await;
     nvim.wait("ctx to be ready", 10, SERVER_STATES, |v| {
         v == &json!(["ready"])
     })
@@ -1399,7 +1383,7 @@ async fn conventional_prompts_are_configured_in_neovim() {
         nvim.lua("return _G.notes").await
     );
     let config: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.tandem_home().join("config.json")).unwrap(),
+        &std::fs::read_to_string(ws.home.tandem_home().join("config.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(
