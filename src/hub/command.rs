@@ -34,6 +34,8 @@ use std::fmt;
 
 use serde_json::{Value, json};
 
+use super::scan::{self, Span};
+
 /// A parsed prompt command: which server's prompt to get, with which arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptCommand {
@@ -251,23 +253,15 @@ fn json_arguments(line: &str, at: usize) -> Result<BTreeMap<String, String>, Com
     let after = &line[at..];
     let after = after.strip_prefix('=').unwrap_or(after);
     let start = line.len() - after.trim_start().len();
-    // The value lexes as the value of an argument would (quotes, escapes, bare JSON).
-    const HEAD: &str = "/s:p args=";
-    let synthetic = format!("{HEAD}{}", &line[start..]);
-    let shift = |e: CommandError| match e {
-        CommandError::Invalid { column, problem } => CommandError::Invalid {
-            column: column + column_at(line, start) - HEAD.len() - 1,
-            problem,
-        },
-        other => other,
-    };
-    let words = lex_arguments(&synthetic, 4, Mode::Strict).map_err(shift)?;
     let not_object = |detail: String| invalid(line, start, Syntax::ArgsNotAnObject { detail });
-    let [word] = words.as_slice() else {
+    // The value lexes as the value of an argument named `args` would (quotes, escapes, bare
+    // JSON); anything after it is refused as a second value.
+    let (value, end, _) = read_value(line, start, "args", Mode::Strict)?;
+    if !lex_arguments(line, end, Mode::Strict)?.is_empty() {
         return Err(not_object("give exactly one value".into()));
-    };
+    }
     let object: serde_json::Map<String, Value> =
-        serde_json::from_str(&word.value).map_err(|e| not_object(e.to_string()))?;
+        serde_json::from_str(&value).map_err(|e| not_object(e.to_string()))?;
     Ok(object
         .into_iter()
         .map(|(k, v)| match v {
@@ -317,7 +311,7 @@ pub fn quote_value(value: &str) -> String {
     let special = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '\\');
     let bare = !value.is_empty()
         && if value.starts_with(['{', '[']) {
-            compact_json(value).is_some_and(|compact| compact == value)
+            scan::compact(value).is_some_and(|compact| compact == value)
         } else {
             !value.contains(special)
         };
@@ -443,37 +437,6 @@ impl fmt::Display for Quote {
             Quote::Single => "single",
         })
     }
-}
-
-/// The compact text of `text` when it is a JSON object or array: whitespace outside strings
-/// removed, everything else (key order, number spelling, escapes) as written. `None` when it
-/// is not valid JSON or not an object or array.
-pub(crate) fn compact_json(text: &str) -> Option<String> {
-    let trimmed = text.trim();
-    if !trimmed.starts_with(['{', '[']) {
-        return None;
-    }
-    serde_json::from_str::<serde::de::IgnoredAny>(trimmed).ok()?;
-    let mut out = String::with_capacity(trimmed.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in trimmed.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            out.push(c);
-        }
-    }
-    Some(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -656,15 +619,13 @@ fn read_value(
     let Some(bracket) = rest.chars().next().filter(|c| matches!(c, '{' | '[')) else {
         return read_parts(line, pos, argument, mode);
     };
-    let (len, closed) = bracket_span(rest);
+    let Span { len, closed } = scan::value_span(rest);
     let candidate = &rest[..len];
     let ends_word = rest[len..].chars().next().is_none_or(char::is_whitespace);
     let json_error = if closed && ends_word {
-        match compact_json(candidate) {
+        match scan::compact(candidate) {
             Some(compact) => return Ok((compact, pos + len, true)),
-            None => serde_json::from_str::<serde::de::IgnoredAny>(candidate)
-                .err()
-                .map(|e| json_problem(&e)),
+            None => scan::check(candidate).err().map(|e| scan::problem(&e)),
         }
     } else {
         None
@@ -695,44 +656,6 @@ fn read_value(
 
 fn closing(bracket: char) -> char {
     if bracket == '{' { '}' } else { ']' }
-}
-
-/// serde_json's message without its position (which would count from the value's start).
-fn json_problem(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    let position = format!(" at line {} column {}", e.line(), e.column());
-    text.strip_suffix(&position).unwrap_or(&text).to_owned()
-}
-
-/// Length of the bracketed text at the start of `text` (up to and including its matching
-/// bracket, brackets in JSON strings not counting), and whether it closes; unclosed, it runs
-/// to the end.
-fn bracket_span(text: &str) -> (usize, bool) {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for (i, c) in text.char_indices() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '{' | '[' => depth += 1,
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return (i + 1, true);
-                }
-            }
-            _ => {}
-        }
-    }
-    (text.len(), false)
 }
 
 /// Reads shell-like parts (quotes, escapes, plain characters) up to unquoted whitespace.

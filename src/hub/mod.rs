@@ -13,6 +13,7 @@ pub mod conventional;
 pub mod inject;
 pub mod own;
 mod remembered;
+mod scan;
 pub mod server;
 pub mod trust;
 
