@@ -212,10 +212,7 @@ impl CommandError {
 /// object after `--args` (`/server:prompt --args '{"name": "x", "depth": 2}'`).
 pub fn parse(line: &str) -> Result<PromptCommand, CommandError> {
     let head = split_head(line)?;
-    let rest = &line[head.end..];
-    let trimmed = rest.trim_start();
-    if let Some(after) = trimmed.strip_prefix("--args") {
-        let value_at = line.len() - after.len();
+    if let Some(value_at) = args_value_at(line, head.end) {
         return Ok(PromptCommand {
             server: head.server.to_owned(),
             prompt: head.prompt.to_owned(),
@@ -244,6 +241,38 @@ pub fn parse(line: &str) -> Result<PromptCommand, CommandError> {
         prompt: head.prompt.to_owned(),
         arguments,
     })
+}
+
+/// Where the value of `--args` begins (just after the flag) when the words after the head
+/// (which ends at byte `head_end`) start with it.
+fn args_value_at(line: &str, head_end: usize) -> Option<usize> {
+    let after = line[head_end..].trim_start().strip_prefix("--args")?;
+    Some(line.len() - after.len())
+}
+
+/// `line` with `added` arguments at its end, each as a `name=value` word quoted by
+/// [`quote_value`], and the command that line parses to. A line that gives its arguments
+/// with `--args` (which takes no other word) is first rewritten in words ([`PromptCommand`]'s
+/// `Display`). Refused as [`parse`] refuses, `line` or the result (an added name the line
+/// already gives is a [`CommandError::DuplicateArgument`]).
+pub fn append_arguments(
+    line: &str,
+    added: &[(String, String)],
+) -> Result<(String, PromptCommand), CommandError> {
+    let cmd = parse(line)?;
+    if added.is_empty() {
+        return Ok((line.trim().to_owned(), cmd));
+    }
+    let head_end = split_head(line)?.end;
+    let mut text = match args_value_at(line, head_end) {
+        Some(_) => cmd.to_string(),
+        None => line.trim().to_owned(),
+    };
+    for (name, value) in added {
+        text.push_str(&format!(" {name}={}", quote_value(value)));
+    }
+    let cmd = parse(&text)?;
+    Ok((text, cmd))
 }
 
 /// The arguments of `--args VALUE` (VALUE at byte `at`, after an optional `=`): one JSON
@@ -1207,6 +1236,58 @@ mod tests {
         assert_eq!(site_at(line, u + 1), None);
         assert_eq!(site_at(line, line.len() + 1), None);
         assert!(site_at(line, line.len()).is_some());
+    }
+}
+
+#[cfg(test)]
+mod append_tests {
+    use super::*;
+
+    #[test]
+    fn appended_arguments_parse_back_as_given() {
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let cases: &[(&str, &[(String, String)], &str)] = &[
+            ("  /s:p  ", &[], "/s:p"),
+            ("/s:p", &[pair("city", "Lyon")], "/s:p city=Lyon"),
+            (
+                "/s:p state='Texas'",
+                &[pair("city", r#"Saint "Paul" \ x"#), pair("note", "")],
+                r#"/s:p state='Texas' city="Saint \"Paul\" \\ x" note="""#,
+            ),
+            ("/s:p", &[pair("o", r#"{"a":1}"#)], r#"/s:p o={"a":1}"#),
+            (
+                r#"/s:p --args '{"b": 2}'"#,
+                &[pair("a", "x y")],
+                r#"/s:p b=2 a="x y""#,
+            ),
+            (
+                r#"/s:p --args '{"b": 2}'"#,
+                &[],
+                r#"/s:p --args '{"b": 2}'"#,
+            ),
+            (
+                "/s:p a=1",
+                &[pair("a", "2")],
+                "DUPLICATE_ARGUMENT: argument 'a' is given twice (columns 6 and 10)",
+            ),
+            (
+                "s:p",
+                &[pair("a", "2")],
+                "INVALID_COMMAND: a prompt command starts with '/' (column 1)",
+            ),
+        ];
+        for (line, added, expected) in cases {
+            let got = match append_arguments(line, added) {
+                Ok((text, cmd)) => {
+                    for (name, value) in *added {
+                        assert_eq!(&cmd.arguments[name], value, "{line}");
+                    }
+                    text
+                }
+                Err(e) => format!("{}: {e}", e.code()),
+            };
+            assert_eq!(got, *expected, "{line}");
+        }
     }
 }
 

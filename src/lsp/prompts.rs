@@ -17,6 +17,7 @@ pub const COMMANDS: &[&str] = &[
     "tandem.prompts.list",
     "tandem.prompt.run",
     "tandem.prompt.complete",
+    "tandem.prompt.parse",
     "tandem.inject",
     "tandem.inject.prompts",
     "tandem.inject.configure",
@@ -83,6 +84,15 @@ impl TandemLsp {
             "tandem.prompt.complete" => {
                 self.session
                     .call(calls::HUB_COMPLETE.name, object(first))
+                    .await
+            }
+            "tandem.prompt.parse" => {
+                let params = match first {
+                    Some(Value::String(line)) => json!({ "line": line }),
+                    other => object(other),
+                };
+                self.session
+                    .call(calls::HUB_PARSE_COMMAND.name, params)
                     .await
             }
             "tandem.inject" => self.inject(object(first)).await,
