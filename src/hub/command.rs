@@ -1246,47 +1246,47 @@ mod append_tests {
     #[test]
     fn appended_arguments_parse_back_as_given() {
         let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
-        let cases: &[(&str, &[(String, String)], &str)] = &[
-            ("  /s:p  ", &[], "/s:p"),
-            ("/s:p", &[pair("city", "Lyon")], "/s:p city=Lyon"),
+        let cases = [
+            ("  /s:p  ", vec![], "/s:p"),
+            ("/s:p", vec![pair("city", "Lyon")], "/s:p city=Lyon"),
             (
                 "/s:p state='Texas'",
-                &[pair("city", r#"Saint "Paul" \ x"#), pair("note", "")],
+                vec![pair("city", r#"Saint "Paul" \ x"#), pair("note", "")],
                 r#"/s:p state='Texas' city="Saint \"Paul\" \\ x" note="""#,
             ),
-            ("/s:p", &[pair("o", r#"{"a":1}"#)], r#"/s:p o={"a":1}"#),
+            ("/s:p", vec![pair("o", r#"{"a":1}"#)], r#"/s:p o={"a":1}"#),
             (
                 r#"/s:p --args '{"b": 2}'"#,
-                &[pair("a", "x y")],
+                vec![pair("a", "x y")],
                 r#"/s:p b=2 a="x y""#,
             ),
             (
                 r#"/s:p --args '{"b": 2}'"#,
-                &[],
+                vec![],
                 r#"/s:p --args '{"b": 2}'"#,
             ),
             (
                 "/s:p a=1",
-                &[pair("a", "2")],
+                vec![pair("a", "2")],
                 "DUPLICATE_ARGUMENT: argument 'a' is given twice (columns 6 and 10)",
             ),
             (
                 "s:p",
-                &[pair("a", "2")],
+                vec![pair("a", "2")],
                 "INVALID_COMMAND: a prompt command starts with '/' (column 1)",
             ),
         ];
         for (line, added, expected) in cases {
-            let got = match append_arguments(line, added) {
+            let got = match append_arguments(line, &added) {
                 Ok((text, cmd)) => {
-                    for (name, value) in *added {
+                    for (name, value) in &added {
                         assert_eq!(&cmd.arguments[name], value, "{line}");
                     }
                     text
                 }
                 Err(e) => format!("{}: {e}", e.code()),
             };
-            assert_eq!(got, *expected, "{line}");
+            assert_eq!(got, expected, "{line}");
         }
     }
 }

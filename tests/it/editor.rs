@@ -1114,7 +1114,12 @@ async fn prompt_arguments_are_asked_in_neovim() {
            require('tandem').prompt([[/everything:args-prompt --args '{"state": "Texas"}']])"#,
     )
     .await;
-    let text = buffer_with(&nvim, "tandem://prompt/everything:args-prompt", "Lyon, Texas").await;
+    let text = buffer_with(
+        &nvim,
+        "tandem://prompt/everything:args-prompt",
+        "Lyon, Texas",
+    )
+    .await;
     assert!(text.contains("What's weather in Lyon, Texas?"), "{text}");
     assert_eq!(
         nvim.lua("return _G.inputs").await,
