@@ -2,7 +2,9 @@
 //! prompt (spec 002), and where a cursor stands in one for completion.
 //!
 //! Pure: no I/O, no protocol types. The hub feeds it the cached prompt list; the LSP face
-//! turns [`CompletionSite`]s into completion items.
+//! turns [`CompletionSite`]s into completion items; editors have lines read here through
+//! `hub/parse_command` ([`append_arguments`]) rather than keep a grammar of their own. JSON
+//! values in a line are measured and compacted by `super::scan`.
 //!
 //! # Grammar
 //!
