@@ -244,6 +244,7 @@ static METHODS: &[&dyn Erased] = &[
     &HUB_PROMPTS,
     &HUB_GET_PROMPT,
     &HUB_COMPLETE,
+    &HUB_PARSE_COMMAND,
     &HUB_INJECT,
     &HUB_OWN_PROMPT,
     &HUB_CONVENTIONAL,
@@ -673,6 +674,34 @@ pub const HUB_COMPLETE: Method<CompleteParams, Vec<crate::hub::PromptCompletion>
             ));
         }
         block_on(w.complete(&p.line, cursor)).map_err(hub_error)
+    });
+
+/// A command line as the hub reads it: what `hub/parse_command` answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParsedCommand {
+    pub server: String,
+    pub prompt: String,
+    /// `/server:prompt`.
+    pub command: String,
+    /// The arguments, unquoted (`--args` values that are not strings as their JSON text).
+    pub arguments: std::collections::BTreeMap<String, String>,
+    /// The line, trimmed, with the appended arguments.
+    pub line: String,
+}
+
+pub const HUB_PARSE_COMMAND: Method<ParseCommandParams, ParsedCommand> =
+    Method::new("hub/parse_command", |_core, _workspace, p| {
+        let added: Vec<(String, String)> =
+            p.append.into_iter().map(|a| (a.name, a.value)).collect();
+        let (line, cmd) = crate::hub::command::append_arguments(&p.line, &added)
+            .map_err(|e| hub_error(e.into()))?;
+        Ok(ParsedCommand {
+            command: crate::hub::command::command_name(&cmd.server, &cmd.prompt),
+            server: cmd.server,
+            prompt: cmd.prompt,
+            arguments: cmd.arguments,
+            line,
+        })
     });
 
 pub const HUB_INJECT: Method<InjectParams, crate::hub::inject::Injection> =

@@ -49,7 +49,7 @@ M.commands = {
   --- `[{command, uri, line}]` from the "Run /server:prompt" code action: runs the prompt and
   --- shows its messages, or inserts their text below that line (`prompt_insert = "insert"`).
   ["tandem.prompt.run"] = function(command, ctx)
-    require("tandem.prompt").run_action(command, ctx)
+    require("tandem.prompt.run").run_action(command, ctx)
   end,
 }
 

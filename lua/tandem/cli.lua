@@ -135,7 +135,7 @@ M.subcommands = {
   prompt = {
     run = function(inv)
       local line = vim.trim(inv.raw)
-      local prompt = require("tandem.prompt")
+      local prompt = require("tandem.prompt.run")
       -- `!` does the other of what `prompt_insert` says.
       local insert = nil ---@type boolean?
       if inv.bang then
@@ -147,7 +147,7 @@ M.subcommands = {
       prompt.run(line, { insert = insert })
     end,
     complete = function(arglead, _, text)
-      return require("tandem.prompt").complete_cmdline(arglead, text), true
+      return require("tandem.prompt.complete").complete_cmdline(arglead, text), true
     end,
   },
   inject = {

@@ -114,7 +114,7 @@ function M.read(buf)
   local uri = api.nvim_buf_get_name(buf)
   -- Not documents: output of the hub, made again rather than fetched.
   if uri:match("^tandem://prompt/") then
-    return require("tandem.prompt").reload(buf)
+    return require("tandem.prompt.run").reload(buf)
   elseif uri == "tandem://inject" or uri == "tandem://inject.json" then
     return require("tandem.hub").reload_inject(buf)
   end

@@ -173,7 +173,7 @@ end
 --- client is rebuilt in place, with the arguments it was made with, without moving a window.
 ---@param client_id integer
 function M.on_prompts_changed(client_id)
-  require("tandem.prompt").refresh({ client_id = client_id })
+  require("tandem.prompt.list").refresh({ client_id = client_id })
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local name = api.nvim_buf_get_name(buf)
     local preview = (name == M.INJECT_URI or name == M.INJECT_JSON_URI) and api.nvim_buf_is_loaded(buf)
@@ -195,6 +195,21 @@ end
 
 -- Configuring the conventional prompts ------------------------------------------------------
 
+--- What a double-quoted value escapes.
+local ESCAPES = { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
+
+--- A configured argument value as a label shows it: as is when it is plain text (not empty,
+--- no blank, quote or backslash, no leading bracket), else double-quoted with escapes. For
+--- reading only: lines the server runs are quoted by the server (`tandem.prompt.parse`).
+---@param value string
+---@return string
+local function shown(value)
+  if value ~= "" and not value:find("[%s\"'\\]") and not value:find("^[%[{]") then
+    return value
+  end
+  return '"' .. value:gsub('[\\"\n\t\r]', ESCAPES) .. '"'
+end
+
 --- A conventional prompt as the picker shows it: `/notes:user_prompt  user_prompt · needs
 --- focus · focus=auth`.
 ---@param c table ConventionalPrompt
@@ -211,7 +226,7 @@ function M.conventional_label(c)
   local parts = { ("%s  %s · %s"):format(c.command or "?", c.kind or "?", state_word) }
   for _, a in ipairs(type(c.arguments) == "table" and c.arguments or {}) do
     if type(a.value) == "string" then
-      parts[#parts + 1] = a.name .. "=" .. require("tandem.prompt").quote(a.value)
+      parts[#parts + 1] = a.name .. "=" .. shown(a.value)
     end
   end
   return table.concat(parts, " · ")
@@ -459,7 +474,7 @@ end
 local function after_change(client)
   if client then
     vim.defer_fn(function()
-      require("tandem.prompt").refresh({ client_id = client.id })
+      require("tandem.prompt.list").refresh({ client_id = client.id })
     end, 500)
   end
 end

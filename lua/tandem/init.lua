@@ -309,7 +309,7 @@ end
 ---@param line string
 ---@param opts? tandem.PromptOpts
 function M.prompt(line, opts)
-  require("tandem.prompt").run(line, opts)
+  require("tandem.prompt.run").run(line, opts)
 end
 
 --- `tandem.prompts.list` without any UI: `cb(err, PromptInfo[])`; the list is kept for
@@ -317,7 +317,7 @@ end
 ---@param cb tandem.Callback
 ---@param opts? tandem.RequestOpts
 function M.prompt_list(cb, opts)
-  require("tandem.prompt").list(cb, opts)
+  require("tandem.prompt.list").list(cb, opts)
 end
 
 --- The prompt commands of the cached list (what `:Tandem prompt <Tab>` offers). The cache is
@@ -325,8 +325,8 @@ end
 ---@param bufnr? integer
 ---@return string[]
 function M.prompt_commands(bufnr)
-  require("tandem.prompt").refresh({ bufnr = bufnr })
-  return require("tandem.prompt").commands(bufnr)
+  require("tandem.prompt.list").refresh({ bufnr = bufnr })
+  return require("tandem.prompt.list").commands(bufnr)
 end
 
 --- `:Tandem inject`: previews the conventional prompts injection in `tandem://inject`

@@ -362,7 +362,7 @@ end
 ---@param client vim.lsp.Client
 ---@param buf integer
 function M.setup_prompt_buffer(client, buf)
-  local prompt = require("tandem.prompt").is_prompt_buffer(buf)
+  local prompt = require("tandem.prompt.list").is_prompt_buffer(buf)
   vim.b[buf].tandem_prompt_buffer = prompt
   local want = prompt and state.config ~= nil and state.config.prompt_completion
   if want and vim.b[buf].tandem_completion ~= client.id then
@@ -377,11 +377,11 @@ end
 --- FileType of an attached buffer: when it becomes (or stops being) a prompt buffer, the
 --- document is closed and opened again, so the server learns its new language id, and
 --- completion follows. A prompt buffer no client attaches to (a chat plugin's nofile
---- buffer) gets completion from `tandem.prompt.complete` instead (prompt.lua).
+--- buffer) gets completion from `tandem.prompt.complete` instead (prompt/complete.lua).
 ---@param buf integer
 function M.on_filetype(buf)
   local client = M.client(buf)
-  local prompt = require("tandem.prompt")
+  local prompt = require("tandem.prompt.complete")
   if not client then
     -- Chat buffers of other plugins never attach: completion without a document there.
     if prompt.wants_fallback(buf) then
@@ -395,7 +395,7 @@ function M.on_filetype(buf)
   if not client.initialized or was == nil then
     return
   end
-  if require("tandem.prompt").is_prompt_buffer(buf) == was then
+  if require("tandem.prompt.list").is_prompt_buffer(buf) == was then
     return
   end
   pcall(vim.lsp.buf_detach_client, buf, client.id)
@@ -444,7 +444,7 @@ function M.client_config(cfg, root)
       end
       M.setup_prompt_buffer(client, buf)
       -- The prompt list for `:Tandem prompt <Tab>`, in the background.
-      require("tandem.prompt").refresh({ client_id = client.id })
+      require("tandem.prompt.list").refresh({ client_id = client.id })
     end,
     on_exit = function(_, _, client_id)
       state.status[client_id] = nil

@@ -342,6 +342,26 @@ pub struct CompleteParams {
     pub cursor: Option<usize>,
 }
 
+/// `hub/parse_command`: a command line (`/server:prompt name=value ...` or `/server:prompt
+/// --args {json}`) read by the hub's grammar, with `append`ed arguments added at its end.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParseCommandParams {
+    pub line: String,
+    /// Arguments to add after the line's own, in this order, each quoted so that it reads
+    /// back as given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub append: Vec<NamedValue>,
+}
+
+/// A prompt argument given by name.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NamedValue {
+    pub name: String,
+    pub value: String,
+}
+
 /// `hub/inject`: the conventional prompts injection.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

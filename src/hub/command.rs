@@ -2,7 +2,9 @@
 //! prompt (spec 002), and where a cursor stands in one for completion.
 //!
 //! Pure: no I/O, no protocol types. The hub feeds it the cached prompt list; the LSP face
-//! turns [`CompletionSite`]s into completion items.
+//! turns [`CompletionSite`]s into completion items; editors have lines read here through
+//! `hub/parse_command` ([`append_arguments`]) rather than keep a grammar of their own. JSON
+//! values in a line are measured and compacted by `super::scan`.
 //!
 //! # Grammar
 //!
@@ -33,6 +35,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde_json::{Value, json};
+
+use super::scan::{self, Span};
 
 /// A parsed prompt command: which server's prompt to get, with which arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,10 +214,7 @@ impl CommandError {
 /// object after `--args` (`/server:prompt --args '{"name": "x", "depth": 2}'`).
 pub fn parse(line: &str) -> Result<PromptCommand, CommandError> {
     let head = split_head(line)?;
-    let rest = &line[head.end..];
-    let trimmed = rest.trim_start();
-    if let Some(after) = trimmed.strip_prefix("--args") {
-        let value_at = line.len() - after.len();
+    if let Some(value_at) = args_value_at(line, head.end) {
         return Ok(PromptCommand {
             server: head.server.to_owned(),
             prompt: head.prompt.to_owned(),
@@ -244,6 +245,38 @@ pub fn parse(line: &str) -> Result<PromptCommand, CommandError> {
     })
 }
 
+/// Where the value of `--args` begins (just after the flag) when the words after the head
+/// (which ends at byte `head_end`) start with it.
+fn args_value_at(line: &str, head_end: usize) -> Option<usize> {
+    let after = line[head_end..].trim_start().strip_prefix("--args")?;
+    Some(line.len() - after.len())
+}
+
+/// `line` with `added` arguments at its end, each as a `name=value` word quoted by
+/// [`quote_value`], and the command that line parses to. A line that gives its arguments
+/// with `--args` (which takes no other word) is first rewritten in words ([`PromptCommand`]'s
+/// `Display`). Refused as [`parse`] refuses, `line` or the result (an added name the line
+/// already gives is a [`CommandError::DuplicateArgument`]).
+pub fn append_arguments(
+    line: &str,
+    added: &[(String, String)],
+) -> Result<(String, PromptCommand), CommandError> {
+    let cmd = parse(line)?;
+    if added.is_empty() {
+        return Ok((line.trim().to_owned(), cmd));
+    }
+    let head_end = split_head(line)?.end;
+    let mut text = match args_value_at(line, head_end) {
+        Some(_) => cmd.to_string(),
+        None => line.trim().to_owned(),
+    };
+    for (name, value) in added {
+        text.push_str(&format!(" {name}={}", quote_value(value)));
+    }
+    let cmd = parse(&text)?;
+    Ok((text, cmd))
+}
+
 /// The arguments of `--args VALUE` (VALUE at byte `at`, after an optional `=`): one JSON
 /// object, quoted as a shell would or bare; strings pass as they are, other values as their
 /// JSON text.
@@ -251,23 +284,15 @@ fn json_arguments(line: &str, at: usize) -> Result<BTreeMap<String, String>, Com
     let after = &line[at..];
     let after = after.strip_prefix('=').unwrap_or(after);
     let start = line.len() - after.trim_start().len();
-    // The value lexes as the value of an argument would (quotes, escapes, bare JSON).
-    const HEAD: &str = "/s:p args=";
-    let synthetic = format!("{HEAD}{}", &line[start..]);
-    let shift = |e: CommandError| match e {
-        CommandError::Invalid { column, problem } => CommandError::Invalid {
-            column: column + column_at(line, start) - HEAD.len() - 1,
-            problem,
-        },
-        other => other,
-    };
-    let words = lex_arguments(&synthetic, 4, Mode::Strict).map_err(shift)?;
     let not_object = |detail: String| invalid(line, start, Syntax::ArgsNotAnObject { detail });
-    let [word] = words.as_slice() else {
+    // The value lexes as the value of an argument named `args` would (quotes, escapes, bare
+    // JSON); anything after it is refused as a second value.
+    let (value, end, _) = read_value(line, start, "args", Mode::Strict)?;
+    if !lex_arguments(line, end, Mode::Strict)?.is_empty() {
         return Err(not_object("give exactly one value".into()));
-    };
+    }
     let object: serde_json::Map<String, Value> =
-        serde_json::from_str(&word.value).map_err(|e| not_object(e.to_string()))?;
+        serde_json::from_str(&value).map_err(|e| not_object(e.to_string()))?;
     Ok(object
         .into_iter()
         .map(|(k, v)| match v {
@@ -317,7 +342,7 @@ pub fn quote_value(value: &str) -> String {
     let special = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '\\');
     let bare = !value.is_empty()
         && if value.starts_with(['{', '[']) {
-            compact_json(value).is_some_and(|compact| compact == value)
+            scan::compact(value).is_some_and(|compact| compact == value)
         } else {
             !value.contains(special)
         };
@@ -443,37 +468,6 @@ impl fmt::Display for Quote {
             Quote::Single => "single",
         })
     }
-}
-
-/// The compact text of `text` when it is a JSON object or array: whitespace outside strings
-/// removed, everything else (key order, number spelling, escapes) as written. `None` when it
-/// is not valid JSON or not an object or array.
-pub(crate) fn compact_json(text: &str) -> Option<String> {
-    let trimmed = text.trim();
-    if !trimmed.starts_with(['{', '[']) {
-        return None;
-    }
-    serde_json::from_str::<serde::de::IgnoredAny>(trimmed).ok()?;
-    let mut out = String::with_capacity(trimmed.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in trimmed.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            out.push(c);
-        }
-    }
-    Some(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -656,15 +650,13 @@ fn read_value(
     let Some(bracket) = rest.chars().next().filter(|c| matches!(c, '{' | '[')) else {
         return read_parts(line, pos, argument, mode);
     };
-    let (len, closed) = bracket_span(rest);
+    let Span { len, closed } = scan::value_span(rest);
     let candidate = &rest[..len];
     let ends_word = rest[len..].chars().next().is_none_or(char::is_whitespace);
     let json_error = if closed && ends_word {
-        match compact_json(candidate) {
+        match scan::compact(candidate) {
             Some(compact) => return Ok((compact, pos + len, true)),
-            None => serde_json::from_str::<serde::de::IgnoredAny>(candidate)
-                .err()
-                .map(|e| json_problem(&e)),
+            None => scan::check(candidate).err().map(|e| scan::problem(&e)),
         }
     } else {
         None
@@ -695,44 +687,6 @@ fn read_value(
 
 fn closing(bracket: char) -> char {
     if bracket == '{' { '}' } else { ']' }
-}
-
-/// serde_json's message without its position (which would count from the value's start).
-fn json_problem(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    let position = format!(" at line {} column {}", e.line(), e.column());
-    text.strip_suffix(&position).unwrap_or(&text).to_owned()
-}
-
-/// Length of the bracketed text at the start of `text` (up to and including its matching
-/// bracket, brackets in JSON strings not counting), and whether it closes; unclosed, it runs
-/// to the end.
-fn bracket_span(text: &str) -> (usize, bool) {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for (i, c) in text.char_indices() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '{' | '[' => depth += 1,
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return (i + 1, true);
-                }
-            }
-            _ => {}
-        }
-    }
-    (text.len(), false)
 }
 
 /// Reads shell-like parts (quotes, escapes, plain characters) up to unquoted whitespace.
@@ -1284,6 +1238,58 @@ mod tests {
         assert_eq!(site_at(line, u + 1), None);
         assert_eq!(site_at(line, line.len() + 1), None);
         assert!(site_at(line, line.len()).is_some());
+    }
+}
+
+#[cfg(test)]
+mod append_tests {
+    use super::*;
+
+    #[test]
+    fn appended_arguments_parse_back_as_given() {
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let cases = [
+            ("  /s:p  ", vec![], "/s:p"),
+            ("/s:p", vec![pair("city", "Lyon")], "/s:p city=Lyon"),
+            (
+                "/s:p state='Texas'",
+                vec![pair("city", r#"Saint "Paul" \ x"#), pair("note", "")],
+                r#"/s:p state='Texas' city="Saint \"Paul\" \\ x" note="""#,
+            ),
+            ("/s:p", vec![pair("o", r#"{"a":1}"#)], r#"/s:p o={"a":1}"#),
+            (
+                r#"/s:p --args '{"b": 2}'"#,
+                vec![pair("a", "x y")],
+                r#"/s:p b=2 a="x y""#,
+            ),
+            (
+                r#"/s:p --args '{"b": 2}'"#,
+                vec![],
+                r#"/s:p --args '{"b": 2}'"#,
+            ),
+            (
+                "/s:p a=1",
+                vec![pair("a", "2")],
+                "DUPLICATE_ARGUMENT: argument 'a' is given twice (columns 6 and 10)",
+            ),
+            (
+                "s:p",
+                vec![pair("a", "2")],
+                "INVALID_COMMAND: a prompt command starts with '/' (column 1)",
+            ),
+        ];
+        for (line, added, expected) in cases {
+            let got = match append_arguments(line, &added) {
+                Ok((text, cmd)) => {
+                    for (name, value) in &added {
+                        assert_eq!(&cmd.arguments[name], value, "{line}");
+                    }
+                    text
+                }
+                Err(e) => format!("{}: {e}", e.code()),
+            };
+            assert_eq!(got, expected, "{line}");
+        }
     }
 }
 

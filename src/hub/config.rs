@@ -14,6 +14,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::scan;
+
 /// The workspace's file, at its root.
 pub const WORKSPACE_FILE: &str = ".mcp.json";
 /// How long a request to a downstream server may take, unless its `timeout_ms` says.
@@ -261,7 +263,7 @@ pub fn edit_prompt_settings(
     let mut members = if text.trim().is_empty() {
         Vec::new()
     } else {
-        super::inject::object_members(&text).ok_or_else(|| {
+        scan::object_members(&text).ok_or_else(|| {
             file_error(
                 file,
                 "not a valid JSON object; fix it before Tandem edits it".into(),
@@ -314,14 +316,7 @@ pub fn edit_prompt_settings(
         }
     }
     // The file's own indent (that of its first member), else two spaces.
-    let indent = text
-        .find('"')
-        .map(|at| {
-            let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
-            &text[line_start..at]
-        })
-        .filter(|w| !w.is_empty() && w.chars().all(|c| c == ' ' || c == '\t'))
-        .unwrap_or("  ");
+    let indent = scan::member_indent(&text).unwrap_or("  ");
     let mut pretty = Vec::new();
     let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
     serde::Serialize::serialize(
@@ -336,11 +331,7 @@ pub fn edit_prompt_settings(
         Some(i) => members[i].1 = &pretty,
         None => members.push((CONVENTIONAL_KEY.to_string(), &pretty)),
     }
-    let body: Vec<String> = members
-        .iter()
-        .map(|(k, v)| format!("{indent}{}: {v}", Value::String(k.clone())))
-        .collect();
-    let new_text = format!("{{\n{}\n}}\n", body.join(",\n"));
+    let new_text = scan::object_text(&members, indent);
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| file_error(file, format!("cannot create its directory: {e}")))?;
@@ -505,6 +496,8 @@ fn merge_conventional(into: &mut Conventional, from: Conventional) {
     }
 }
 
+/// One server's entry, resolved: its settings, then its transport. A wrong entry keeps the
+/// settings read before the problem and carries the problem as its `error`.
 fn resolve(
     name: &str,
     value: Value,
@@ -512,119 +505,184 @@ fn resolve(
     workspace: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> ServerConfig {
-    let mut server = ServerConfig {
-        name: name.to_string(),
-        origin: origin.clone(),
-        transport: None,
-        error: None,
-        disabled: false,
-        autostart: true,
-        core: false,
-        category: None,
-        description: None,
-        disabled_prompts: BTreeSet::new(),
-        timeout: DEFAULT_TIMEOUT,
+    let entry = Entry {
+        name,
+        origin: &origin,
+        env,
     };
-    let fail = |field: Option<String>, message: String| ConfigProblem {
-        file: origin.file().to_path_buf(),
-        server: Some(name.to_string()),
-        field,
-        message,
-    };
-    let raw: RawServer = match serde_path_to_error::deserialize(value) {
-        Ok(r) => r,
-        Err(e) => {
-            let path = e.path().to_string();
-            server.error = Some(fail((path != ".").then_some(path), e.inner().to_string()));
-            return server;
-        }
-    };
-    server.disabled = raw.disabled;
-    server.autostart = raw.autostart.unwrap_or(true);
-    server.core = raw.core;
-    server.category = raw.category;
-    server.description = raw.description;
-    server.disabled_prompts = raw.disabled_prompts.into_iter().collect();
-    if let Some(ms) = raw.timeout_ms {
-        if ms == 0 {
-            server.error = Some(fail(
-                Some("timeout_ms".into()),
-                "must be more than 0".into(),
-            ));
-            return server;
-        }
-        server.timeout = Duration::from_millis(ms);
-    }
-    let expand = |field: &str, text: &str| -> Result<String, ConfigProblem> {
-        expand_vars(text, env).map_err(|var| {
-            fail(
-                Some(field.to_string()),
-                format!("${{{var}}} is not set in the environment"),
-            )
-        })
-    };
-    let transport = (|| -> Result<Transport, ConfigProblem> {
-        let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
-        match (raw.command, raw.url, kind.as_deref()) {
-            (Some(_), Some(_), _) => Err(fail(None, "has both 'command' and 'url': choose one".into())),
-            (None, None, _) => Err(fail(None, "needs 'command' (stdio) or 'url' (Streamable HTTP)".into())),
-            (_, _, Some("sse")) => Err(fail(
-                Some("type".into()),
-                "the legacy SSE transport is not supported; use the server's Streamable HTTP endpoint".into(),
-            )),
-            (Some(command), None, None | Some("stdio")) => {
-                let command = expand("command", &command)?;
-                if command.trim().is_empty() {
-                    return Err(fail(Some("command".into()), "is empty".into()));
-                }
-                let args = raw
-                    .args
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| expand(&format!("args[{i}]"), a))
-                    .collect::<Result<_, _>>()?;
-                let env = raw
-                    .env
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), expand(&format!("env.{k}"), v)?)))
-                    .collect::<Result<_, _>>()?;
-                let cwd = match raw.cwd {
-                    Some(c) => {
-                        let c = PathBuf::from(expand("cwd", &c)?);
-                        if c.is_absolute() { c } else { workspace.join(c) }
-                    }
-                    None => workspace.to_path_buf(),
-                };
-                Ok(Transport::Stdio {
-                    command,
-                    args,
-                    env,
-                    cwd,
-                })
-            }
-            (None, Some(url), None | Some("http") | Some("streamable-http") | Some("streamablehttp")) => {
-                let url = expand("url", &url)?;
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(fail(Some("url".into()), format!("'{url}' is not an http(s) URL")));
-                }
-                let headers = raw
-                    .headers
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), expand(&format!("headers.{k}"), v)?)))
-                    .collect::<Result<_, _>>()?;
-                Ok(Transport::Http { url, headers })
-            }
-            (_, _, Some(other)) => Err(fail(
-                Some("type".into()),
-                format!("unknown transport '{other}' (stdio or http)"),
-            )),
-        }
-    })();
+    let mut server = ServerConfig::unresolved(name, origin.clone());
+    let transport = read_entry(&entry, value).and_then(|raw| {
+        apply_settings(&mut server, &entry, &raw)?;
+        transport(&entry, raw, workspace)
+    });
     match transport {
         Ok(t) => server.transport = Some(t),
         Err(e) => server.error = Some(e),
     }
     server
+}
+
+impl ServerConfig {
+    /// A server with the defaults, before its entry is read.
+    fn unresolved(name: &str, origin: Origin) -> ServerConfig {
+        ServerConfig {
+            name: name.to_string(),
+            origin,
+            transport: None,
+            error: None,
+            disabled: false,
+            autostart: true,
+            core: false,
+            category: None,
+            description: None,
+            disabled_prompts: BTreeSet::new(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// The entry being resolved: where its problems are reported, and how its variables expand.
+struct Entry<'a> {
+    name: &'a str,
+    origin: &'a Origin,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Entry<'_> {
+    /// A problem of this entry, in `field` (`None`: the entry as a whole).
+    fn problem(&self, field: Option<&str>, message: impl Into<String>) -> ConfigProblem {
+        ConfigProblem {
+            file: self.origin.file().to_path_buf(),
+            server: Some(self.name.to_string()),
+            field: field.map(str::to_string),
+            message: message.into(),
+        }
+    }
+
+    /// `text` of `field` with its variables expanded ([`expand_vars`]).
+    fn expand(&self, field: &str, text: &str) -> Result<String, ConfigProblem> {
+        expand_vars(text, self.env).map_err(|var| {
+            self.problem(
+                Some(field),
+                format!("${{{var}}} is not set in the environment"),
+            )
+        })
+    }
+}
+
+/// The entry as written; a field of the wrong type is named.
+fn read_entry(entry: &Entry, value: Value) -> Result<RawServer, ConfigProblem> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        entry.problem(
+            (path != ".").then_some(path.as_str()),
+            e.inner().to_string(),
+        )
+    })
+}
+
+/// The entry's settings other than its transport: flags, descriptions, the timeout.
+fn apply_settings(
+    server: &mut ServerConfig,
+    entry: &Entry,
+    raw: &RawServer,
+) -> Result<(), ConfigProblem> {
+    server.disabled = raw.disabled;
+    server.autostart = raw.autostart.unwrap_or(true);
+    server.core = raw.core;
+    server.category = raw.category.clone();
+    server.description = raw.description.clone();
+    server.disabled_prompts = raw.disabled_prompts.iter().cloned().collect();
+    if let Some(ms) = raw.timeout_ms {
+        if ms == 0 {
+            return Err(entry.problem(Some("timeout_ms"), "must be more than 0"));
+        }
+        server.timeout = Duration::from_millis(ms);
+    }
+    Ok(())
+}
+
+/// How to reach the server: `command` (stdio) or `url` (Streamable HTTP), as `type` allows.
+fn transport(entry: &Entry, raw: RawServer, workspace: &Path) -> Result<Transport, ConfigProblem> {
+    let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
+    match (&raw.command, &raw.url, kind.as_deref()) {
+        (Some(_), Some(_), _) => {
+            Err(entry.problem(None, "has both 'command' and 'url': choose one"))
+        }
+        (None, None, _) => {
+            Err(entry.problem(None, "needs 'command' (stdio) or 'url' (Streamable HTTP)"))
+        }
+        (_, _, Some("sse")) => Err(entry.problem(
+            Some("type"),
+            "the legacy SSE transport is not supported; use the server's Streamable HTTP endpoint",
+        )),
+        (Some(command), None, None | Some("stdio")) => stdio(entry, command, &raw, workspace),
+        (
+            None,
+            Some(url),
+            None | Some("http") | Some("streamable-http") | Some("streamablehttp"),
+        ) => http(entry, url, &raw),
+        (_, _, Some(other)) => Err(entry.problem(
+            Some("type"),
+            format!("unknown transport '{other}' (stdio or http)"),
+        )),
+    }
+}
+
+/// A stdio transport: the command, its arguments and environment expanded, its working
+/// directory (relative to the workspace; default: the workspace).
+fn stdio(
+    entry: &Entry,
+    command: &str,
+    raw: &RawServer,
+    workspace: &Path,
+) -> Result<Transport, ConfigProblem> {
+    let command = entry.expand("command", command)?;
+    if command.trim().is_empty() {
+        return Err(entry.problem(Some("command"), "is empty"));
+    }
+    let args = raw
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| entry.expand(&format!("args[{i}]"), a))
+        .collect::<Result<_, _>>()?;
+    let env = raw
+        .env
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), entry.expand(&format!("env.{k}"), v)?)))
+        .collect::<Result<_, _>>()?;
+    let cwd = match &raw.cwd {
+        Some(c) => {
+            let c = PathBuf::from(entry.expand("cwd", c)?);
+            if c.is_absolute() {
+                c
+            } else {
+                workspace.join(c)
+            }
+        }
+        None => workspace.to_path_buf(),
+    };
+    Ok(Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    })
+}
+
+/// A Streamable HTTP transport: an http(s) URL and its headers, expanded.
+fn http(entry: &Entry, url: &str, raw: &RawServer) -> Result<Transport, ConfigProblem> {
+    let url = entry.expand("url", url)?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(entry.problem(Some("url"), format!("'{url}' is not an http(s) URL")));
+    }
+    let headers = raw
+        .headers
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), entry.expand(&format!("headers.{k}"), v)?)))
+        .collect::<Result<_, _>>()?;
+    Ok(Transport::Http { url, headers })
 }
 
 /// Expands `${VAR}`, `${env:VAR}` and `${VAR:-default}`; `$$` is a literal `$`. An unset

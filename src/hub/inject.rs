@@ -52,7 +52,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::command::compact_json;
+use super::scan;
 
 /// What a conventional prompt's name says it is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -426,7 +426,7 @@ impl Builder {
             self.source(call, message.tokens());
             self.push(message);
 
-            let answer = compact_json(&result.text).unwrap_or_else(|| result.text.clone());
+            let answer = scan::compact(&result.text).unwrap_or_else(|| result.text.clone());
             self.source(result, count_tokens(&answer));
             self.push(ChatMessage {
                 role: Role::Tool,
@@ -461,13 +461,13 @@ fn read_call(text: &str, tool: &str) -> (Option<String>, String, String) {
         let content = (!text.trim().is_empty()).then(|| text.to_owned());
         (content, tool.to_owned(), "{}".to_owned())
     };
-    let Some(members) = object_members(text) else {
+    let Some(members) = scan::object_members(text) else {
         return plain();
     };
     let string = |raw: &str| serde_json::from_str::<String>(raw).ok();
     let (name, arguments) = match get(&members, "function") {
         Some(raw) if raw.starts_with('{') => {
-            let inner = object_members(raw).unwrap_or_default();
+            let inner = scan::object_members(raw).unwrap_or_default();
             (
                 get(&inner, "name").and_then(string),
                 get(&inner, "arguments").or_else(|| get(&inner, "args")),
@@ -488,7 +488,7 @@ fn read_call(text: &str, tool: &str) -> (Option<String>, String, String) {
     let arguments = match arguments {
         None | Some("null") => "{}".to_owned(),
         Some(raw) if raw.starts_with('"') => string(raw).unwrap_or_else(|| "{}".to_owned()),
-        Some(raw) => compact_json(raw).unwrap_or_else(|| raw.to_owned()),
+        Some(raw) => scan::compact(raw).unwrap_or_else(|| raw.to_owned()),
     };
     (None, name, arguments)
 }
@@ -503,75 +503,6 @@ fn valid_function_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// The top-level members of a JSON object text, each value as its raw text (so that key order
-/// and number spelling survive, which `serde_json::Value` without `preserve_order` would
-/// lose). `None` when `text` is not a valid JSON object.
-pub(super) fn object_members(text: &str) -> Option<Vec<(String, &str)>> {
-    let text = text.trim();
-    if !text.starts_with('{') {
-        return None;
-    }
-    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
-    // Valid JSON from here on: the scan below needs no error handling.
-    let bytes = text.as_bytes();
-    let skip_ws = |mut i: usize| {
-        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        i
-    };
-    let mut members = Vec::new();
-    let mut i = skip_ws(1);
-    while bytes.get(i) == Some(&b'"') {
-        let key_end = value_end(bytes, i);
-        let key: String = serde_json::from_str(&text[i..key_end]).ok()?;
-        i = skip_ws(key_end);
-        i = skip_ws(i + 1); // ':'
-        let end = value_end(bytes, i);
-        members.push((key, &text[i..end]));
-        i = skip_ws(end);
-        if bytes.get(i) == Some(&b',') {
-            i = skip_ws(i + 1);
-        }
-    }
-    Some(members)
-}
-
-/// End (exclusive) of the valid JSON value starting at `start`.
-fn value_end(bytes: &[u8], start: usize) -> usize {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for (i, &b) in bytes.iter().enumerate().skip(start) {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-                if depth == 0 {
-                    return i + 1;
-                }
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' if depth > 0 => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1;
-                }
-            }
-            b if depth == 0 && (b == b',' || b == b'}' || b == b']' || b.is_ascii_whitespace()) => {
-                return i;
-            }
-            _ => {}
-        }
-    }
-    bytes.len()
 }
 
 /// A Markdown preview of an injection, for `:Tandem inject` and `tandem inject`: each message
@@ -623,7 +554,7 @@ pub fn render_preview(injection: &Injection) -> String {
             blocks.push(format!("From: {}", from.join(", ")));
         }
         if let Some(content) = &message.content {
-            let lang = match (message.role, compact_json(content)) {
+            let lang = match (message.role, scan::compact(content)) {
                 (Role::Tool, Some(_)) => "json",
                 _ => "text",
             };
@@ -887,24 +818,6 @@ mod tests {
                 "{text}"
             );
         }
-    }
-
-    #[test]
-    fn object_members_keep_raw_values_in_order() {
-        let text = r#" { "z" : [1, {"a": "}"}] , "a\"b":"s,t" ,"n":-1.50e3,"t":true, "o":{} } "#;
-        assert_eq!(
-            object_members(text).unwrap(),
-            [
-                ("z".to_owned(), r#"[1, {"a": "}"}]"#),
-                ("a\"b".to_owned(), r#""s,t""#),
-                ("n".to_owned(), "-1.50e3"),
-                ("t".to_owned(), "true"),
-                ("o".to_owned(), "{}"),
-            ]
-        );
-        assert_eq!(object_members("{}").unwrap(), []);
-        assert_eq!(object_members("[1]"), None);
-        assert_eq!(object_members("{bad}"), None);
     }
 
     /// Spec 000, "Multiples serveurs avec system_prompt".

@@ -15,6 +15,7 @@ pub mod inject;
 pub mod own;
 pub mod proxy;
 mod remembered;
+mod scan;
 pub mod server;
 pub mod trust;
 

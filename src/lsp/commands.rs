@@ -125,6 +125,11 @@ static COMMANDS: &[Cmd] = &[
         run: Run::Call(calls::HUB_COMPLETE.name),
     },
     Cmd {
+        name: "tandem.prompt.parse",
+        takes: Takes::TextOr("line", "a /server:prompt line or {line, append}"),
+        run: Run::Call(calls::HUB_PARSE_COMMAND.name),
+    },
+    Cmd {
         name: "tandem.inject",
         takes: Takes::Options,
         run: Run::Handler(|lsp, options| Box::pin(lsp.inject(options))),

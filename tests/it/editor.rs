@@ -1108,6 +1108,29 @@ async fn prompt_arguments_are_asked_in_neovim() {
         r#"/everything:args-prompt city="Saint \"Paul\" \\ x" state="New York""#
     );
 
+    // `--args` gives the arguments as one JSON object: the server reads it, the missing one is
+    // asked for, and the line that runs is written in words.
+    nvim.lua(
+        r#"_G.inputs = {}; _G.answers = { 'Lyon' }
+           require('tandem').prompt([[/everything:args-prompt --args '{"state": "Texas"}']])"#,
+    )
+    .await;
+    let text = buffer_with(
+        &nvim,
+        "tandem://prompt/everything:args-prompt",
+        "Lyon, Texas",
+    )
+    .await;
+    assert!(text.contains("What's weather in Lyon, Texas?"), "{text}");
+    assert_eq!(
+        nvim.lua("return _G.inputs").await,
+        json!(["city (Name of the city): "])
+    );
+    assert_eq!(
+        nvim.lua("return vim.b.tandem_prompt_line").await,
+        "/everything:args-prompt state=Texas city=Lyon"
+    );
+
     // An argument the line gives is not asked for; a cancelled question runs nothing.
     nvim.lua(
         r#"_G.inputs = {}; _G.answers = { false }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{DaemonGuard, TestHome, everything_bin, filesystem_bin, fixture_bin};
+use crate::util::{DaemonGuard, TestHome, everything_bin, filesystem_bin, fixture_bin, poll};
 
 /// `tandem ARGS --json` in `dir`; (success, stdout JSON or stderr text).
 fn tandem(home: &TestHome, dir: &Path, args: &[&str]) -> (bool, Value, String) {
@@ -274,15 +274,13 @@ fn a_crashing_server_is_reported_restarted_and_others_keep_working() {
     );
 
     // The crashed server comes back by itself after its backoff.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    poll("bad to come back", 15, || {
         let report = ok(&home, &ws, &["servers", "--json"]);
-        if server(&report, "bad")["state"] == "ready" {
-            break;
+        match server(&report, "bad")["state"] == "ready" {
+            true => Ok(()),
+            false => Err(format!("{report:#}")),
         }
-        assert!(Instant::now() < deadline, "bad never came back: {report:#}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
 }
 
 #[test]
@@ -299,23 +297,23 @@ fn prompt_list_and_config_changes_apply_without_a_restart() {
             .collect()
     };
     // The fixture starts with no prompt and renames its one prompt every 300 ms.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let first = loop {
+    let first = poll("a first prompt", 10, || {
         let n = names(&home);
-        if !n.is_empty() {
-            break n;
+        if n.is_empty() {
+            Err("none".into())
+        } else {
+            Ok(n)
         }
-        assert!(Instant::now() < deadline, "no prompt ever came");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    });
     assert_eq!(first.len(), 1, "{first:?}");
-    while names(&home) == first {
-        assert!(
-            Instant::now() < deadline,
-            "the prompt list never followed list_changed"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll("the prompt list to follow list_changed", 10, || {
+        let n = names(&home);
+        if n == first {
+            Err(format!("{n:?}"))
+        } else {
+            Ok(())
+        }
+    });
     // A server added to the config file is picked up by the running daemon.
     std::fs::write(
         &user,
@@ -326,18 +324,13 @@ fn prompt_list_and_config_changes_apply_without_a_restart() {
         .to_string(),
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    poll("the new server's prompts", 10, || {
         let n = names(&home);
-        if n.iter().filter(|c| c.starts_with("/extra:")).count() == 3 {
-            break;
+        match n.iter().filter(|c| c.starts_with("/extra:")).count() {
+            3 => Ok(()),
+            _ => Err(format!("{n:?}")),
         }
-        assert!(
-            Instant::now() < deadline,
-            "the new server never showed: {n:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    });
 }
 
 /// A server with `autostart: false` runs only when used; once it has run, its prompts are
@@ -397,11 +390,10 @@ fn a_server_started_on_use_offers_the_prompts_it_last_listed() {
     other["autostart"] = json!(false);
     let config = home.tandem_home().join("config.json");
     std::fs::write(&config, json!({"mcpServers": {"lazy": other}}).to_string()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while state(&home) != "idle" {
-        assert!(Instant::now() < deadline, "the config change never applied");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll("the config change to apply", 10, || match state(&home) {
+        s if s == "idle" => Ok(()),
+        s => Err(s.to_string()),
+    });
     assert_eq!(commands(&home), []);
 }
 
@@ -429,11 +421,14 @@ fn start_daemon(home: &TestHome) -> DaemonGuard<'_> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while crate::util::daemon_status(home)["ok"] != true {
-        assert!(Instant::now() < deadline, "the daemon did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll("the daemon to answer", 20, || {
+        let status = crate::util::daemon_status(home);
+        if status["ok"] == true {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    });
     DaemonGuard(home)
 }
 
@@ -678,14 +673,15 @@ fn streamable_http_servers_work_like_stdio_ones() {
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "server-everything did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(
+        &format!("server-everything to listen on {port}"),
+        15,
+        || {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .map(drop)
+                .map_err(|e| e.to_string())
+        },
+    );
     let (ws, _) = user_config(
         &home,
         &json!({"mcpServers": {
@@ -953,18 +949,14 @@ fn the_injection_cache_is_kept_until_a_change_or_its_max_age() {
     assert!(fetch(&home).starts_with("Context #2 "));
     // Kept while younger than a second, then fetched again: #2 until the age passes, then #3.
     let fetched_at = Instant::now();
-    loop {
+    poll("the cache to expire", 10, || {
         let text = fetch(&home);
         if text.starts_with("Context #3 ") {
-            break;
+            return Ok(());
         }
         assert!(text.starts_with("Context #2 "), "{text}");
-        assert!(
-            fetched_at.elapsed() < Duration::from_secs(10),
-            "the cache never expired"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        Err(text)
+    });
     assert!(fetched_at.elapsed() >= Duration::from_millis(500));
 }
 

@@ -202,6 +202,29 @@ pub async fn wait_until(mut cond: impl FnMut() -> bool, what: &str) {
     panic!("timed out waiting until {what}");
 }
 
+/// Probes until `probe` gives a value (`Err`: not yet, saying what it saw), for up to `secs`;
+/// then panics naming `what` and the last thing seen. For conditions outside the test's
+/// reach (a daemon, a downstream server, a config reload) that no event announces to a
+/// blocking test: the first probes follow each other closely and the gaps grow (5 ms
+/// doubling up to 100 ms), so a condition already met costs no sleep and a slow one few
+/// probes.
+pub fn poll<T>(what: &str, secs: u64, mut probe: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut gap = std::time::Duration::from_millis(5);
+    loop {
+        match probe() {
+            Ok(v) => return v,
+            Err(seen) if std::time::Instant::now() > deadline => {
+                panic!("timed out waiting for {what}; last seen: {seen}")
+            }
+            Err(_) => {
+                std::thread::sleep(gap);
+                gap = (gap * 2).min(std::time::Duration::from_millis(100));
+            }
+        }
+    }
+}
+
 /// A live MCP session with a `tandem mcp` child.
 pub struct McpClient {
     pub client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
