@@ -13,6 +13,7 @@ pub mod hub;
 pub mod lsp;
 pub mod mcp;
 pub mod memory;
+pub mod render;
 pub mod store;
 pub mod tasks;
 pub mod watch;

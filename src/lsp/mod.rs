@@ -504,7 +504,10 @@ impl TandemLsp {
                     .await
                     .map(|t| {
                         let files = t.files_changed.map(|f| f.all().count()).unwrap_or(0);
-                        format!("{} · {files} file(s) changed", t.state.label())
+                        format!(
+                            "{} · {files} file(s) changed",
+                            crate::render::state_label(t.state)
+                        )
                     })
                     .unwrap_or_else(|_| "completed".into());
                 self.send_progress(
@@ -717,7 +720,7 @@ impl TandemLsp {
                 "uri": uri,
                 "title": entry.title,
                 "filetype": "markdown",
-                "text": crate::memory::render_markdown(&entry),
+                "text": crate::render::entry_markdown(&entry),
             }));
         }
         if let Some(id) = uri.strip_prefix(TASK_URI) {
@@ -730,7 +733,7 @@ impl TandemLsp {
                 "uri": uri,
                 "title": format!("Task: {}", record.name),
                 "filetype": "markdown",
-                "text": record.to_markdown(),
+                "text": crate::render::task_markdown(&record),
             }));
         }
         Err(invalid(format!(
@@ -992,7 +995,7 @@ fn memory_symbol(
 
 fn hover_markdown(entry: &EntryDetails) -> String {
     const MAX: usize = 1500;
-    let mut md = crate::memory::render_markdown(entry);
+    let mut md = crate::render::entry_markdown(entry);
     if md.len() > MAX {
         let cut = (0..=MAX)
             .rev()
