@@ -372,10 +372,17 @@ impl ServerHandler for TandemServer {
                 ResourceContents::text(entry_markdown(&d), uri).with_mime_type("text/markdown"),
             ])
             .into()),
-            Err(e @ (MemoryError::EntryNotFound { .. } | MemoryError::AmbiguousId { .. })) => Err(
-                ErrorData::resource_not_found(e.to_string(), Some(e.to_json())),
-            ),
-            Err(e) => Err(ErrorData::invalid_params(e.to_string(), Some(e.to_json()))),
+            Err(e @ (MemoryError::EntryNotFound { .. } | MemoryError::AmbiguousId { .. })) => {
+                let e = CallError::from(e);
+                Err(ErrorData::resource_not_found(
+                    e.to_string(),
+                    Some(e.to_json()),
+                ))
+            }
+            Err(e) => {
+                let e = CallError::from(e);
+                Err(ErrorData::invalid_params(e.to_string(), Some(e.to_json())))
+            }
         }
     }
 }

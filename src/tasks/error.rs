@@ -118,9 +118,4 @@ impl TaskError {
             TaskError::Store(_) | TaskError::Corrupt(_) => json!({}),
         }
     }
-
-    /// `{"error": {"code", "message", "details"}}`, as the memory tools answer.
-    pub fn to_json(&self) -> Value {
-        crate::error_object(self.code(), &self.to_string(), self.details())
-    }
 }
