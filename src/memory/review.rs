@@ -28,34 +28,44 @@ const SHARED_TAG_MIN: usize = 2;
 const DEFAULT_CONFIDENCE: i64 = 3;
 
 impl Memory {
-    fn pending(&self, kind: SuggestionKind) -> Result<Vec<Suggestion>> {
-        let mut out = Vec::new();
+    /// The `limit` best pending suggestions of `kind` (best first), each seen through
+    /// `view`, and how many are pending in all.
+    fn pending<V>(
+        &self,
+        kind: SuggestionKind,
+        limit: Option<i64>,
+        view: impl Fn(Suggestion) -> Result<V>,
+    ) -> Result<(Vec<V>, u64)> {
+        let limit = check_range("limit", limit, SUGGESTION_LIMIT)? as usize;
+        let mut pending = Vec::new();
         for item in self.suggestions.iter().values() {
             let s: Suggestion = decode(&item?)?;
             if s.kind == kind && s.status == SuggestionStatus::Pending {
-                out.push(s);
+                pending.push(s);
             }
         }
-        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
-        Ok(out)
+        pending.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
+        let total = pending.len() as u64;
+        let views = pending
+            .into_iter()
+            .take(limit)
+            .map(view)
+            .collect::<Result<_>>()?;
+        Ok((views, total))
     }
 
     /// Pending link suggestions, best first (`rekall_suggest_links`).
     pub fn link_suggestions(&self, limit: Option<i64>) -> Result<LinkSuggestions> {
-        let limit = check_range("limit", limit, SUGGESTION_LIMIT)? as usize;
-        let pending = self.pending(SuggestionKind::Link)?;
-        let total_pending = pending.len() as u64;
-        let mut suggestions = Vec::new();
-        for s in pending.into_iter().take(limit) {
-            suggestions.push(LinkSuggestionView {
+        let (suggestions, total_pending) = self.pending(SuggestionKind::Link, limit, |s| {
+            Ok(LinkSuggestionView {
                 id: s.id.to_string(),
                 entry_a: self.entry_ref(&s.entries[0])?,
                 entry_b: self.entry_ref(&s.entries[1])?,
                 score: round2(s.score),
                 reason: s.reason,
                 created_at: s.created_at.to_string(),
-            });
-        }
+            })
+        })?;
         Ok(LinkSuggestions {
             suggestions,
             total_pending,
@@ -64,23 +74,20 @@ impl Memory {
 
     /// Pending generalisation suggestions, best first (`rekall_suggest_generalize`).
     pub fn generalize_suggestions(&self, limit: Option<i64>) -> Result<GeneralizeSuggestions> {
-        let limit = check_range("limit", limit, SUGGESTION_LIMIT)? as usize;
-        let pending = self.pending(SuggestionKind::Generalize)?;
-        let total_pending = pending.len() as u64;
-        let mut suggestions = Vec::new();
-        for s in pending.into_iter().take(limit) {
-            suggestions.push(GeneralizeSuggestionView {
-                id: s.id.to_string(),
-                entries: s
-                    .entries
-                    .iter()
-                    .map(|id| self.entry_ref(id))
-                    .collect::<Result<_>>()?,
-                score: round2(s.score),
-                reason: s.reason,
-                created_at: s.created_at.to_string(),
-            });
-        }
+        let (suggestions, total_pending) =
+            self.pending(SuggestionKind::Generalize, limit, |s| {
+                Ok(GeneralizeSuggestionView {
+                    id: s.id.to_string(),
+                    entries: s
+                        .entries
+                        .iter()
+                        .map(|id| self.entry_ref(id))
+                        .collect::<Result<_>>()?,
+                    score: round2(s.score),
+                    reason: s.reason,
+                    created_at: s.created_at.to_string(),
+                })
+            })?;
         Ok(GeneralizeSuggestions {
             suggestions,
             total_pending,
