@@ -88,9 +88,12 @@ impl CallError {
         &self.details
     }
 
-    /// The spec's error object: `{"error": {"code", "message", "details"}}`.
+    /// The spec's error object, `{"error": {"code", "message", "details"}}`: what every
+    /// face answers a failure with, built here and nowhere else.
     pub fn to_json(&self) -> Value {
-        crate::error_object(self.code, &self.message, self.details.clone())
+        serde_json::json!({
+            "error": { "code": self.code, "message": self.message, "details": self.details }
+        })
     }
 }
 

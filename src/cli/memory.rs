@@ -177,7 +177,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
         MemoryCommand::Search(a) => search(backend, a),
         MemoryCommand::Show { id, out } => {
             let d = backend.call(&calls::MEMORY_SHOW, &ShowParams { id })?;
-            emit(&out, &d, tandem::memory::render_markdown)
+            emit(&out, &d, tandem::render::entry_markdown)
         }
         MemoryCommand::Link {
             source,

@@ -333,7 +333,7 @@ impl TandemLsp {
                 "uri": uri,
                 "title": entry.title,
                 "filetype": "markdown",
-                "text": crate::memory::render_markdown(&entry),
+                "text": crate::render::entry_markdown(&entry),
             }));
         }
         if let Some(id) = uri.strip_prefix(TASK_URI) {
@@ -346,7 +346,7 @@ impl TandemLsp {
                 "uri": uri,
                 "title": format!("Task: {}", record.name),
                 "filetype": "markdown",
-                "text": record.to_markdown(),
+                "text": crate::render::task_markdown(&record),
             }));
         }
         Err(invalid(format!(

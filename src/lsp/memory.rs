@@ -119,7 +119,7 @@ fn memory_symbol(
 }
 
 fn hover_markdown(entry: &EntryDetails) -> String {
-    let mut md = crate::memory::render_markdown(entry);
+    let mut md = crate::render::entry_markdown(entry);
     if md.len() > HOVER_MAX {
         let cut = (0..=HOVER_MAX)
             .rev()

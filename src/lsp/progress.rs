@@ -31,7 +31,10 @@ impl TandemLsp {
                     .await
                     .map(|t| {
                         let files = t.files_changed.map(|f| f.all().count()).unwrap_or(0);
-                        format!("{} · {files} file(s) changed", t.status.label())
+                        format!(
+                            "{} · {files} file(s) changed",
+                            crate::render::state_label(t.status)
+                        )
                     })
                     .unwrap_or_else(|_| "completed".into());
                 self.send_progress(

@@ -9,6 +9,7 @@ use tower_lsp_server::ls_types::{
     CodeLens, Command, Diagnostic, DiagnosticSeverity, NumberOrString, Position, Range,
 };
 
+use crate::render::state_label;
 use crate::tasks::{Task, TaskState, Tasks, scope};
 
 pub const SHOW_TASK: &str = "tandem.task.show";
@@ -52,7 +53,7 @@ impl Focus {
     /// The file's one-line status: `Task: NAME · in progress · 75% · Running tests…`.
     pub fn headline(&self) -> String {
         let t = &self.task;
-        let mut s = format!("Task: {} · {}", t.name, t.state.label());
+        let mut s = format!("Task: {} · {}", t.name, state_label(t.state));
         if let Some(p) = t.progress {
             s.push_str(&format!(" · {p:.0}%"));
         }
@@ -123,7 +124,11 @@ pub fn diagnostics(focus: &Focus) -> BTreeMap<PathBuf, Vec<Diagnostic>> {
                 (
                     DiagnosticSeverity::INFORMATION,
                     "task-change",
-                    format!("Changed by task “{}” ({})", task.name, task.state.label()),
+                    format!(
+                        "Changed by task “{}” ({})",
+                        task.name,
+                        state_label(task.state)
+                    ),
                 )
             };
             let ranges: Vec<Range> = if f.hunks.is_empty() {

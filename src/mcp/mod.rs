@@ -28,7 +28,8 @@ use serde_json::Value;
 use crate::calls::params::{HelpParams, OwnPromptParams, RecentParams, ShowParams};
 use crate::calls::{self, CallError};
 use crate::core::LazyCore;
-use crate::memory::{self, render_markdown};
+use crate::memory;
+use crate::render::entry_markdown;
 
 /// What the agent is told at connection: the spec's "three lines".
 pub const INSTRUCTIONS: &str = "Tandem memory: a shared knowledge base of bugs, patterns, decisions, pitfalls, configs and references.\n\
@@ -378,7 +379,7 @@ impl ServerHandler for TandemServer {
         .map_err(internal_error)?;
         match details {
             Ok(d) => Ok(ReadResourceResult::new(vec![
-                ResourceContents::text(render_markdown(&d), uri).with_mime_type("text/markdown"),
+                ResourceContents::text(entry_markdown(&d), uri).with_mime_type("text/markdown"),
             ])
             .into()),
             Err(e) if matches!(e.code(), "ENTRY_NOT_FOUND" | "AMBIGUOUS_ID") => Err(

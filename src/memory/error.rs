@@ -153,9 +153,4 @@ impl MemoryError {
             | MemoryError::Corrupt(_) => json!({}),
         }
     }
-
-    /// The spec's error object: `{"error": {"code", "message", "details"}}`.
-    pub fn to_json(&self) -> Value {
-        crate::error_object(self.code(), &self.to_string(), self.details())
-    }
 }

@@ -9,11 +9,12 @@ pub mod error;
 pub mod help;
 pub mod index;
 pub mod model;
+mod review;
+mod search;
 mod similarity;
 mod suggestions;
+mod transfer;
 
-use std::collections::HashMap;
-use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
@@ -28,18 +29,16 @@ pub use model::{
     SuggestionStatus,
 };
 
-use index::{IndexState, MemoryIndex, TextField};
+use index::{IndexState, MemoryIndex};
 use model::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
+pub use review::{SUGGESTION_LIMIT, generalize_command};
+pub use search::SEARCH_LIMIT;
 pub use suggestions::{MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS};
 
 use crate::store::{IdLookup, Store, lookup_id};
 
 type Result<T, E = MemoryError> = std::result::Result<T, E>;
 
-/// Search `limit` bounds and default (spec 003).
-pub const SEARCH_LIMIT: (i64, i64, i64) = (1, 20, 5);
-/// Suggestion list `limit` bounds and default (spec 003).
-pub const SUGGESTION_LIMIT: (i64, i64, i64) = (1, 50, 10);
 /// Entries at least this similar are returned as `similar_entries`.
 pub const SIMILAR_MIN: f32 = 0.2;
 /// Entries at least this similar get a pending link suggestion.
@@ -48,21 +47,15 @@ pub const LINK_SUGGESTION_MIN: f32 = 0.35;
 pub const GENERALIZE_MIN: f32 = 0.3;
 /// ...once this many (the new one included) pile up.
 pub const GENERALIZE_GROUP: usize = 3;
+/// An add's answer lists at most this many similar entries.
 const MAX_SIMILAR_SHOWN: usize = 5;
-const SNIPPET_CHARS: usize = 100;
-/// A search's context adds at most this many of its most distinctive words to the query...
-const CONTEXT_TERMS: usize = 12;
-/// ...each weighing this much beside a word of the query.
-const CONTEXT_TERM_WEIGHT: f32 = 0.35;
-/// A result's score: this share from coverage (the idf-weighted share of the query's words
-/// the entry contains), the rest from its BM25 score relative to the best hit.
-const COVERAGE_SHARE: f32 = 0.8;
-const HINT: &str = "Use rekall_show(id) for full content and links";
 
+/// The `memory.meta` key of the highest write sequence.
 const META_SEQ: &[u8] = b"seq";
+/// The `memory.meta` key of the entry count.
 const META_COUNT: &[u8] = b"entries";
 
-/// How [`Memory::open`] reports a rebuild of the search index.
+/// How [`Memory::open`] and [`Memory::reindex`] report a rebuild of the search index.
 pub trait Progress {
     fn start(&self, _total: u64, _reason: &str) {}
     fn advance(&self, _done: u64) {}
@@ -397,129 +390,6 @@ impl Memory {
             .collect()
     }
 
-    // ---- search -------------------------------------------------------------------
-
-    /// BM25 search with field boosts, filters, normalised scores and snippets.
-    pub fn search(&self, q: &SearchQuery) -> Result<SearchOutcome> {
-        let limit = check_range("limit", q.limit, SEARCH_LIMIT)? as usize;
-        let query = q.query.trim();
-        if query.is_empty() {
-            return Err(MemoryError::invalid_argument("query", "the query is empty"));
-        }
-        let idx = self.idx();
-        let searcher = idx.fresh_searcher()?;
-        let n_docs = idx.num_docs(&searcher).max(1);
-        let idf = |term: &str| similarity::idf(n_docs, idx.doc_freq(&searcher, term));
-
-        let mut query_terms: Vec<String> = idx.terms(query);
-        dedup_in_order(&mut query_terms);
-        let mut weighted: Vec<(String, f32)> =
-            query_terms.iter().map(|t| (t.clone(), 1.0)).collect();
-        if let Some(context) = q.context.as_deref().filter(|c| !c.trim().is_empty()) {
-            let mut extra: Vec<(String, f32)> = idx
-                .terms(context)
-                .into_iter()
-                .filter(|t| !query_terms.contains(t))
-                .map(|t| {
-                    let w = idf(&t);
-                    (t, w)
-                })
-                .collect();
-            extra.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            extra.dedup_by(|a, b| a.0 == b.0);
-            weighted.extend(
-                extra
-                    .into_iter()
-                    .take(CONTEXT_TERMS)
-                    .map(|(t, _)| (t, CONTEXT_TERM_WEIGHT)),
-            );
-        }
-        let outcome = |total, results| SearchOutcome {
-            query: q.query.clone(),
-            total,
-            results,
-            hint: HINT.to_string(),
-        };
-        if weighted.is_empty() {
-            let mut o = outcome(0, Vec::new());
-            o.hint = "The query has no searchable words (only stop words or punctuation); use distinctive keywords".into();
-            return Ok(o);
-        }
-        let plan = idx.plan(&weighted, q.entry_type, q.project.as_deref());
-        let (hits, total) = idx.search(&searcher, &plan, limit)?;
-        if hits.is_empty() {
-            let mut o = outcome(total as u64, Vec::new());
-            o.hint = "No match: try other keywords, fewer filters, or rekall_add to capture this once solved".into();
-            return Ok(o);
-        }
-        let generators = idx.snippet_generators(&searcher, &plan, SNIPPET_CHARS)?;
-        let query_idf: Vec<(String, f32)> =
-            query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
-        let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
-        let top = hits
-            .first()
-            .map(|h| h.score)
-            .unwrap_or(1.0)
-            .max(f32::EPSILON);
-        let mut results = Vec::with_capacity(hits.len());
-        for hit in &hits {
-            let Some(entry) = self.get(&hit.id)? else {
-                continue;
-            };
-            let context = entry.context.as_deref().unwrap_or("");
-            let tags = entry.tags.join(" ");
-            // Coverage: the idf-weighted share of the query's words this entry contains.
-            let coverage = if idf_total > 0.0 {
-                let mut present: std::collections::HashSet<String> = idx
-                    .terms(&entry.title)
-                    .into_iter()
-                    .chain(idx.terms(&tags))
-                    .chain(idx.terms(&entry.content))
-                    .collect();
-                if query_idf.iter().any(|(t, _)| !present.contains(t)) {
-                    present.extend(idx.terms(context));
-                }
-                query_idf
-                    .iter()
-                    .filter(|(t, _)| present.contains(t))
-                    .map(|(_, w)| w)
-                    .sum::<f32>()
-                    / idf_total
-            } else {
-                0.0
-            };
-            let score = COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (hit.score / top);
-            let texts: HashMap<TextField, &str> = [
-                (TextField::Title, entry.title.as_str()),
-                (TextField::Content, entry.content.as_str()),
-                (TextField::Context, context),
-                (TextField::Tags, tags.as_str()),
-            ]
-            .into_iter()
-            .collect();
-            let snippet = match index::best_snippet(&generators, &texts) {
-                Some((_, s)) => squash(s.fragment()),
-                None => lead(&entry.content, &entry.title),
-            };
-            results.push((
-                hit.score,
-                SearchResult {
-                    id: entry.id.to_string(),
-                    entry_type: entry.entry_type.to_string(),
-                    title: entry.title,
-                    score: round2(score),
-                    snippet,
-                    tags: entry.tags,
-                },
-            ));
-        }
-        results.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(b.0.total_cmp(&a.0)));
-        Ok(outcome(
-            total as u64,
-            results.into_iter().map(|(_, r)| r).collect(),
-        ))
-    }
-
     // ---- writing ------------------------------------------------------------------
 
     /// Adds an entry: validated, stored durably, indexed, with similar entries found and
@@ -718,414 +588,10 @@ impl Memory {
         Ok(link)
     }
 
-    // ---- suggestions ----------------------------------------------------------------
-
-    fn pending(&self, kind: SuggestionKind) -> Result<Vec<Suggestion>> {
-        let mut out = Vec::new();
-        for item in self.suggestions.iter().values() {
-            let s: Suggestion = decode(&item?)?;
-            if s.kind == kind && s.status == SuggestionStatus::Pending {
-                out.push(s);
-            }
-        }
-        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
-        Ok(out)
-    }
-
-    /// Pending link suggestions, best first (`rekall_suggest_links`).
-    pub fn link_suggestions(&self, limit: Option<i64>) -> Result<LinkSuggestions> {
-        let limit = check_range("limit", limit, SUGGESTION_LIMIT)? as usize;
-        let pending = self.pending(SuggestionKind::Link)?;
-        let total_pending = pending.len() as u64;
-        let mut suggestions = Vec::new();
-        for s in pending.into_iter().take(limit) {
-            suggestions.push(LinkSuggestionView {
-                id: s.id.to_string(),
-                entry_a: self.entry_ref(&s.entries[0])?,
-                entry_b: self.entry_ref(&s.entries[1])?,
-                score: round2(s.score),
-                reason: s.reason,
-                created_at: s.created_at.to_string(),
-            });
-        }
-        Ok(LinkSuggestions {
-            suggestions,
-            total_pending,
-        })
-    }
-
-    /// Pending generalisation suggestions, best first (`rekall_suggest_generalize`).
-    pub fn generalize_suggestions(&self, limit: Option<i64>) -> Result<GeneralizeSuggestions> {
-        let limit = check_range("limit", limit, SUGGESTION_LIMIT)? as usize;
-        let pending = self.pending(SuggestionKind::Generalize)?;
-        let total_pending = pending.len() as u64;
-        let mut suggestions = Vec::new();
-        for s in pending.into_iter().take(limit) {
-            suggestions.push(GeneralizeSuggestionView {
-                id: s.id.to_string(),
-                entries: s
-                    .entries
-                    .iter()
-                    .map(|id| self.entry_ref(id))
-                    .collect::<Result<_>>()?,
-                score: round2(s.score),
-                reason: s.reason,
-                created_at: s.created_at.to_string(),
-            });
-        }
-        Ok(GeneralizeSuggestions {
-            suggestions,
-            total_pending,
-        })
-    }
-
-    fn suggestion(&self, id: &str) -> Result<Suggestion> {
-        let wanted = model::normalize_id_input(id);
-        let not_found = || MemoryError::SuggestionNotFound {
-            id: id.trim().into(),
-        };
-        match lookup_id(&self.suggestions, &wanted)? {
-            IdLookup::Found(record) => decode(&record),
-            IdLookup::Missing | IdLookup::TooShort | IdLookup::Ambiguous(_) => Err(not_found()),
-        }
-    }
-
-    /// A pending suggestion, marked `status` (not yet stored). Caller holds the write lock.
-    fn resolve_pending(&self, id: &str, status: SuggestionStatus) -> Result<Suggestion> {
-        let mut s = self.suggestion(id)?;
-        if s.status != SuggestionStatus::Pending {
-            return Err(MemoryError::SuggestionAlreadyResolved {
-                id: s.id.to_string(),
-                status: s.status.to_string(),
-            });
-        }
-        s.status = status;
-        s.resolved_at = Some(now());
-        Ok(s)
-    }
-
-    /// Writes a suggestion whose status changed, with its rows by entry. Caller holds the
-    /// write lock and flushes.
-    fn store_suggestion(&self, s: &Suggestion) -> Result<()> {
-        (
-            &self.suggestions,
-            &self.suggestion_keys,
-            &self.suggestions_by_entry,
-        )
-            .transaction(|(sugg, keys, by_entry)| {
-                suggestions::put(sugg, keys, by_entry, s)?;
-                Ok::<_, ConflictableTransactionError<MemoryError>>(())
-            })?;
-        Ok(())
-    }
-
-    /// Accepts a suggestion: creates its link, or returns the command that generalises.
-    pub fn accept(&self, suggestion_id: &str) -> Result<AcceptOutcome> {
-        let _guard = self.lock_writes();
-        let s = self.resolve_pending(suggestion_id, SuggestionStatus::Accepted)?;
-        let outcome = match s.kind {
-            SuggestionKind::Link => {
-                let a = self.get(&s.entries[0])?;
-                let b = self.get(&s.entries[1])?;
-                let (Some(a), Some(b)) = (a, b) else {
-                    return Err(MemoryError::EntryNotFound {
-                        id: s
-                            .entries
-                            .iter()
-                            .map(Ulid::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    });
-                };
-                let action = match self.create_link(&a, &b, RelationType::Related) {
-                    Ok(link) => {
-                        format!("created link {} ({} -[related]-> {})", link.id, a.id, b.id)
-                    }
-                    Err(MemoryError::LinkAlreadyExists { link_id, .. }) => {
-                        format!("the link already existed ({link_id}); nothing new was created")
-                    }
-                    Err(e) => return Err(e),
-                };
-                AcceptOutcome {
-                    accepted: true,
-                    suggestion_type: s.kind.to_string(),
-                    action_taken: action,
-                    link_created: Some(LinkCreated {
-                        source_id: a.id.to_string(),
-                        target_id: b.id.to_string(),
-                    }),
-                    generalize_command: None,
-                }
-            }
-            SuggestionKind::Generalize => AcceptOutcome {
-                accepted: true,
-                suggestion_type: s.kind.to_string(),
-                action_taken:
-                    "Run generalize_command to create one semantic entry derived from these entries"
-                        .into(),
-                link_created: None,
-                generalize_command: Some(generalize_command(&s.entries)),
-            },
-        };
-        self.store_suggestion(&s)?;
-        self.store.flush()?;
-        Ok(outcome)
-    }
-
-    /// Rejects a suggestion; it is remembered so it never comes back.
-    pub fn reject(&self, suggestion_id: &str) -> Result<RejectOutcome> {
-        let _guard = self.lock_writes();
-        let s = self.resolve_pending(suggestion_id, SuggestionStatus::Rejected)?;
-        self.store_suggestion(&s)?;
-        self.store.flush()?;
-        Ok(RejectOutcome {
-            rejected: true,
-            suggestion_id: s.id.to_string(),
-        })
-    }
-
-    /// Creates one semantic entry from several entries and links it to each of them with
-    /// `derived_from`: what a generalisation suggestion's command runs.
-    pub fn generalize(
-        &self,
-        ids: &[String],
-        title: Option<String>,
-        content: Option<String>,
-        entry_type: Option<EntryType>,
-    ) -> Result<GeneralizeOutcome> {
-        let mut sources: Vec<Entry> = Vec::new();
-        for id in ids {
-            let e = self.resolve(id)?;
-            if !sources.iter().any(|s| s.id == e.id) {
-                sources.push(e);
-            }
-        }
-        if sources.len() < 2 {
-            return Err(MemoryError::invalid_argument(
-                "ids",
-                "give at least two distinct entries to generalise",
-            ));
-        }
-        let first_type = sources[0].entry_type;
-        let entry_type =
-            entry_type.unwrap_or(if sources.iter().all(|s| s.entry_type == first_type) {
-                first_type
-            } else {
-                EntryType::Pattern
-            });
-        let title = title.unwrap_or_else(|| {
-            let t = format!("Generalised: {}", sources[0].title);
-            t.chars().take(MAX_TITLE_CHARS).collect()
-        });
-        let content = content.unwrap_or_else(|| {
-            let mut c = format!("Generalised from {} entries:\n", sources.len());
-            for s in &sources {
-                let lead: String = s.content.chars().take(300).collect();
-                c.push_str(&format!("- [{}] {}: {}\n", s.id, s.title, squash(&lead)));
-            }
-            c
-        });
-        let mut tag_count: HashMap<&str, usize> = HashMap::new();
-        for s in &sources {
-            for t in &s.tags {
-                *tag_count.entry(t.as_str()).or_default() += 1;
-            }
-        }
-        let mut tags: Vec<String> = tag_count
-            .iter()
-            .filter(|(_, n)| **n >= 2)
-            .map(|(t, _)| t.to_string())
-            .collect();
-        tags.sort();
-        let source_ids: Vec<Ulid> = sources.iter().map(|s| s.id).collect();
-        let projects: Vec<&String> = sources.iter().filter_map(|s| s.project.as_ref()).collect();
-        let project = projects
-            .first()
-            .filter(|p| projects.iter().all(|q| q == *p) && projects.len() == sources.len())
-            .map(|p| p.to_string());
-        let added = self.add_inner(
-            NewEntry {
-                entry_type: Some(entry_type),
-                title,
-                content,
-                tags,
-                context: None,
-                project,
-                confidence: Some(
-                    sources
-                        .iter()
-                        .map(|s| s.confidence as i64)
-                        .max()
-                        .unwrap_or(3),
-                ),
-                memory_type: Some(MemoryType::Semantic),
-            },
-            &source_ids,
-        )?;
-        let new_entry = self.resolve(&added.id)?;
-        let guard = self.lock_writes();
-        let mut derived_from = Vec::new();
-        for s in &sources {
-            self.create_link(&new_entry, s, RelationType::DerivedFrom)?;
-            derived_from.push(EntryRef {
-                id: s.id.to_string(),
-                title: s.title.clone(),
-            });
-        }
-        // A pending suggestion for exactly this group is now done.
-        let key = Suggestion::key(SuggestionKind::Generalize, &source_ids);
-        if let Some(sid) = self.suggestion_keys.get(&key)?
-            && let Some(bytes) = self.suggestions.get(&sid)?
-        {
-            let mut s: Suggestion = decode(&bytes)?;
-            if s.status == SuggestionStatus::Pending {
-                s.status = SuggestionStatus::Accepted;
-                s.resolved_at = Some(now());
-                self.store_suggestion(&s)?;
-            }
-        }
-        self.store.flush()?;
-        drop(guard);
-        Ok(GeneralizeOutcome {
-            entry: added,
-            derived_from,
-        })
-    }
-
-    // ---- export / import ----------------------------------------------------------
-
-    /// Writes every entry, then every link, as JSON Lines.
-    pub fn export(&self, out: &mut dyn Write) -> Result<ExportReport> {
-        let mut report = ExportReport::default();
-        for entry in self.iter_entries() {
-            let line = serde_json::to_string(&Record::Entry(entry?)).expect("plain data");
-            writeln!(out, "{line}")?;
-            report.entries += 1;
-        }
-        for item in self.links.iter().values() {
-            let link: Link = decode(&item?)?;
-            let line = serde_json::to_string(&Record::Link(link)).expect("plain data");
-            writeln!(out, "{line}")?;
-            report.links += 1;
-        }
-        out.flush()?;
-        Ok(report)
-    }
-
-    /// Reads JSON Lines written by [`Self::export`]. The whole input is checked before
-    /// anything is written: one bad line imports nothing and names its line number. An
-    /// entry that exists is replaced only when the incoming one was updated later.
-    pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
-        let mut records = Vec::new();
-        for (i, line) in input.lines().enumerate() {
-            let line = line?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let record: Record = serde_json::from_str(&line).map_err(|e| {
-                MemoryError::invalid_argument("input", format!("line {}: {e}", i + 1))
-            })?;
-            if let Record::Entry(e) = &record {
-                let n = e.title.chars().count();
-                if e.title.trim().is_empty() || n > MAX_TITLE_CHARS || e.confidence > 5 {
-                    return Err(MemoryError::invalid_argument(
-                        "input",
-                        format!(
-                            "line {}: entry {} has an empty or over-long title or a confidence over 5",
-                            i + 1,
-                            e.id
-                        ),
-                    ));
-                }
-            }
-            records.push(record);
-        }
-        let mut report = ImportReport::default();
-        let mut guard = self.lock_writes();
-        guard.clear_entries();
-        let mut seq = self.current_seq()?;
-        let mut count = self.entry_count()?;
-        let mut to_index = Vec::new();
-        for record in &records {
-            let Record::Entry(incoming) = record else {
-                continue;
-            };
-            let mut incoming = incoming.clone();
-            incoming.tags = model::normalize_tags(&incoming.tags);
-            let existing = self.get(&incoming.id)?;
-            match &existing {
-                Some(old) if old.updated_at >= incoming.updated_at => {
-                    report.entries_unchanged += 1;
-                    continue;
-                }
-                Some(_) => report.entries_updated += 1,
-                None => {
-                    report.entries_added += 1;
-                    count += 1;
-                }
-            }
-            seq += 1;
-            incoming.seq = seq;
-            let old_seq = existing.map(|o| o.seq);
-            (&self.entries, &self.by_seq, &self.meta).transaction(|(entries, by_seq, meta)| {
-                if let Some(old) = old_seq {
-                    by_seq.remove(&old.to_be_bytes())?;
-                }
-                entries.insert(incoming.id.to_string().as_bytes(), encode(&incoming))?;
-                by_seq.insert(&seq.to_be_bytes(), incoming.id.to_string().as_bytes())?;
-                meta.insert(META_SEQ, &seq.to_be_bytes())?;
-                meta.insert(META_COUNT, &count.to_be_bytes())?;
-                Ok::<_, ConflictableTransactionError<MemoryError>>(())
-            })?;
-            to_index.push(incoming);
-        }
-        for record in &records {
-            let Record::Link(link) = record else { continue };
-            let key = link_key(&link.source, &link.target, link.relation);
-            if self.links.contains_key(&key)? {
-                report.links_unchanged += 1;
-                continue;
-            }
-            let (Some(source), Some(target)) = (self.get(&link.source)?, self.get(&link.target)?)
-            else {
-                return Err(MemoryError::invalid_argument(
-                    "input",
-                    format!(
-                        "link {} names an entry that is neither stored nor imported",
-                        link.id
-                    ),
-                ));
-            };
-            self.create_link(&source, &target, link.relation)?;
-            report.links_added += 1;
-        }
-        self.store.flush()?;
-        if let Err(e) = self.idx().upsert_batch(&to_index) {
-            tracing::error!(
-                "indexing the import failed ({e}); it is stored and will be indexed at the next start"
-            );
-        }
-        Ok(report)
-    }
-
     /// Size of the search index on disk, in bytes.
     pub fn index_size(&self) -> u64 {
         self.idx().size_on_disk()
     }
-}
-
-/// One line of an export.
-#[derive(serde::Serialize, serde::Deserialize)]
-#[serde(tag = "record", rename_all = "snake_case")]
-enum Record {
-    Entry(Entry),
-    Link(Link),
-}
-
-/// The command a generalisation suggestion hands back.
-pub fn generalize_command(ids: &[Ulid]) -> String {
-    let ids: Vec<String> = ids.iter().map(Ulid::to_string).collect();
-    format!("tandem memory generalize {}", ids.join(" "))
 }
 
 fn link_key(a: &Ulid, b: &Ulid, relation: RelationType) -> String {
@@ -1202,11 +668,7 @@ fn check_range(
     Ok(v)
 }
 
-fn dedup_in_order(terms: &mut Vec<String>) {
-    let mut seen = std::collections::HashSet::new();
-    terms.retain(|t| seen.insert(t.clone()));
-}
-
+/// A score clamped to 0..1 and rounded to two decimals, as answers show it.
 fn round2(x: f32) -> f64 {
     ((x.clamp(0.0, 1.0) as f64) * 100.0).round() / 100.0
 }
@@ -1214,25 +676,6 @@ fn round2(x: f32) -> f64 {
 /// Collapses runs of whitespace (snippets are one line).
 fn squash(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// The first ~100 characters of the content, or the title: a snippet when no word matched
-/// a text field (a tag-only match).
-fn lead(content: &str, title: &str) -> String {
-    let source = if content.trim().is_empty() {
-        title
-    } else {
-        content
-    };
-    let text = squash(source);
-    if text.chars().count() <= SNIPPET_CHARS {
-        return text;
-    }
-    let cut: String = text.chars().take(SNIPPET_CHARS).collect();
-    match cut.rfind(' ') {
-        Some(i) if i > SNIPPET_CHARS / 2 => format!("{}…", &cut[..i]),
-        _ => format!("{cut}…"),
-    }
 }
 
 /// How established an entry is, 0..1: use (40%), links (30%), confidence (15%) and recency

@@ -4,24 +4,28 @@
 //!
 //! Records live in sled (written, flushed, then acknowledged), like the memory's.
 
+pub mod api;
 pub(crate) mod checksum;
+pub mod error;
 pub mod git;
 pub mod model;
+pub mod records;
 pub mod scope;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Serialize;
 use ulid::Ulid;
 
+pub use api::*;
+pub use error::TaskError;
 pub use model::*;
+pub use records::*;
 
 use crate::events::{Bus, Event, TaskChange};
-use crate::store::{IdLookup, Store, StoreError, lookup_id};
+use crate::store::{IdLookup, Store, lookup_id};
 
 /// Guidance of spec 004, said back to the agent when a task goes past it.
 pub const MAX_DECISIONS_HINT: usize = 3;
@@ -30,212 +34,8 @@ pub const MAX_MILESTONES_HINT: usize = 5;
 
 type Result<T, E = TaskError> = std::result::Result<T, E>;
 
-#[derive(Debug, thiserror::Error)]
-pub enum TaskError {
-    #[error("Workflow with ID '{id}' not found")]
-    WorkflowNotFound { id: String },
-    #[error("Task with ID '{id}' not found")]
-    TaskNotFound { id: String },
-    #[error("Task '{id}' was already completed ({state}) at {completed_at}")]
-    TaskAlreadyCompleted {
-        id: String,
-        state: String,
-        completed_at: String,
-    },
-    #[error("Parent task '{parent}' belongs to workflow '{parent_workflow}', not '{workflow}'")]
-    ParentInOtherWorkflow {
-        parent: String,
-        parent_workflow: String,
-        workflow: String,
-    },
-    #[error("Invalid {field} '{value}'; expected one of: {}", allowed.join(", "))]
-    InvalidEnum {
-        field: &'static str,
-        /// The spec's code for a bad value of this field.
-        code: &'static str,
-        value: String,
-        allowed: Vec<&'static str>,
-    },
-    #[error("Invalid argument '{field}': {message}")]
-    InvalidArgument { field: String, message: String },
-    #[error("ID '{prefix}' matches several {what}: {}", candidates.join(", "))]
-    AmbiguousId {
-        prefix: String,
-        what: &'static str,
-        candidates: Vec<String>,
-    },
-    #[error("cannot snapshot {path}: {message}")]
-    Snapshot { path: PathBuf, message: String },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("corrupt task record: {0}")]
-    Corrupt(String),
-}
-
-impl From<sled::Error> for TaskError {
-    fn from(e: sled::Error) -> Self {
-        TaskError::Store(StoreError::Sled(e))
-    }
-}
-
-impl TaskError {
-    fn invalid(field: &str, message: impl Into<String>) -> TaskError {
-        TaskError::InvalidArgument {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The error code the tools answer with.
-    pub fn code(&self) -> &'static str {
-        match self {
-            TaskError::WorkflowNotFound { .. } => "WORKFLOW_NOT_FOUND",
-            TaskError::TaskNotFound { .. } => "TASK_NOT_FOUND",
-            TaskError::TaskAlreadyCompleted { .. } => "TASK_ALREADY_COMPLETED",
-            TaskError::ParentInOtherWorkflow { .. } => "PARENT_TASK_MISMATCH",
-            TaskError::InvalidEnum { code, .. } => code,
-            TaskError::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            TaskError::AmbiguousId { .. } => "AMBIGUOUS_ID",
-            TaskError::Snapshot { .. } => "SNAPSHOT_FAILED",
-            TaskError::Store(_) | TaskError::Corrupt(_) => "INTERNAL_ERROR",
-        }
-    }
-
-    pub fn details(&self) -> Value {
-        match self {
-            TaskError::WorkflowNotFound { id } | TaskError::TaskNotFound { id } => {
-                json!({ "id": id })
-            }
-            TaskError::TaskAlreadyCompleted {
-                id,
-                state,
-                completed_at,
-            } => {
-                json!({ "task_id": id, "status": state, "completed_at": completed_at })
-            }
-            TaskError::ParentInOtherWorkflow {
-                parent,
-                parent_workflow,
-                workflow,
-            } => json!({
-                "parent_task_id": parent, "parent_workflow_id": parent_workflow, "workflow_id": workflow,
-            }),
-            TaskError::InvalidEnum {
-                field,
-                value,
-                allowed,
-                ..
-            } => {
-                json!({ "field": field, "value": value, "allowed": allowed })
-            }
-            TaskError::InvalidArgument { field, .. } => json!({ "field": field }),
-            TaskError::AmbiguousId {
-                prefix, candidates, ..
-            } => {
-                json!({ "prefix": prefix, "candidates": candidates })
-            }
-            TaskError::Snapshot { path, .. } => json!({ "path": path }),
-            TaskError::Store(_) | TaskError::Corrupt(_) => json!({}),
-        }
-    }
-
-    /// `{"error": {"code", "message", "details"}}`, as the memory tools answer.
-    pub fn to_json(&self) -> Value {
-        crate::error_object(self.code(), &self.to_string(), self.details())
-    }
-}
-
-// ---- requests and results ----------------------------------------------------------
-
-#[derive(Debug, Clone, Default)]
-pub struct NewWorkflow {
-    pub name: String,
-    pub description: Option<String>,
-    pub plan: Vec<PlanStep>,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct NewTask {
-    pub workflow_id: String,
-    pub parent_task_id: Option<String>,
-    pub name: String,
-    pub goal: String,
-    pub areas: Vec<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct NewDecision {
-    pub task_id: String,
-    pub category: DecisionCategory,
-    pub question: String,
-    pub options_considered: Vec<String>,
-    pub chosen: String,
-    pub reasoning: String,
-    pub trade_offs: Option<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct NewIssue {
-    pub task_id: String,
-    pub issue_type: IssueType,
-    pub description: String,
-    pub resolution: String,
-    pub requires_human_review: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct NewMilestone {
-    pub task_id: String,
-    pub message: String,
-    pub progress: Option<f64>,
-    pub metadata: Option<Value>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Completion {
-    pub task_id: String,
-    pub status: CompletionStatus,
-    pub outcome: Outcome,
-    pub metadata: Option<CompletionMetadata>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct WorkflowStarted {
-    pub workflow_id: String,
-    pub created_at: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TaskStarted {
-    pub task_id: String,
-    pub snapshot_id: String,
-    /// `git` or `checksum`.
-    pub snapshot_type: String,
-    pub started_at: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Logged {
-    pub logged: bool,
-    pub id: String,
-    pub task_id: String,
-    /// How many of this kind the task has now.
-    pub count: u64,
-    /// Only past the protocol's guidance (3 decisions, 3 issues, 5 milestones): says so.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub guidance: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TaskCompleted {
-    pub task_id: String,
-    pub duration_seconds: u64,
-    pub files_changed: FilesChanged,
-    pub verification: Verification,
-}
-
-// ---- the service ----------------------------------------------------------------------
-
+/// The task tracker. Cheap to share behind an `Arc`; every method is synchronous and safe
+/// to call from many threads.
 pub struct Tasks {
     store: Arc<Store>,
     workflows: sled::Tree,
@@ -588,6 +388,72 @@ impl Tasks {
             }),
         }
     }
+
+    fn all_tasks(&self) -> Result<Vec<Task>> {
+        self.tasks.iter().values().map(|v| decode(&v?)).collect()
+    }
+
+    /// The task an editor of `workspace` shows: the running task started last (a subtask
+    /// starts after its parent, so it wins), else the task completed last if that was less
+    /// than `recent` ago.
+    pub fn focus(&self, workspace: &Path, recent: std::time::Duration) -> Result<Option<Task>> {
+        let mut workflows = std::collections::HashSet::new();
+        for v in self.workflows.iter().values() {
+            let w: Workflow = decode(&v?)?;
+            if w.workspace == workspace {
+                workflows.insert(w.id);
+            }
+        }
+        if workflows.is_empty() {
+            return Ok(None);
+        }
+        let mine: Vec<Task> = self
+            .all_tasks()?
+            .into_iter()
+            .filter(|t| workflows.contains(&t.workflow_id))
+            .collect();
+        let running = mine
+            .iter()
+            .filter(|t| t.state == TaskState::Running)
+            .max_by_key(|t| (t.started_at, t.id));
+        if let Some(t) = running {
+            return Ok(Some(t.clone()));
+        }
+        let cutoff = now().as_second() - recent.as_secs() as i64;
+        Ok(mine
+            .into_iter()
+            .filter(|t| t.completed_at.is_some_and(|c| c.as_second() >= cutoff))
+            .max_by_key(|t| (t.completed_at, t.id)))
+    }
+
+    /// How many decisions a task logged (for the editor's lenses).
+    pub fn decision_count(&self, task: &Task) -> Result<usize> {
+        Ok(self
+            .events_of(&task.id)?
+            .iter()
+            .filter(|e| matches!(e, TaskEvent::Decision(_)))
+            .count())
+    }
+
+    /// The issues a task logged that ask for a human review.
+    pub fn review_issues(&self, task: &Task) -> Result<Vec<IssueRecord>> {
+        Ok(self
+            .events_of(&task.id)?
+            .into_iter()
+            .filter_map(|e| match e {
+                TaskEvent::Issue(i) if i.requires_human_review => Some(i),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The directory a task's paths are relative to.
+    pub fn root_of(task: &Task) -> &Path {
+        match &task.snapshot {
+            Snapshot::Git { repo_root, .. } => repo_root,
+            Snapshot::Checksum { root, .. } => root,
+        }
+    }
 }
 
 /// Snapshots `workspace`: HEAD of its git repository, else checksums of its files.
@@ -652,407 +518,4 @@ fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 
 fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T> {
     serde_json::from_slice(b).map_err(|e| TaskError::Corrupt(e.to_string()))
-}
-
-// ---- records for the editor and the CLI -------------------------------------------------
-
-/// A task with everything it logged and its subtasks: what an editor or `tandem tasks show`
-/// needs, in one call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TaskRecord {
-    pub task_id: String,
-    pub workflow_id: String,
-    pub parent_task_id: Option<String>,
-    pub name: String,
-    pub goal: String,
-    pub areas: Vec<String>,
-    /// `running`, `success`, `partial_success` or `failed`.
-    pub status: TaskState,
-    pub snapshot_type: String,
-    pub snapshot_id: String,
-    pub started_at: String,
-    pub completed_at: Option<String>,
-    /// Until completion, or until now for a running task.
-    pub duration_seconds: u64,
-    pub progress: Option<f64>,
-    pub last_message: Option<String>,
-    pub outcome: Option<Outcome>,
-    pub metadata: Option<CompletionMetadata>,
-    pub files_changed: Option<FilesChanged>,
-    pub verification: Option<Verification>,
-    pub decisions: Vec<Decision>,
-    pub issues: Vec<IssueRecord>,
-    pub milestones: Vec<Milestone>,
-    pub subtasks: Vec<TaskRecord>,
-}
-
-impl TaskRecord {
-    /// The record as a readable Markdown document (the editor's `tandem://task/ID`).
-    pub fn to_markdown(&self) -> String {
-        use std::fmt::Write;
-        let mut s = format!("# Task: {}\n\n", self.name);
-        let mut line = format!(
-            "`{}` · {} · {}s",
-            self.task_id,
-            self.status.label(),
-            self.duration_seconds
-        );
-        if let Some(p) = self.progress {
-            let _ = write!(line, " · {p:.0}%");
-        }
-        if let Some(m) = self
-            .last_message
-            .as_deref()
-            .filter(|_| self.status == TaskState::Running)
-        {
-            let _ = write!(line, " · {m}");
-        }
-        let _ = writeln!(s, "{line}\n\n**Goal:** {}\n", self.goal);
-        if !self.areas.is_empty() {
-            let _ = writeln!(s, "**Areas:** {}\n", self.areas.join(", "));
-        }
-        let _ = writeln!(
-            s,
-            "Started {} from {} snapshot `{}`{}\n",
-            self.started_at,
-            self.snapshot_type,
-            self.snapshot_id,
-            self.completed_at
-                .as_deref()
-                .map(|c| format!(", completed {c}"))
-                .unwrap_or_default()
-        );
-        if let Some(o) = &self.outcome {
-            let _ = writeln!(s, "## Outcome\n\n{}\n", o.summary);
-            for a in &o.achievements {
-                let _ = writeln!(s, "- ✓ {a}");
-            }
-            for l in &o.limitations {
-                let _ = writeln!(s, "- ✗ {l}");
-            }
-            if o.manual_review_needed {
-                let reason = o
-                    .manual_review_reason
-                    .as_deref()
-                    .unwrap_or("no reason given");
-                let _ = writeln!(s, "\n**Manual review needed:** {reason}");
-            }
-            for n in &o.next_steps {
-                let _ = writeln!(s, "- next: {n}");
-            }
-            s.push('\n');
-        }
-        if let Some(f) = &self.files_changed {
-            let _ = writeln!(s, "## Files changed\n");
-            for (mark, list) in [("A", &f.added), ("M", &f.modified), ("D", &f.deleted)] {
-                for p in list {
-                    let _ = writeln!(s, "- {mark} {p}");
-                }
-            }
-            for r in &f.renamed {
-                let _ = writeln!(s, "- R {} → {}", r.from, r.to);
-            }
-            s.push('\n');
-        }
-        if let Some(v) = &self.verification
-            && !v.warnings.is_empty()
-        {
-            let _ = writeln!(s, "## Warnings\n");
-            for w in &v.warnings {
-                let _ = writeln!(s, "- {w}");
-            }
-            s.push('\n');
-        }
-        let _ = writeln!(s, "## Decisions\n");
-        if self.decisions.is_empty() {
-            let _ = writeln!(s, "(none)");
-        }
-        for d in &self.decisions {
-            let _ = writeln!(
-                s,
-                "### [{}] {}\n\nChosen: **{}**. {}",
-                d.category, d.question, d.chosen, d.reasoning
-            );
-            if !d.options_considered.is_empty() {
-                let _ = writeln!(
-                    s,
-                    "Options considered: {}.",
-                    d.options_considered.join(", ")
-                );
-            }
-            if let Some(t) = &d.trade_offs {
-                let _ = writeln!(s, "Trade-offs: {t}");
-            }
-            s.push('\n');
-        }
-        if !self.issues.is_empty() {
-            let _ = writeln!(s, "\n## Issues\n");
-            for i in &self.issues {
-                let review = if i.requires_human_review {
-                    " **(needs human review)**"
-                } else {
-                    ""
-                };
-                let _ = writeln!(
-                    s,
-                    "- [{}]{review} {} → {}",
-                    i.issue_type, i.description, i.resolution
-                );
-            }
-        }
-        if !self.milestones.is_empty() {
-            let _ = writeln!(s, "\n## Milestones\n");
-            for m in &self.milestones {
-                let p = m
-                    .progress
-                    .map(|p| format!(" ({p:.0}%)"))
-                    .unwrap_or_default();
-                let _ = writeln!(s, "- {}{p} {}", m.created_at, m.message);
-            }
-        }
-        if !self.subtasks.is_empty() {
-            let _ = writeln!(s, "\n## Subtasks\n");
-            for t in &self.subtasks {
-                let _ = writeln!(s, "- {} · {} (`{}`)", t.name, t.status.label(), t.task_id);
-            }
-        }
-        s
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct WorkflowRecord {
-    pub workflow_id: String,
-    pub name: String,
-    pub description: Option<String>,
-    pub plan: Vec<PlanStep>,
-    pub workspace: String,
-    pub created_at: String,
-    /// Top-level tasks, each with its subtasks.
-    pub tasks: Vec<TaskRecord>,
-}
-
-impl Tasks {
-    fn all_tasks(&self) -> Result<Vec<Task>> {
-        self.tasks.iter().values().map(|v| decode(&v?)).collect()
-    }
-
-    /// One task's whole record, subtasks included.
-    pub fn record(&self, id: &str) -> Result<TaskRecord> {
-        let task = self.task(id)?;
-        let all = self.all_tasks()?;
-        self.build_record(&task, &all)
-    }
-
-    fn build_record(&self, task: &Task, all: &[Task]) -> Result<TaskRecord> {
-        let mut decisions = Vec::new();
-        let mut issues = Vec::new();
-        let mut milestones = Vec::new();
-        for e in self.events_of(&task.id)? {
-            match e {
-                TaskEvent::Decision(d) => decisions.push(d),
-                TaskEvent::Issue(i) => issues.push(i),
-                TaskEvent::Milestone(m) => milestones.push(m),
-            }
-        }
-        let mut subtasks = Vec::new();
-        for child in all.iter().filter(|t| t.parent_task_id == Some(task.id)) {
-            subtasks.push(self.build_record(child, all)?);
-        }
-        let end = task.completed_at.unwrap_or_else(now);
-        Ok(TaskRecord {
-            task_id: task.id.to_string(),
-            workflow_id: task.workflow_id.to_string(),
-            parent_task_id: task.parent_task_id.map(|p| p.to_string()),
-            name: task.name.clone(),
-            goal: task.goal.clone(),
-            areas: task.areas.clone(),
-            status: task.state,
-            snapshot_type: task.snapshot.kind().into(),
-            snapshot_id: task.snapshot.id(),
-            started_at: task.started_at.to_string(),
-            completed_at: task.completed_at.map(|t| t.to_string()),
-            duration_seconds: (end.as_second() - task.started_at.as_second()).max(0) as u64,
-            progress: task.progress,
-            last_message: task.last_message.clone(),
-            outcome: task.outcome.clone(),
-            metadata: task.metadata.clone(),
-            files_changed: task.files_changed.clone(),
-            verification: task.verification.clone(),
-            decisions,
-            issues,
-            milestones,
-            subtasks,
-        })
-    }
-
-    /// Every workflow (newest first) with its task tree; only those of `workspace` when given.
-    pub fn list(&self, workspace: Option<&Path>) -> Result<Vec<WorkflowRecord>> {
-        let all = self.all_tasks()?;
-        let mut out = Vec::new();
-        for v in self.workflows.iter().values().rev() {
-            let w: Workflow = decode(&v?)?;
-            if workspace.is_some_and(|ws| ws != w.workspace) {
-                continue;
-            }
-            let mut tasks = Vec::new();
-            for t in all
-                .iter()
-                .filter(|t| t.workflow_id == w.id && t.parent_task_id.is_none())
-            {
-                tasks.push(self.build_record(t, &all)?);
-            }
-            out.push(WorkflowRecord {
-                workflow_id: w.id.to_string(),
-                name: w.name,
-                description: w.description,
-                plan: w.plan,
-                workspace: w.workspace.display().to_string(),
-                created_at: w.created_at.to_string(),
-                tasks,
-            });
-        }
-        Ok(out)
-    }
-}
-
-/// What a running (or completed) task has changed so far, file by file with line ranges:
-/// the live view editors show.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct LiveChanges {
-    pub task_id: String,
-    pub files: Vec<LiveFile>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct LiveFile {
-    pub path: String,
-    /// `added`, `modified` or `deleted`.
-    pub change: String,
-    /// Empty outside git (a checksum snapshot knows files, not lines).
-    pub hunks: Vec<git::Hunk>,
-}
-
-impl Tasks {
-    /// The files and line ranges a task has changed since it started: the net change from
-    /// the start to the working tree (a file changed and changed back is not listed).
-    pub fn live_changes(&self, id: &str) -> Result<LiveChanges> {
-        let task = self.task(id)?;
-        Ok(LiveChanges {
-            task_id: task.id.to_string(),
-            files: self.live_files(&task, None)?,
-        })
-    }
-
-    /// [`Tasks::live_changes`] of `task`, sorted by path; of these paths only with `only`
-    /// (relative to the snapshot's root; in git, a diff limited to them).
-    pub fn live_files(&self, task: &Task, only: Option<&[String]>) -> Result<Vec<LiveFile>> {
-        if only.is_some_and(|o| o.is_empty()) {
-            return Ok(Vec::new());
-        }
-        let mut out: Vec<LiveFile> = match &task.snapshot {
-            Snapshot::Git {
-                repo_root, commit, ..
-            } => {
-                let failed = |e: git2::Error| TaskError::Snapshot {
-                    path: repo_root.clone(),
-                    message: e.message().to_string(),
-                };
-                let repo = git2::Repository::open(repo_root).map_err(failed)?;
-                git::hunks_since(&repo, commit.as_deref(), only)
-                    .map_err(failed)?
-                    .into_iter()
-                    .map(|f| LiveFile {
-                        path: f.path,
-                        change: f.change.into(),
-                        hunks: f.hunks,
-                    })
-                    .collect()
-            }
-            Snapshot::Checksum { .. } => {
-                let (files, _) = self.changes(task)?;
-                [
-                    ("added", &files.added),
-                    ("modified", &files.modified),
-                    ("deleted", &files.deleted),
-                ]
-                .into_iter()
-                .flat_map(|(change, list)| {
-                    list.iter().map(move |path| LiveFile {
-                        path: path.clone(),
-                        change: change.into(),
-                        hunks: Vec::new(),
-                    })
-                })
-                .collect()
-            }
-        };
-        if let Some(paths) = only {
-            out.retain(|f| paths.contains(&f.path));
-        }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(out)
-    }
-
-    /// The task an editor of `workspace` shows: the running task started last (a subtask
-    /// starts after its parent, so it wins), else the task completed last if that was less
-    /// than `recent` ago.
-    pub fn focus(&self, workspace: &Path, recent: std::time::Duration) -> Result<Option<Task>> {
-        let mut workflows = std::collections::HashSet::new();
-        for v in self.workflows.iter().values() {
-            let w: Workflow = decode(&v?)?;
-            if w.workspace == workspace {
-                workflows.insert(w.id);
-            }
-        }
-        if workflows.is_empty() {
-            return Ok(None);
-        }
-        let mine: Vec<Task> = self
-            .all_tasks()?
-            .into_iter()
-            .filter(|t| workflows.contains(&t.workflow_id))
-            .collect();
-        let running = mine
-            .iter()
-            .filter(|t| t.state == TaskState::Running)
-            .max_by_key(|t| (t.started_at, t.id));
-        if let Some(t) = running {
-            return Ok(Some(t.clone()));
-        }
-        let cutoff = now().as_second() - recent.as_secs() as i64;
-        Ok(mine
-            .into_iter()
-            .filter(|t| t.completed_at.is_some_and(|c| c.as_second() >= cutoff))
-            .max_by_key(|t| (t.completed_at, t.id)))
-    }
-
-    /// How many decisions a task logged (for the editor's lenses).
-    pub fn decision_count(&self, task: &Task) -> Result<usize> {
-        Ok(self
-            .events_of(&task.id)?
-            .iter()
-            .filter(|e| matches!(e, TaskEvent::Decision(_)))
-            .count())
-    }
-
-    /// The issues a task logged that ask for a human review.
-    pub fn review_issues(&self, task: &Task) -> Result<Vec<IssueRecord>> {
-        Ok(self
-            .events_of(&task.id)?
-            .into_iter()
-            .filter_map(|e| match e {
-                TaskEvent::Issue(i) if i.requires_human_review => Some(i),
-                _ => None,
-            })
-            .collect())
-    }
-
-    /// The directory a task's paths are relative to.
-    pub fn root_of(task: &Task) -> &Path {
-        match &task.snapshot {
-            Snapshot::Git { repo_root, .. } => repo_root,
-            Snapshot::Checksum { root, .. } => root,
-        }
-    }
 }

@@ -232,18 +232,6 @@ pub enum TaskState {
     Failed,
 }
 
-impl TaskState {
-    /// How editors say it.
-    pub fn label(self) -> &'static str {
-        match self {
-            TaskState::Running => "in progress",
-            TaskState::Success => "success",
-            TaskState::PartialSuccess => "partial success",
-            TaskState::Failed => "failed",
-        }
-    }
-}
-
 impl From<CompletionStatus> for TaskState {
     fn from(s: CompletionStatus) -> TaskState {
         match s {

@@ -1,5 +1,6 @@
 //! The memory core, driven through its Rust API: data-driven cases through `check` helpers.
 
+use tandem::calls::CallError;
 use tandem::memory::{
     EntryType, Memory, MemoryError, MemoryType, NewEntry, RelationType, SearchQuery,
 };
@@ -327,7 +328,7 @@ fn bad_input_gets_the_right_code() {
     );
     // The error object is the spec's.
     let err = memory.show("01ARZ3NDEKTSV4RRFFQ69G5FAV").unwrap_err();
-    let json = err.to_json();
+    let json = CallError::from(err).to_json();
     assert_eq!(json["error"]["code"], "ENTRY_NOT_FOUND");
     assert!(
         json["error"]["message"]

@@ -1,0 +1,137 @@
+//! Export and import (`tandem memory export`/`import`): every entry, then every link, as
+//! JSON Lines; an import is checked whole before anything is written.
+
+use std::io::{BufRead, Write};
+
+use sled::Transactional;
+use sled::transaction::ConflictableTransactionError;
+
+use super::model::{MAX_TITLE_CHARS, normalize_tags};
+use super::{
+    Entry, ExportReport, ImportReport, Link, META_COUNT, META_SEQ, Memory, MemoryError, Result,
+    decode, encode, link_key,
+};
+
+impl Memory {
+    /// Writes every entry, then every link, as JSON Lines.
+    pub fn export(&self, out: &mut dyn Write) -> Result<ExportReport> {
+        let mut report = ExportReport::default();
+        for entry in self.iter_entries() {
+            let line = serde_json::to_string(&Record::Entry(entry?)).expect("plain data");
+            writeln!(out, "{line}")?;
+            report.entries += 1;
+        }
+        for item in self.links.iter().values() {
+            let link: Link = decode(&item?)?;
+            let line = serde_json::to_string(&Record::Link(link)).expect("plain data");
+            writeln!(out, "{line}")?;
+            report.links += 1;
+        }
+        out.flush()?;
+        Ok(report)
+    }
+
+    /// Reads JSON Lines written by [`Self::export`]. The whole input is checked before
+    /// anything is written: one bad line imports nothing and names its line number. An
+    /// entry that exists is replaced only when the incoming one was updated later.
+    pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
+        let mut records = Vec::new();
+        for (i, line) in input.lines().enumerate() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let record: Record = serde_json::from_str(&line).map_err(|e| {
+                MemoryError::invalid_argument("input", format!("line {}: {e}", i + 1))
+            })?;
+            if let Record::Entry(e) = &record {
+                let n = e.title.chars().count();
+                if e.title.trim().is_empty() || n > MAX_TITLE_CHARS || e.confidence > 5 {
+                    return Err(MemoryError::invalid_argument(
+                        "input",
+                        format!(
+                            "line {}: entry {} has an empty or over-long title or a confidence over 5",
+                            i + 1,
+                            e.id
+                        ),
+                    ));
+                }
+            }
+            records.push(record);
+        }
+        let mut report = ImportReport::default();
+        let mut guard = self.lock_writes();
+        guard.clear_entries();
+        let mut seq = self.current_seq()?;
+        let mut count = self.entry_count()?;
+        let mut to_index = Vec::new();
+        for record in &records {
+            let Record::Entry(incoming) = record else {
+                continue;
+            };
+            let mut incoming = incoming.clone();
+            incoming.tags = normalize_tags(&incoming.tags);
+            let existing = self.get(&incoming.id)?;
+            match &existing {
+                Some(old) if old.updated_at >= incoming.updated_at => {
+                    report.entries_unchanged += 1;
+                    continue;
+                }
+                Some(_) => report.entries_updated += 1,
+                None => {
+                    report.entries_added += 1;
+                    count += 1;
+                }
+            }
+            seq += 1;
+            incoming.seq = seq;
+            let old_seq = existing.map(|o| o.seq);
+            (&self.entries, &self.by_seq, &self.meta).transaction(|(entries, by_seq, meta)| {
+                if let Some(old) = old_seq {
+                    by_seq.remove(&old.to_be_bytes())?;
+                }
+                entries.insert(incoming.id.to_string().as_bytes(), encode(&incoming))?;
+                by_seq.insert(&seq.to_be_bytes(), incoming.id.to_string().as_bytes())?;
+                meta.insert(META_SEQ, &seq.to_be_bytes())?;
+                meta.insert(META_COUNT, &count.to_be_bytes())?;
+                Ok::<_, ConflictableTransactionError<MemoryError>>(())
+            })?;
+            to_index.push(incoming);
+        }
+        for record in &records {
+            let Record::Link(link) = record else { continue };
+            let key = link_key(&link.source, &link.target, link.relation);
+            if self.links.contains_key(&key)? {
+                report.links_unchanged += 1;
+                continue;
+            }
+            let (Some(source), Some(target)) = (self.get(&link.source)?, self.get(&link.target)?)
+            else {
+                return Err(MemoryError::invalid_argument(
+                    "input",
+                    format!(
+                        "link {} names an entry that is neither stored nor imported",
+                        link.id
+                    ),
+                ));
+            };
+            self.create_link(&source, &target, link.relation)?;
+            report.links_added += 1;
+        }
+        self.store.flush()?;
+        if let Err(e) = self.idx().upsert_batch(&to_index) {
+            tracing::error!(
+                "indexing the import failed ({e}); it is stored and will be indexed at the next start"
+            );
+        }
+        Ok(report)
+    }
+}
+
+/// One line of an export.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+enum Record {
+    Entry(Entry),
+    Link(Link),
+}

@@ -1,0 +1,214 @@
+//! Records for editors and the CLI: a task with everything it logged and its subtasks,
+//! workflows with their task trees, and the live changes of a task, each read in one call.
+
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::model::{
+    CompletionMetadata, Decision, FilesChanged, IssueRecord, Milestone, Outcome, PlanStep,
+    Snapshot, Task, TaskEvent, TaskState, Verification, Workflow,
+};
+use super::{Result, TaskError, Tasks, decode, git, now};
+
+/// A task with everything it logged and its subtasks: what an editor or `tandem tasks show`
+/// needs, in one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskRecord {
+    pub task_id: String,
+    pub workflow_id: String,
+    pub parent_task_id: Option<String>,
+    pub name: String,
+    pub goal: String,
+    pub areas: Vec<String>,
+    /// `running`, `success`, `partial_success` or `failed`.
+    pub status: TaskState,
+    pub snapshot_type: String,
+    pub snapshot_id: String,
+    pub started_at: String,
+    pub completed_at: Option<String>,
+    /// Until completion, or until now for a running task.
+    pub duration_seconds: u64,
+    pub progress: Option<f64>,
+    pub last_message: Option<String>,
+    pub outcome: Option<Outcome>,
+    pub metadata: Option<CompletionMetadata>,
+    pub files_changed: Option<FilesChanged>,
+    pub verification: Option<Verification>,
+    pub decisions: Vec<Decision>,
+    pub issues: Vec<IssueRecord>,
+    pub milestones: Vec<Milestone>,
+    pub subtasks: Vec<TaskRecord>,
+}
+
+/// A workflow with its task tree (`tandem tasks`, the editor's list).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkflowRecord {
+    pub workflow_id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub plan: Vec<PlanStep>,
+    pub workspace: String,
+    pub created_at: String,
+    /// Top-level tasks, each with its subtasks.
+    pub tasks: Vec<TaskRecord>,
+}
+
+/// What a running (or completed) task has changed so far, file by file with line ranges:
+/// the live view editors show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LiveChanges {
+    pub task_id: String,
+    pub files: Vec<LiveFile>,
+}
+
+/// One file a task changed, with its line ranges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LiveFile {
+    pub path: String,
+    /// `added`, `modified` or `deleted`.
+    pub change: String,
+    /// Empty outside git (a checksum snapshot knows files, not lines).
+    pub hunks: Vec<git::Hunk>,
+}
+
+impl Tasks {
+    /// One task's whole record, subtasks included.
+    pub fn record(&self, id: &str) -> Result<TaskRecord> {
+        let task = self.task(id)?;
+        let all = self.all_tasks()?;
+        self.build_record(&task, &all)
+    }
+
+    fn build_record(&self, task: &Task, all: &[Task]) -> Result<TaskRecord> {
+        let mut decisions = Vec::new();
+        let mut issues = Vec::new();
+        let mut milestones = Vec::new();
+        for e in self.events_of(&task.id)? {
+            match e {
+                TaskEvent::Decision(d) => decisions.push(d),
+                TaskEvent::Issue(i) => issues.push(i),
+                TaskEvent::Milestone(m) => milestones.push(m),
+            }
+        }
+        let mut subtasks = Vec::new();
+        for child in all.iter().filter(|t| t.parent_task_id == Some(task.id)) {
+            subtasks.push(self.build_record(child, all)?);
+        }
+        let end = task.completed_at.unwrap_or_else(now);
+        Ok(TaskRecord {
+            task_id: task.id.to_string(),
+            workflow_id: task.workflow_id.to_string(),
+            parent_task_id: task.parent_task_id.map(|p| p.to_string()),
+            name: task.name.clone(),
+            goal: task.goal.clone(),
+            areas: task.areas.clone(),
+            status: task.state,
+            snapshot_type: task.snapshot.kind().into(),
+            snapshot_id: task.snapshot.id(),
+            started_at: task.started_at.to_string(),
+            completed_at: task.completed_at.map(|t| t.to_string()),
+            duration_seconds: (end.as_second() - task.started_at.as_second()).max(0) as u64,
+            progress: task.progress,
+            last_message: task.last_message.clone(),
+            outcome: task.outcome.clone(),
+            metadata: task.metadata.clone(),
+            files_changed: task.files_changed.clone(),
+            verification: task.verification.clone(),
+            decisions,
+            issues,
+            milestones,
+            subtasks,
+        })
+    }
+
+    /// Every workflow (newest first) with its task tree; only those of `workspace` when given.
+    pub fn list(&self, workspace: Option<&Path>) -> Result<Vec<WorkflowRecord>> {
+        let all = self.all_tasks()?;
+        let mut out = Vec::new();
+        for v in self.workflows.iter().values().rev() {
+            let w: Workflow = decode(&v?)?;
+            if workspace.is_some_and(|ws| ws != w.workspace) {
+                continue;
+            }
+            let mut tasks = Vec::new();
+            for t in all
+                .iter()
+                .filter(|t| t.workflow_id == w.id && t.parent_task_id.is_none())
+            {
+                tasks.push(self.build_record(t, &all)?);
+            }
+            out.push(WorkflowRecord {
+                workflow_id: w.id.to_string(),
+                name: w.name,
+                description: w.description,
+                plan: w.plan,
+                workspace: w.workspace.display().to_string(),
+                created_at: w.created_at.to_string(),
+                tasks,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The files and line ranges a task has changed since it started: the net change from
+    /// the start to the working tree (a file changed and changed back is not listed).
+    pub fn live_changes(&self, id: &str) -> Result<LiveChanges> {
+        let task = self.task(id)?;
+        Ok(LiveChanges {
+            task_id: task.id.to_string(),
+            files: self.live_files(&task, None)?,
+        })
+    }
+
+    /// [`Tasks::live_changes`] of `task`, sorted by path; of these paths only with `only`
+    /// (relative to the snapshot's root; in git, a diff limited to them).
+    pub fn live_files(&self, task: &Task, only: Option<&[String]>) -> Result<Vec<LiveFile>> {
+        if only.is_some_and(|o| o.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<LiveFile> = match &task.snapshot {
+            Snapshot::Git {
+                repo_root, commit, ..
+            } => {
+                let failed = |e: git2::Error| TaskError::Snapshot {
+                    path: repo_root.clone(),
+                    message: e.message().to_string(),
+                };
+                let repo = git2::Repository::open(repo_root).map_err(failed)?;
+                git::hunks_since(&repo, commit.as_deref(), only)
+                    .map_err(failed)?
+                    .into_iter()
+                    .map(|f| LiveFile {
+                        path: f.path,
+                        change: f.change.into(),
+                        hunks: f.hunks,
+                    })
+                    .collect()
+            }
+            Snapshot::Checksum { .. } => {
+                let (files, _) = self.changes(task)?;
+                [
+                    ("added", &files.added),
+                    ("modified", &files.modified),
+                    ("deleted", &files.deleted),
+                ]
+                .into_iter()
+                .flat_map(|(change, list)| {
+                    list.iter().map(move |path| LiveFile {
+                        path: path.clone(),
+                        change: change.into(),
+                        hunks: Vec::new(),
+                    })
+                })
+                .collect()
+            }
+        };
+        if let Some(paths) = only {
+            out.retain(|f| paths.contains(&f.path));
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+}
