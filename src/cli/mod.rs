@@ -20,7 +20,6 @@ use tandem::config::{self, Config};
 use tandem::core::Core;
 use tandem::core::CoreError;
 use tandem::core::LazyCore;
-use tandem::memory::MemoryError;
 use tandem::store::StoreError;
 
 #[derive(Parser)]
@@ -108,10 +107,6 @@ pub fn main() -> ExitCode {
                 eprintln!("tandem: {} ({})", r, r.code);
             } else if let Some(c) = e.downcast_ref::<CoreError>() {
                 eprintln!("tandem: {} ({})", c, c.code());
-            } else if let Some(m) = e.downcast_ref::<MemoryError>() {
-                eprintln!("tandem: {} ({})", m, m.code());
-            } else if let Some(t) = e.downcast_ref::<tandem::tasks::TaskError>() {
-                eprintln!("tandem: {} ({})", t, t.code());
             } else {
                 eprintln!("tandem: {e:#}");
             }

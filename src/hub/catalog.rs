@@ -232,7 +232,7 @@ const PLACEHOLDER_SUFFIXES: &[&str] = &["_here", "-here", " here"];
 
 /// Whether a credential's value is missing or a placeholder: empty, an unexpanded `${VAR}`,
 /// `<...>`, a run of `x`, `*` or `.`, or one of the usual words and shapes
-/// ([`PLACEHOLDER_VALUES`], [`PLACEHOLDER_PREFIXES`], [`PLACEHOLDER_SUFFIXES`]).
+/// (`PLACEHOLDER_VALUES`, `PLACEHOLDER_PREFIXES`, `PLACEHOLDER_SUFFIXES`).
 pub fn is_placeholder(value: &str) -> bool {
     let v = value.trim();
     let lower = v.to_ascii_lowercase();
