@@ -155,6 +155,9 @@ struct Inner {
     server_info: Option<Implementation>,
     failures: u32,
     last_error: Option<String>,
+    /// The connection that failed last and its error without the stderr tail: lines its
+    /// child writes as it dies, read after the failure was seen, still join the message.
+    failed: Option<(u64, String)>,
     stderr: VecDeque<String>,
     /// Bumped on every (re)connection and stop, so a stale task does not touch a newer one.
     generation: u64,
@@ -230,6 +233,7 @@ impl Downstream {
                 server_info: None,
                 failures: 0,
                 last_error: None,
+                failed: None,
                 stderr: VecDeque::new(),
                 generation: 0,
                 next_attempt: None,
@@ -353,7 +357,7 @@ impl Downstream {
                     }
                 };
                 if let Some(stderr) = stderr {
-                    self.capture_stderr(stderr);
+                    self.capture_stderr(stderr, generation);
                 }
                 self.handshake(handler, transport).await
             }
@@ -409,8 +413,9 @@ impl Downstream {
         });
     }
 
-    /// Keeps the last lines of a child's stderr (for error messages) and logs them all.
-    fn capture_stderr(self: &Arc<Self>, stderr: tokio::process::ChildStderr) {
+    /// Keeps the last lines of the stderr of connection `generation`'s child (for error
+    /// messages) and logs them all.
+    fn capture_stderr(self: &Arc<Self>, stderr: tokio::process::ChildStderr, generation: u64) {
         let this = self.clone();
         tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
@@ -421,6 +426,11 @@ impl Downstream {
                     inner.stderr.pop_front();
                 }
                 inner.stderr.push_back(line);
+                if let Some((failed, error)) = &inner.failed
+                    && *failed == generation
+                {
+                    inner.last_error = Some(with_tail(error, &inner.stderr));
+                }
             }
         });
     }
@@ -494,14 +504,10 @@ impl Downstream {
             }
             inner.generation += 1;
             inner.failures += 1;
-            let tail: Vec<String> = inner.stderr.iter().cloned().collect();
-            let error = if tail.is_empty() {
-                error
-            } else {
-                format!("{error}; its stderr ended with: {}", tail.join(" | "))
-            };
-            tracing::warn!("downstream server {}: {error}", self.config.name);
-            inner.last_error = Some(error);
+            let shown = with_tail(&error, &inner.stderr);
+            tracing::warn!("downstream server {}: {shown}", self.config.name);
+            inner.last_error = Some(shown);
+            inner.failed = Some((generation, error));
             inner.peer = None;
             let service = inner.service.take();
             if inner.failures >= MAX_ATTEMPTS {
@@ -688,6 +694,15 @@ impl Downstream {
         .await
         .map(|info| info.values)
     }
+}
+
+/// A failure's message with the last lines its server wrote on stderr.
+fn with_tail(error: &str, stderr: &VecDeque<String>) -> String {
+    if stderr.is_empty() {
+        return error.to_string();
+    }
+    let tail: Vec<&str> = stderr.iter().map(String::as_str).collect();
+    format!("{error}; its stderr ended with: {}", tail.join(" | "))
 }
 
 /// The HTTP client's settings: an `Authorization: Bearer` header becomes its token, other
