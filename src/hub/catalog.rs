@@ -214,9 +214,7 @@ const PLACEHOLDER_VALUES: &[&str] = &[
     "api-key",
     "api_key",
     "apikey",
-    "key",
     "null",
-    "none",
     "undefined",
 ];
 

@@ -126,7 +126,12 @@ pub struct ServerConfig {
     pub disabled: bool,
     /// Connect when the workspace opens (default), or on first use.
     pub autostart: bool,
-    pub core: bool,
+    /// Never deactivated by an agent; `None`: as the catalog knows the server
+    /// ([`ServerConfig::is_core`]).
+    pub core: Option<bool>,
+    /// The credentials it lacks: each variable its `env`, `headers`, `args` or `url` uses
+    /// that is unset, and each `env` key or header whose value is a placeholder. Names only.
+    pub missing_env_keys: Vec<String>,
     pub category: Option<String>,
     pub description: Option<String>,
     pub disabled_prompts: BTreeSet<String>,
@@ -383,7 +388,7 @@ struct RawServer {
     #[serde(default)]
     autostart: Option<bool>,
     #[serde(default)]
-    core: bool,
+    core: Option<bool>,
     #[serde(default)]
     category: Option<String>,
     #[serde(default)]
@@ -497,7 +502,8 @@ fn merge_conventional(into: &mut Conventional, from: Conventional) {
 }
 
 /// One server's entry, resolved: its settings, then its transport. A wrong entry keeps the
-/// settings read before the problem and carries the problem as its `error`.
+/// settings read before the problem and carries the problem as its `error`; an entry
+/// lacking credentials names every one (`missing_env_keys`) and its first as the error.
 fn resolve(
     name: &str,
     value: Value,
@@ -509,20 +515,36 @@ fn resolve(
         name,
         origin: &origin,
         env,
+        missing: Default::default(),
     };
     let mut server = ServerConfig::unresolved(name, origin.clone());
     let transport = read_entry(&entry, value).and_then(|raw| {
         apply_settings(&mut server, &entry, &raw)?;
         transport(&entry, raw, workspace)
     });
-    match transport {
-        Ok(t) => server.transport = Some(t),
-        Err(e) => server.error = Some(e),
+    let missing = entry.missing.into_inner();
+    match (transport, missing.first()) {
+        (Ok(_), Some(first)) => server.error = Some(first.problem.clone()),
+        (Ok(t), None) => server.transport = Some(t),
+        (Err(e), _) => server.error = Some(e),
+    }
+    for m in missing {
+        if !server.missing_env_keys.contains(&m.key) {
+            server.missing_env_keys.push(m.key);
+        }
     }
     server
 }
 
 impl ServerConfig {
+    /// Whether an agent may never deactivate it: as its entry says, else as the catalog
+    /// knows the server.
+    pub fn is_core(&self) -> bool {
+        self.core.unwrap_or_else(|| {
+            super::catalog::known(&self.name, self.transport.as_ref()).is_some_and(|k| k.core)
+        })
+    }
+
     /// A server with the defaults, before its entry is read.
     fn unresolved(name: &str, origin: Origin) -> ServerConfig {
         ServerConfig {
@@ -532,7 +554,8 @@ impl ServerConfig {
             error: None,
             disabled: false,
             autostart: true,
-            core: false,
+            core: None,
+            missing_env_keys: Vec::new(),
             category: None,
             description: None,
             disabled_prompts: BTreeSet::new(),
@@ -541,11 +564,20 @@ impl ServerConfig {
     }
 }
 
-/// The entry being resolved: where its problems are reported, and how its variables expand.
+/// The entry being resolved: where its problems are reported, how its variables expand,
+/// and the credentials found missing so far.
 struct Entry<'a> {
     name: &'a str,
     origin: &'a Origin,
     env: &'a dyn Fn(&str) -> Option<String>,
+    missing: std::cell::RefCell<Vec<Missing>>,
+}
+
+/// A credential an entry lacks: what the user sets (a variable, or the key whose value is
+/// a placeholder) and the problem, located.
+struct Missing {
+    key: String,
+    problem: ConfigProblem,
 }
 
 impl Entry<'_> {
@@ -557,6 +589,39 @@ impl Entry<'_> {
             field: field.map(str::to_string),
             message: message.into(),
         }
+    }
+
+    /// A value that may carry a credential (`env`, `headers`, `args`, `url`), expanded: each
+    /// unset variable is a missing credential (named by the variable), and so is a value
+    /// of `key` (an `env` key or a header) that is a placeholder; what is missing expands
+    /// to nothing.
+    fn credential(&self, field: &str, key: Option<&str>, text: &str) -> String {
+        let mut unset = Vec::new();
+        let value = expand_collecting(text, self.env, &mut unset);
+        let mut missing = self.missing.borrow_mut();
+        for var in &unset {
+            missing.push(Missing {
+                key: var.clone(),
+                problem: self.problem(
+                    Some(field),
+                    format!("${{{var}}} is not set in the environment"),
+                ),
+            });
+        }
+        let credential = value
+            .split_once(' ')
+            .filter(|(scheme, _)| ["bearer", "token", "basic"].contains(&scheme.to_ascii_lowercase().as_str()))
+            .map_or(value.as_str(), |(_, rest)| rest);
+        if let Some(key) = key
+            && unset.is_empty()
+            && super::catalog::is_placeholder(credential)
+        {
+            missing.push(Missing {
+                key: key.to_string(),
+                problem: self.problem(Some(field), "is a placeholder, not a credential"),
+            });
+        }
+        value
     }
 
     /// `text` of `field` with its variables expanded ([`expand_vars`]).
@@ -645,13 +710,13 @@ fn stdio(
         .args
         .iter()
         .enumerate()
-        .map(|(i, a)| entry.expand(&format!("args[{i}]"), a))
-        .collect::<Result<_, _>>()?;
+        .map(|(i, a)| entry.credential(&format!("args[{i}]"), None, a))
+        .collect();
     let env = raw
         .env
         .iter()
-        .map(|(k, v)| Ok((k.clone(), entry.expand(&format!("env.{k}"), v)?)))
-        .collect::<Result<_, _>>()?;
+        .map(|(k, v)| (k.clone(), entry.credential(&format!("env.{k}"), Some(k), v)))
+        .collect();
     let cwd = match &raw.cwd {
         Some(c) => {
             let c = PathBuf::from(entry.expand("cwd", c)?);
@@ -673,21 +738,47 @@ fn stdio(
 
 /// A Streamable HTTP transport: an http(s) URL and its headers, expanded.
 fn http(entry: &Entry, url: &str, raw: &RawServer) -> Result<Transport, ConfigProblem> {
-    let url = entry.expand("url", url)?;
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
+    let url = entry.credential("url", None, url);
+    if !entry.missing.borrow().is_empty() {
+        // The URL is not whole; what it lacks is the entry's error.
+    } else if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(entry.problem(Some("url"), format!("'{url}' is not an http(s) URL")));
     }
     let headers = raw
         .headers
         .iter()
-        .map(|(k, v)| Ok((k.clone(), entry.expand(&format!("headers.{k}"), v)?)))
-        .collect::<Result<_, _>>()?;
+        .map(|(k, v)| (k.clone(), entry.credential(&format!("headers.{k}"), Some(k), v)))
+        .collect();
     Ok(Transport::Http { url, headers })
 }
 
 /// Expands `${VAR}`, `${env:VAR}` and `${VAR:-default}`; `$$` is a literal `$`. An unset
 /// variable without a default is an error naming it.
 pub fn expand_vars(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    expand(text, env, &mut |_| false)
+}
+
+/// [`expand_vars`], with each unset variable without a default expanded to nothing and
+/// added to `unset`.
+fn expand_collecting(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    unset: &mut Vec<String>,
+) -> String {
+    let mut keep = |var: &str| {
+        unset.push(var.to_string());
+        true
+    };
+    expand(text, env, &mut keep).expect("every unset variable is kept")
+}
+
+/// Expands `text`; an unset variable without a default is given to `unset`, which says
+/// whether to go on (it expands to nothing) or fail naming it.
+fn expand(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    unset: &mut dyn FnMut(&str) -> bool,
+) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find('$') {
@@ -717,6 +808,7 @@ pub fn expand_vars(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<S
         match (env(var), default) {
             (Some(v), _) => out.push_str(&v),
             (None, Some(d)) => out.push_str(d),
+            (None, None) if unset(var) => {}
             (None, None) => return Err(var.to_string()),
         }
         rest = &body[end + 1..];
@@ -751,6 +843,39 @@ mod tests {
             let got = expand_vars(input, &env);
             assert_eq!(got.as_deref().map_err(String::as_str), *want, "{input}");
         }
+    }
+
+    #[test]
+    fn every_missing_credential_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(
+            dir.path(),
+            "config.json",
+            r#"{"mcpServers": {
+                "sentry": {"command": "npx", "args": ["-y", "@sentry/mcp-server", "--org=${SENTRY_ORG}"],
+                           "env": {"SENTRY_AUTH_TOKEN": "${SENTRY_AUTH_TOKEN}", "SENTRY_HOST": "YOUR_HOST_HERE", "HOME_DIR": "${HOME}"}},
+                "remote": {"url": "https://${REMOTE_HOST}/mcp", "headers": {"Authorization": "Bearer <token>", "X-Team": "core"}},
+                "fine": {"command": "x", "env": {"TOKEN": "${TOKEN}", "MODE": "production"}, "core": false},
+                "pinned": {"command": "y", "core": true}
+              }}"#,
+        );
+        let c = load(&user, dir.path(), &env);
+        let sentry = &c.servers["sentry"];
+        assert_eq!(
+            sentry.missing_env_keys,
+            ["SENTRY_ORG", "SENTRY_AUTH_TOKEN", "SENTRY_HOST"]
+        );
+        assert_eq!(sentry.transport, None);
+        let error = sentry.error.as_ref().unwrap();
+        assert_eq!(error.field.as_deref(), Some("args[2]"));
+        assert_eq!(error.message, "${SENTRY_ORG} is not set in the environment");
+        let remote = &c.servers["remote"];
+        assert_eq!(remote.missing_env_keys, ["REMOTE_HOST", "Authorization"]);
+        assert_eq!(remote.error.as_ref().unwrap().field.as_deref(), Some("url"));
+        let fine = &c.servers["fine"];
+        assert!(fine.missing_env_keys.is_empty() && fine.error.is_none(), "{fine:?}");
+        assert!(!fine.is_core());
+        assert!(c.servers["pinned"].is_core());
     }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod command;
 pub mod config;
 pub mod conventional;
+pub mod gateway;
 pub mod inject;
 pub mod own;
 pub mod proxy;
@@ -30,6 +31,7 @@ use crate::events::{Bus, Event, HubChange};
 use crate::store::{Store, StoreError};
 use config::HubConfig;
 pub use conventional::{ConventionalArgument, ConventionalPrompt, InjectRequest, PromptTarget};
+pub use remembered::Said;
 use remembered::RememberedPrompts;
 pub use server::{Downstream, HubError, ServerState, Status};
 use trust::Trust;
@@ -192,6 +194,7 @@ impl Hub {
             loaded: RwLock::new(Loaded::default()),
             reload: tokio::sync::Mutex::new(()),
             conventional: Arc::new(Mutex::new(None)),
+            holders: Default::default(),
         });
         w.apply(self);
         let watch = Arc::downgrade(&w);
@@ -233,6 +236,8 @@ pub struct Workspace {
     /// The downstream conventional prompts, fetched once (at that instant) and kept until a
     /// server's prompts, its state or the config change, or a server's `max_age_secs` passes.
     conventional: Arc<Mutex<Option<Arc<conventional::Downstreams>>>>,
+    /// How many agent sessions activated each server (`gateway`).
+    holders: gateway::Holders,
 }
 
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
@@ -299,10 +304,12 @@ impl Workspace {
             if change != server::ServerChange::Tools {
                 *cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
             }
-            if change == server::ServerChange::Prompts
-                && let Some(w) = this.upgrade()
+            if matches!(
+                change,
+                server::ServerChange::Prompts | server::ServerChange::Tools
+            ) && let Some(w) = this.upgrade()
             {
-                w.remember_prompts(name);
+                w.remember(name);
             }
             bus.publish(Event::Hub {
                 workspace: root.clone(),
@@ -418,27 +425,35 @@ impl Workspace {
         })
     }
 
-    /// Keeps what a ready server lists now as its last known prompts.
-    fn remember_prompts(&self, name: &str) {
+    /// Keeps what a ready server says now as what it said last.
+    fn remember(&self, name: &str) {
         let (Some(hub), Ok(s)) = (self.hub.upgrade(), self.server(name)) else {
             return;
         };
         if let (Status::Ready, Some(runs)) = (s.status(), &s.config.transport) {
             hub.remembered
-                .remember(&self.root, name, &runs.describe(), &s.prompts());
+                .remember(&self.root, name, &runs.describe(), s.said());
         }
+    }
+
+    /// What a server says of itself: while it runs, what it says now; else what it said
+    /// when it last ran with the same command line, if it did (`true`: remembered).
+    pub fn said(&self, s: &Downstream) -> Option<(Said, bool)> {
+        if s.status() == Status::Ready {
+            return Some((s.said(), false));
+        }
+        let (hub, runs) = (self.hub.upgrade()?, s.config.transport.as_ref()?);
+        let said = hub.remembered.recall(&self.root, s.name(), &runs.describe())?;
+        Some((said, true))
     }
 
     /// What a server offers: what it lists while it runs; for a server not started yet
     /// (`autostart: false`), what it listed when it last ran (`true`: remembered).
     fn offered_prompts(&self, s: &Downstream) -> (Arc<Vec<rmcp::model::Prompt>>, bool) {
         if s.status() == Status::Idle
-            && let (Some(hub), Some(runs)) = (self.hub.upgrade(), &s.config.transport)
-            && let Some(prompts) = hub
-                .remembered
-                .recall(&self.root, s.name(), &runs.describe())
+            && let Some((said, true)) = self.said(s)
         {
-            return (Arc::new(prompts), true);
+            return (Arc::new(said.prompts), true);
         }
         (s.prompts(), false)
     }

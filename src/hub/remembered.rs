@@ -1,11 +1,13 @@
-//! The last prompts each server listed, kept in the data dir. A server with `autostart:
-//! false` is not running until something needs it, yet its prompts should still be offered
-//! as commands (running one starts it): they are the ones it listed the last time it ran,
-//! in this workspace, with the same command line.
+//! What each server said of itself the last time it ran (its prompts, tools, `serverInfo`
+//! and `instructions`), kept in the data dir. A server with `autostart: false` is not
+//! running until something needs it, yet its prompts should still be offered as commands
+//! (running one starts it), and the gateway's catalog describes it and finds it by its
+//! tools: from what it said the last time it ran, in this workspace, with the same command
+//! line.
 
 use std::path::Path;
 
-use rmcp::model::Prompt;
+use rmcp::model::{Implementation, Prompt, Tool};
 use serde::{Deserialize, Serialize};
 
 use crate::store::StoreError;
@@ -14,7 +16,21 @@ use crate::store::StoreError;
 struct Record {
     /// What the server ran as (`Transport::describe`): another command may list other prompts.
     runs: String,
-    prompts: Vec<Prompt>,
+    #[serde(flatten)]
+    said: Said,
+}
+
+/// What a server says of itself while it runs. Records written before tools and the rest
+/// were kept read as none of them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Said {
+    pub prompts: Vec<Prompt>,
+    #[serde(default)]
+    pub tools: Vec<Tool>,
+    #[serde(default)]
+    pub server_info: Option<Implementation>,
+    #[serde(default)]
+    pub instructions: Option<String>,
 }
 
 pub struct RememberedPrompts {
@@ -35,13 +51,13 @@ impl RememberedPrompts {
         })
     }
 
-    /// Keeps `prompts` as what `server` of the workspace `root`, run as `runs`, lists. Not
-    /// flushed: sled's background flush persists it, and losing the last one in a crash only
-    /// means the next run lists them again.
-    pub fn remember(&self, root: &Path, server: &str, runs: &str, prompts: &[Prompt]) {
+    /// Keeps what `server` of the workspace `root`, run as `runs`, says. Not flushed:
+    /// sled's background flush persists it, and losing the last one in a crash only means
+    /// the next run says it again.
+    pub fn remember(&self, root: &Path, server: &str, runs: &str, said: Said) {
         let record = Record {
             runs: runs.to_string(),
-            prompts: prompts.to_vec(),
+            said,
         };
         let value = serde_json::to_vec(&record).expect("plain data");
         let key = key(root, server);
@@ -49,14 +65,14 @@ impl RememberedPrompts {
             return;
         }
         if let Err(e) = self.tree.insert(key, value) {
-            tracing::warn!("cannot remember the prompts of {server}: {e}");
+            tracing::warn!("cannot remember what {server} said: {e}");
         }
     }
 
-    /// What `server` of `root` listed when it last ran as `runs`, if it ever did.
-    pub fn recall(&self, root: &Path, server: &str, runs: &str) -> Option<Vec<Prompt>> {
+    /// What `server` of `root` said when it last ran as `runs`, if it ever did.
+    pub fn recall(&self, root: &Path, server: &str, runs: &str) -> Option<Said> {
         let bytes = self.tree.get(key(root, server)).ok()??;
         let record: Record = serde_json::from_slice(&bytes).ok()?;
-        (record.runs == runs).then_some(record.prompts)
+        (record.runs == runs).then_some(record.said)
     }
 }

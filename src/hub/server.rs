@@ -40,6 +40,8 @@ pub enum Status {
     Disabled,
     /// Its entry is wrong (see the error).
     Misconfigured,
+    /// A credential it needs is unset or a placeholder (`missing_env_keys`).
+    MissingCredentials,
     /// `autostart: false`, not used yet.
     Idle,
     Starting,
@@ -59,6 +61,7 @@ impl Status {
             Status::Untrusted => "untrusted",
             Status::Disabled => "disabled",
             Status::Misconfigured => "misconfigured",
+            Status::MissingCredentials => "missing_credentials",
             Status::Idle => "idle",
             Status::Starting => "starting",
             Status::Ready => "ready",
@@ -77,9 +80,42 @@ pub enum HubError {
     Unavailable(String),
     #[error("{0}")]
     Timeout(String),
-    /// The server answered with an error.
+    /// The server failed a request (not with an error answer).
     #[error("{0}")]
     Server(String),
+    /// The server answered a request with this JSON-RPC error (passed on as it is by the
+    /// gateway's proxied calls).
+    #[error("{message}")]
+    Answered {
+        message: String,
+        error: rmcp::model::ErrorData,
+    },
+    /// The gateway: a workspace file's server before the user approved the file.
+    #[error("{0}")]
+    Untrusted(String),
+    /// The gateway: a server turned off, or whose entry is wrong.
+    #[error("{0}")]
+    Disabled(String),
+    /// The gateway: credentials a server needs are unset or placeholders.
+    #[error("Missing {}", keys.join(", "))]
+    MissingCredentials { server: String, keys: Vec<String> },
+    #[error("Server '{0}' is already active in this session")]
+    AlreadyActive(String),
+    #[error("Server '{0}' is not active in this session")]
+    NotActive(String),
+    #[error("Rate limit exceeded: at most {limit} activations per {per_secs} s in a session; try again in {retry_after_secs} s")]
+    RateLimited {
+        limit: usize,
+        per_secs: u64,
+        retry_after_secs: u64,
+    },
+    #[error("Cannot deactivate core server '{0}'")]
+    CoreServer(String),
+    #[error("Cannot deactivate boot server '{0}': it is loaded at the start of every session (set \"autostart\": false to load it on demand)")]
+    BootServer(String),
+    /// The gateway: no active server has this tool.
+    #[error("{0}")]
+    ToolNotFound(String),
     #[error("{0}")]
     ServerNotFound(String),
     #[error("{0}")]
@@ -109,7 +145,16 @@ impl HubError {
         match self {
             HubError::Unavailable(_) => "SERVER_UNAVAILABLE",
             HubError::Timeout(_) => "SERVER_TIMEOUT",
-            HubError::Server(_) => "SERVER_ERROR",
+            HubError::Server(_) | HubError::Answered { .. } => "SERVER_ERROR",
+            HubError::Untrusted(_) => "SERVER_UNTRUSTED",
+            HubError::Disabled(_) => "SERVER_DISABLED",
+            HubError::MissingCredentials { .. } => "MISSING_CREDENTIALS",
+            HubError::AlreadyActive(_) => "ALREADY_ACTIVE",
+            HubError::NotActive(_) => "NOT_ACTIVE",
+            HubError::RateLimited { .. } => "RATE_LIMITED",
+            HubError::CoreServer(_) => "CORE_SERVER",
+            HubError::BootServer(_) => "BOOT_SERVER",
+            HubError::ToolNotFound(_) => "TOOL_NOT_FOUND",
             HubError::ServerNotFound(_) => "SERVER_NOT_FOUND",
             HubError::PromptNotFound(_) => "PROMPT_NOT_FOUND",
             HubError::InvalidArgument(_) | HubError::NothingToChange => "INVALID_ARGUMENT",
@@ -125,6 +170,23 @@ impl HubError {
         match self {
             HubError::Command(e) => e.details(),
             HubError::NothingToChange => serde_json::json!({"field": "arguments"}),
+            HubError::MissingCredentials { server, keys } => {
+                serde_json::json!({"server": server, "missingEnvKeys": keys})
+            }
+            HubError::RateLimited {
+                limit,
+                per_secs,
+                retry_after_secs,
+            } => serde_json::json!({
+                "limit": limit,
+                "perSeconds": per_secs,
+                "retryAfterSeconds": retry_after_secs
+            }),
+            HubError::Answered { error, .. } => serde_json::json!({
+                "code": error.code.0,
+                "message": error.message,
+                "data": error.data,
+            }),
             _ => serde_json::json!({}),
         }
     }
@@ -153,6 +215,7 @@ struct Inner {
     service: Option<RunningService<RoleClient, Handler>>,
     lists: Lists,
     server_info: Option<Implementation>,
+    instructions: Option<String>,
     failures: u32,
     last_error: Option<String>,
     /// The connection that failed last and its error without the stderr tail: lines its
@@ -187,6 +250,9 @@ pub struct ServerState {
     pub description: Option<String>,
     pub category: Option<String>,
     pub core: bool,
+    /// The credentials it lacks (names only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_env_keys: Vec<String>,
 }
 
 /// Receives the server's notifications.
@@ -214,7 +280,9 @@ impl ClientHandler for Handler {
 impl Downstream {
     /// A server in its first state (`trusted`: its file may run).
     pub fn new(config: ServerConfig, trusted: bool, on_change: OnChange) -> Arc<Downstream> {
-        let status = if config.error.is_some() {
+        let status = if !config.missing_env_keys.is_empty() {
+            Status::MissingCredentials
+        } else if config.error.is_some() {
             Status::Misconfigured
         } else if !trusted {
             Status::Untrusted
@@ -231,6 +299,7 @@ impl Downstream {
                 service: None,
                 lists: Lists::default(),
                 server_info: None,
+                instructions: None,
                 failures: 0,
                 last_error: None,
                 failed: None,
@@ -281,7 +350,8 @@ impl Downstream {
                 .map(|i| format!("{} {}", i.name, i.version)),
             description: self.config.description.clone(),
             category: self.config.category.clone(),
-            core: self.config.core,
+            core: self.config.is_core(),
+            missing_env_keys: self.config.missing_env_keys.clone(),
         }
     }
 
@@ -291,6 +361,17 @@ impl Downstream {
 
     pub fn tools(&self) -> Arc<Vec<Tool>> {
         self.lock().lists.tools.clone()
+    }
+
+    /// What the server says of itself on its current (or last) connection.
+    pub fn said(&self) -> super::Said {
+        let inner = self.lock();
+        super::Said {
+            prompts: inner.lists.prompts.to_vec(),
+            tools: inner.lists.tools.to_vec(),
+            server_info: inner.server_info.clone(),
+            instructions: inner.instructions.clone(),
+        }
     }
 
     /// Starts the server if it may run and does not yet.
@@ -382,7 +463,9 @@ impl Downstream {
             if inner.generation != generation {
                 return; // stopped or replaced meanwhile: dropping `service` kills the child
             }
-            inner.server_info = peer.peer_info().and_then(|i| i.server_info.clone());
+            let info = peer.peer_info();
+            inner.server_info = info.as_ref().and_then(|i| i.server_info.clone());
+            inner.instructions = info.as_ref().and_then(|i| i.instructions.clone());
             inner.lists = lists;
             inner.peer = Some(peer.clone());
             inner.service = Some(service);
@@ -604,6 +687,13 @@ impl Downstream {
                 "server '{name}' is disabled in {}",
                 self.config.origin.file().display()
             ),
+            Status::MissingCredentials => format!(
+                "Missing {}: server '{name}' needs {} set in the environment Tandem runs in \
+                 (or written in {})",
+                self.config.missing_env_keys.join(", "),
+                if self.config.missing_env_keys.len() == 1 { "it" } else { "them" },
+                self.config.origin.file().display()
+            ),
             Status::Misconfigured => match &self.config.error {
                 Some(e) => e.to_string(),
                 None => format!("server '{name}' is misconfigured"),
@@ -630,10 +720,13 @@ impl Downstream {
         let (peer, generation) = self.peer().await?;
         match tokio::time::timeout(self.config.timeout, f(peer)).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(HubError::Server(format!(
-                "server '{}' answered {method} with an error: {}",
-                self.config.name, e.message
-            ))),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(HubError::Answered {
+                message: format!(
+                    "server '{}' answered {method} with an error: {}",
+                    self.config.name, e.message
+                ),
+                error: e,
+            }),
             Ok(Err(e)) => {
                 let message = format!("server '{}' failed during {method}: {e}", self.config.name);
                 self.fail(generation, message.clone());
@@ -664,6 +757,16 @@ impl Downstream {
             peer.get_prompt(params).await
         })
         .await
+    }
+
+    /// Calls one of its tools (`tools/call`) with the server's timeout. A result with
+    /// `isError` is a result; an error answer is [`HubError::Answered`].
+    pub async fn call_tool(
+        self: &Arc<Self>,
+        params: rmcp::model::CallToolRequestParams,
+    ) -> Result<rmcp::model::CallToolResult, HubError> {
+        self.request("tools/call", |peer| async move { peer.call_tool(params).await })
+            .await
     }
 
     /// Values for a prompt argument (`completion/complete`); none when the server does not
