@@ -610,7 +610,9 @@ impl Entry<'_> {
         }
         let credential = value
             .split_once(' ')
-            .filter(|(scheme, _)| ["bearer", "token", "basic"].contains(&scheme.to_ascii_lowercase().as_str()))
+            .filter(|(scheme, _)| {
+                ["bearer", "token", "basic"].contains(&scheme.to_ascii_lowercase().as_str())
+            })
             .map_or(value.as_str(), |(_, rest)| rest);
         if let Some(key) = key
             && unset.is_empty()
@@ -747,7 +749,12 @@ fn http(entry: &Entry, url: &str, raw: &RawServer) -> Result<Transport, ConfigPr
     let headers = raw
         .headers
         .iter()
-        .map(|(k, v)| (k.clone(), entry.credential(&format!("headers.{k}"), Some(k), v)))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                entry.credential(&format!("headers.{k}"), Some(k), v),
+            )
+        })
         .collect();
     Ok(Transport::Http { url, headers })
 }
@@ -873,7 +880,10 @@ mod tests {
         assert_eq!(remote.missing_env_keys, ["REMOTE_HOST", "Authorization"]);
         assert_eq!(remote.error.as_ref().unwrap().field.as_deref(), Some("url"));
         let fine = &c.servers["fine"];
-        assert!(fine.missing_env_keys.is_empty() && fine.error.is_none(), "{fine:?}");
+        assert!(
+            fine.missing_env_keys.is_empty() && fine.error.is_none(),
+            "{fine:?}"
+        );
         assert!(!fine.is_core());
         assert!(c.servers["pinned"].is_core());
     }

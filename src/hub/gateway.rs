@@ -395,13 +395,17 @@ fn first_sentence(text: &str) -> Option<String> {
     let end = text
         .char_indices()
         .find(|&(i, c)| {
-            matches!(c, '.' | '!' | '?' | '\n')
-                && text[i + c.len_utf8()..]
-                    .chars()
-                    .next()
-                    .is_none_or(char::is_whitespace)
+            c == '\n'
+                || matches!(c, '.' | '!' | '?')
+                    && text[i + c.len_utf8()..]
+                        .chars()
+                        .next()
+                        .is_none_or(char::is_whitespace)
         })
-        .map_or(text.len(), |(i, c)| if c == '\n' { i } else { i + c.len_utf8() });
+        .map_or(
+            text.len(),
+            |(i, c)| if c == '\n' { i } else { i + c.len_utf8() },
+        );
     let sentence = text[..end].trim();
     (!sentence.is_empty() && sentence.chars().count() <= DESCRIPTION_CHARS)
         .then(|| sentence.to_string())
@@ -450,7 +454,10 @@ mod tests {
         let cases = [
             ("Reads files. Writes them too.", Some("Reads files.")),
             ("Search the web\nwith many engines", Some("Search the web")),
-            ("Version 1.2 of the tool is here", Some("Version 1.2 of the tool is here")),
+            (
+                "Version 1.2 of the tool is here",
+                Some("Version 1.2 of the tool is here"),
+            ),
             ("  ", None),
             (&"long ".repeat(50), None),
         ];

@@ -31,8 +31,8 @@ use crate::events::{Bus, Event, HubChange};
 use crate::store::{Store, StoreError};
 use config::HubConfig;
 pub use conventional::{ConventionalArgument, ConventionalPrompt, InjectRequest, PromptTarget};
-pub use remembered::Said;
 use remembered::RememberedPrompts;
+pub use remembered::Said;
 pub use server::{Downstream, HubError, ServerState, Status};
 use trust::Trust;
 
@@ -443,7 +443,9 @@ impl Workspace {
             return Some((s.said(), false));
         }
         let (hub, runs) = (self.hub.upgrade()?, s.config.transport.as_ref()?);
-        let said = hub.remembered.recall(&self.root, s.name(), &runs.describe())?;
+        let said = hub
+            .remembered
+            .recall(&self.root, s.name(), &runs.describe())?;
         Some((said, true))
     }
 

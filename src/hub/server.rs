@@ -103,7 +103,9 @@ pub enum HubError {
     AlreadyActive(String),
     #[error("Server '{0}' is not active in this session")]
     NotActive(String),
-    #[error("Rate limit exceeded: at most {limit} activations per {per_secs} s in a session; try again in {retry_after_secs} s")]
+    #[error(
+        "Rate limit exceeded: at most {limit} activations per {per_secs} s in a session; try again in {retry_after_secs} s"
+    )]
     RateLimited {
         limit: usize,
         per_secs: u64,
@@ -111,7 +113,9 @@ pub enum HubError {
     },
     #[error("Cannot deactivate core server '{0}'")]
     CoreServer(String),
-    #[error("Cannot deactivate boot server '{0}': it is loaded at the start of every session (set \"autostart\": false to load it on demand)")]
+    #[error(
+        "Cannot deactivate boot server '{0}': it is loaded at the start of every session (set \"autostart\": false to load it on demand)"
+    )]
     BootServer(String),
     /// The gateway: no active server has this tool.
     #[error("{0}")]
@@ -691,7 +695,11 @@ impl Downstream {
                 "Missing {}: server '{name}' needs {} set in the environment Tandem runs in \
                  (or written in {})",
                 self.config.missing_env_keys.join(", "),
-                if self.config.missing_env_keys.len() == 1 { "it" } else { "them" },
+                if self.config.missing_env_keys.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                },
                 self.config.origin.file().display()
             ),
             Status::Misconfigured => match &self.config.error {
@@ -765,8 +773,11 @@ impl Downstream {
         self: &Arc<Self>,
         params: rmcp::model::CallToolRequestParams,
     ) -> Result<rmcp::model::CallToolResult, HubError> {
-        self.request("tools/call", |peer| async move { peer.call_tool(params).await })
-            .await
+        self.request(
+            "tools/call",
+            |peer| async move { peer.call_tool(params).await },
+        )
+        .await
     }
 
     /// Values for a prompt argument (`completion/complete`); none when the server does not
