@@ -379,15 +379,19 @@ impl Memory {
         })
     }
 
-    /// The most recently created entries, newest first.
+    /// The most recently written entries (added, or updated by an import), newest first:
+    /// in write order, which ids of one millisecond do not keep.
     pub fn recent(&self, limit: usize) -> Result<Vec<Entry>> {
-        self.entries
-            .iter()
-            .values()
-            .rev()
-            .take(limit)
-            .map(|v| decode(&v?))
-            .collect()
+        let mut out = Vec::with_capacity(limit.min(1024));
+        for id in self.by_seq.iter().values().rev() {
+            if out.len() == limit {
+                break;
+            }
+            if let Some(entry) = self.get(&parse_id_bytes(&id?)?)? {
+                out.push(entry);
+            }
+        }
+        Ok(out)
     }
 
     // ---- writing ------------------------------------------------------------------
