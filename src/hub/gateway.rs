@@ -50,7 +50,7 @@ pub struct ToolAdded {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Its arguments' JSON Schema, `$ref`s inlined.
-    pub input_schema: serde_json::Value,
+    pub input_schema: JsonObject,
 }
 
 /// `mcp_activate`'s answer.
@@ -83,6 +83,11 @@ impl Gateway {
             workspace,
             session: Mutex::new(Session::default()),
         }
+    }
+
+    /// The workspace's root.
+    pub fn root(&self) -> &std::path::Path {
+        self.workspace.root()
     }
 
     fn session(&self) -> std::sync::MutexGuard<'_, Session> {
@@ -265,7 +270,7 @@ impl Gateway {
                 .map(|t| ToolAdded {
                     name: proxy::tool_name(name, &t.name),
                     description: t.description.as_deref().map(str::to_string),
-                    input_schema: serde_json::Value::Object(proxy::inline_refs(&t.input_schema)),
+                    input_schema: proxy::inline_refs(&t.input_schema),
                 })
                 .collect(),
             instructions: s.said().instructions,

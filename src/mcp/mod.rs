@@ -1,11 +1,14 @@
-//! The MCP face: fifteen tools (the memory's nine `rekall_*`, task tracking's six) and the
-//! memory's entries as resources, served with rmcp.
+//! The MCP face: Tandem's fifteen tools (the memory's nine `rekall_*`, task tracking's
+//! six), the gateway's five (`mcp_*`, `gateway.rs`) and the session's proxied
+//! `server__tool` tools, the memory's entries as resources, and Tandem's own conventional
+//! prompts; served with rmcp.
 //!
 //! API boundary: this module only translates. Arguments are parsed into the core's request
 //! types, results are the core's (whose JSON is the spec-003 contract), and a core error
 //! becomes a tool result with `isError` and the spec's error object. Protocol errors are
 //! only for requests that cannot be routed (an unknown tool or resource).
 
+pub mod gateway;
 pub mod schema;
 pub mod transport;
 
@@ -21,13 +24,14 @@ use rmcp::model::{
     Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde_json::Value;
 
 use crate::calls::params::{HelpParams, OwnPromptParams, RecentParams, ShowParams};
 use crate::calls::{self, CallError};
 use crate::core::LazyCore;
+use crate::hub::gateway::Gateway;
 use crate::memory;
 use crate::render::entry_markdown;
 
@@ -49,6 +53,10 @@ pub struct TandemServer {
     core: Arc<LazyCore>,
     /// The workspace root tasks are tracked in (the git toplevel where there is one).
     workspace: Arc<PathBuf>,
+    /// The session's gateway, made on first use (it needs the core).
+    gateway: Arc<tokio::sync::OnceCell<Arc<Gateway>>>,
+    /// Tells the session's notifier that this session changed its tools itself.
+    tools_changed: Arc<tokio::sync::Notify>,
 }
 
 impl TandemServer {
@@ -56,7 +64,71 @@ impl TandemServer {
         TandemServer {
             core,
             workspace: Arc::new(workspace),
+            gateway: Default::default(),
+            tools_changed: Default::default(),
         }
+    }
+
+    /// The session's gateway on its workspace's servers (the core opened first).
+    async fn gateway(&self) -> Result<Arc<Gateway>, CallError> {
+        let core = self.core.get().await?;
+        let gateway = self
+            .gateway
+            .get_or_init(|| async { Arc::new(Gateway::new(core.hub.workspace(&self.workspace))) })
+            .await;
+        Ok(gateway.clone())
+    }
+
+    /// A gateway tool, or a proxied `server__tool`; anything else is an unknown tool.
+    async fn call_gateway(
+        &self,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let unknown = || ErrorData::invalid_params(format!("unknown tool '{name}'"), None);
+        let gateway_tool = gateway::is_gateway_tool(name);
+        if !gateway_tool && !name.contains(crate::hub::proxy::SEPARATOR) {
+            return Err(unknown());
+        }
+        let g = match self.gateway().await {
+            Ok(g) => g,
+            Err(e) if gateway_tool => return Ok(tool_error(&e).into()),
+            Err(_) => return Err(unknown()),
+        };
+        if gateway_tool {
+            let args = Value::Object(arguments.unwrap_or_default());
+            let (result, changed) = gateway::run(&g, name, args).await;
+            if changed {
+                self.tools_changed.notify_one();
+            }
+            return Ok(result.into());
+        }
+        let Some((server, tool)) = gateway::resolve(&g, name) else {
+            return Err(unknown());
+        };
+        Ok(gateway::proxied(g.call(&server, &tool, arguments).await).into())
+    }
+
+    /// The agent's instructions: the spec's three lines; then, when the core is open, the
+    /// catalog of servers (spec 001); then how to use the gateway.
+    fn instructions(&self) -> String {
+        let catalog = match (self.core.opened(), self.gateway.get()) {
+            (_, Some(g)) => Some(g.catalog()),
+            (Some(core), None) => {
+                let gateway = Gateway::new(core.hub.workspace(&self.workspace));
+                let catalog = gateway.catalog();
+                let _ = self.gateway.set(Arc::new(gateway));
+                Some(catalog)
+            }
+            (None, None) => None,
+        };
+        let catalog = catalog.unwrap_or_else(|| {
+            "# MCP Server Environment\n\nCall `mcp_environment` to see the MCP servers available through Tandem.\n".to_string()
+        });
+        format!(
+            "{INSTRUCTIONS}\n\n{catalog}\n{}",
+            crate::hub::catalog::ORCHESTRATION
+        )
     }
 }
 
@@ -195,12 +267,31 @@ impl ServerHandler for TandemServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
                 .enable_prompts()
                 .build(),
         )
         .with_server_info(Implementation::new("tandem", env!("CARGO_PKG_VERSION")))
-        .with_instructions(INSTRUCTIONS)
+        .with_instructions(self.instructions())
+    }
+
+    /// Once the client is ready, its proxied tools' changes are sent to it.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let Ok(gateway) = this.gateway().await else {
+                return;
+            };
+            let Some(core) = this.core.opened() else {
+                return;
+            };
+            let bus = core.bus().clone();
+            let weak = Arc::downgrade(&gateway);
+            drop(gateway);
+            drop(core);
+            gateway::notify_changes(weak, bus, context.peer, this.tools_changed.clone()).await;
+        });
     }
 
     async fn list_tools(
@@ -208,9 +299,13 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(
-            TOOLS.iter().map(|t| t.tool.clone()).collect(),
-        ))
+        let mut tools: Vec<Tool> = TOOLS.iter().map(|t| t.tool.clone()).collect();
+        tools.extend(gateway::tools());
+        // The core may not open (the data dir held elsewhere): the tools above still list.
+        if let Ok(gateway) = self.gateway().await {
+            tools.extend(gateway.tools());
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -220,10 +315,7 @@ impl ServerHandler for TandemServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let Some(tool) = TOOLS.iter().find(|t| t.tool.name == name) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool '{name}'"),
-                None,
-            ));
+            return self.call_gateway(&name, request.arguments).await;
         };
         let args = Value::Object(request.arguments.unwrap_or_default());
         let Some(method) = tool.method else {
@@ -305,13 +397,24 @@ impl ServerHandler for TandemServer {
         .map_err(internal_error)?;
         // The role of a conventional prompt comes from its name; the message itself says user,
         // except the simulated tool call, which the assistant makes.
+        let mut text = prompt.text;
+        if *name == crate::hub::own::SYSTEM_PROMPT
+            && let Ok(gateway) = self.gateway().await
+        {
+            // The conventional system prompt carries the catalog too (spec 001, step 3).
+            text = format!(
+                "{text}\n\n{}\n{}",
+                gateway.catalog(),
+                crate::hub::catalog::ORCHESTRATION
+            );
+        }
         let role = if *name == crate::hub::own::MEMORY_INDEX_CALL {
             Role::Assistant
         } else {
             Role::User
         };
         Ok(
-            GetPromptResult::new(vec![PromptMessage::new_text(role, prompt.text)])
+            GetPromptResult::new(vec![PromptMessage::new_text(role, text)])
                 .with_description(*description)
                 .into(),
         )

@@ -18,6 +18,10 @@ use serde_json::{Map, Value, json};
 use crate::util::{TestHome, npm_modules, tandem_bin};
 
 const SPEC: &str = include_str!("spec_tools.json");
+/// Tools no spec names: `mcp_call` (issue 11: the gateway's way to a proxied tool for
+/// clients that ignore `list_changed`). It has no outputSchema: it answers with what the
+/// downstream tool answers.
+const BEYOND_SPECS: &[&str] = &["mcp_call"];
 
 #[tokio::test]
 async fn every_tool_schema_is_flat_and_says_what_the_spec_says() {
@@ -27,7 +31,11 @@ async fn every_tool_schema_is_flat_and_says_what_the_spec_says() {
     c.close().await;
     let spec: Map<String, Value> = serde_json::from_str(SPEC).unwrap();
 
-    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    let mut names: Vec<&str> = tools
+        .iter()
+        .map(|t| t.name.as_ref())
+        .filter(|n| !BEYOND_SPECS.contains(n))
+        .collect();
     names.sort();
     let specified: Vec<&str> = spec.keys().map(String::as_str).collect();
     assert_eq!(
@@ -38,6 +46,10 @@ async fn every_tool_schema_is_flat_and_says_what_the_spec_says() {
     let mut problems = Vec::new();
     for t in &tools {
         let input = Value::Object(t.input_schema.as_ref().clone());
+        if BEYOND_SPECS.contains(&t.name.as_ref()) {
+            strict(&input, &format!("{} inputSchema", t.name), &mut problems);
+            continue;
+        }
         let output = Value::Object(
             t.output_schema
                 .as_deref()
@@ -103,7 +115,7 @@ async fn the_typescript_sdk_takes_every_schema_and_result_without_a_word() {
         json!([]),
         "the client said something: {report:#}"
     );
-    assert_eq!(report["tools"], 15);
+    assert_eq!(report["tools"], 20);
 }
 
 // ---- the strict validator ---------------------------------------------------------------

@@ -59,6 +59,8 @@ async function main() {
   await call(client, 'log_issue', { task_id: t.task_id, type: 'other', description: 'Slow CI', resolution: 'Cached' });
   await call(client, 'log_milestone', { task_id: t.task_id, message: 'Tests', progress: 50 });
   await call(client, 'complete_task', { task_id: t.task_id, status: 'success', outcome: { summary: 'Done' } });
+  await call(client, 'mcp_environment', {});
+  await call(client, 'mcp_discover', { intent: 'read files' });
   await client.close();
   return tools.length;
 }

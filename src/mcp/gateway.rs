@@ -1,0 +1,244 @@
+//! The gateway's tools on the MCP face (spec 001): `mcp_environment`, `mcp_discover`,
+//! `mcp_activate`, `mcp_deactivate`, and `mcp_call` for clients that do not refresh their
+//! tool list; and the session's proxied `server__tool` tools.
+//!
+//! The session's [`Gateway`] (in the hub) holds what this agent session activated, so it
+//! lives with the session: the face creates it on first use and calls it directly, the one
+//! place the face reaches the hub without `calls` (a call holds no session). Tool lists
+//! change as servers are activated, become ready or change theirs; the session is told with
+//! `notifications/tools/list_changed`, at most once per [`NOTIFY_WINDOW`].
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use rmcp::service::{Peer, RoleServer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::schema;
+use crate::calls::{self, CallError};
+use crate::events::{Event, HubChange};
+use crate::hub::catalog::{Discovered, ServerInfo};
+use crate::hub::gateway::{Activated, Deactivated, Gateway};
+use crate::hub::{HubError, proxy};
+
+/// Changes within this window reach the agent as one `tools/list_changed`.
+const NOTIFY_WINDOW: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentParams {}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverParams {
+    /// What the user wants done, in a few words ("deploy", "payments", "scrape a site").
+    pub intent: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerParams {
+    /// The server's name, as `mcp_environment` lists it.
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallParams {
+    /// An active server's name.
+    pub server: String,
+    /// The tool's name on that server (as the server names it, not `server__tool`).
+    pub tool: String,
+    /// The tool's arguments.
+    #[serde(default)]
+    pub arguments: Option<JsonObject>,
+}
+
+/// `mcp_environment`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Environment {
+    pub servers: Vec<ServerInfo>,
+}
+
+/// `mcp_discover`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Discovery {
+    pub intent: String,
+    /// At most 5, best first.
+    pub servers: Vec<Discovered>,
+}
+
+/// The gateway's tools, as listed.
+pub fn tools() -> Vec<Tool> {
+    let read_only = || ToolAnnotations::new().read_only(true);
+    vec![
+        definition::<EnvironmentParams, Environment>(
+            "mcp_environment",
+            "Every MCP server available through Tandem: status (active, available, missing-credentials, disabled, untrusted), category, whether it is core, what it does, and the credential keys it lacks.",
+        )
+        .with_annotations(read_only()),
+        definition::<DiscoverParams, Discovery>(
+            "mcp_discover",
+            "Find the MCP servers that fit an intent (\"deploy\", \"payments\", \"scraping\"): the top 5 with their readiness.",
+        )
+        .with_annotations(read_only()),
+        definition::<ServerParams, Activated>(
+            "mcp_activate",
+            "Load an MCP server into this session: its tools become available as server__tool (also callable through mcp_call). Session-scoped; not persisted.",
+        ),
+        definition::<ServerParams, Deactivated>(
+            "mcp_deactivate",
+            "Unload an MCP server this session activated, when done (saves tokens). Core and boot servers stay.",
+        ),
+        rmcp::model::Tool::new(
+            "mcp_call",
+            "Call a tool of an active MCP server by server and tool name, for clients whose tool list does not refresh after mcp_activate.",
+            schema::input::<CallParams>(),
+        ),
+    ]
+}
+
+fn definition<P: JsonSchema, R: JsonSchema>(name: &'static str, description: &'static str) -> Tool {
+    Tool::new(name, description, schema::input::<P>()).with_raw_output_schema(schema::output::<R>())
+}
+
+/// Whether `name` is one of the gateway's own tools.
+pub fn is_gateway_tool(name: &str) -> bool {
+    matches!(
+        name,
+        "mcp_environment" | "mcp_discover" | "mcp_activate" | "mcp_deactivate" | "mcp_call"
+    )
+}
+
+fn hub_error(e: HubError) -> CallError {
+    CallError::new(e.code(), e.to_string(), e.details())
+}
+
+fn structured(value: impl Serialize) -> CallToolResult {
+    CallToolResult::structured(serde_json::to_value(value).expect("plain data"))
+}
+
+fn tool_error(e: CallError) -> CallToolResult {
+    CallToolResult::structured_error(e.to_json())
+}
+
+/// Runs one of the gateway's tools; `true` with it when the session's tools changed.
+pub async fn run(gateway: &Gateway, name: &str, args: Value) -> (CallToolResult, bool) {
+    let result = match name {
+        "mcp_environment" => calls::parse::<EnvironmentParams>(args).map(|_| {
+            structured(Environment {
+                servers: gateway.environment(),
+            })
+        }),
+        "mcp_discover" => calls::parse::<DiscoverParams>(args).map(|p| {
+            structured(Discovery {
+                servers: gateway.discover(&p.intent),
+                intent: p.intent,
+            })
+        }),
+        "mcp_activate" => match calls::parse::<ServerParams>(args) {
+            Ok(p) => {
+                return match gateway.activate(&p.name).await {
+                    Ok(activated) => (structured(activated), true),
+                    Err(e) => (tool_error(hub_error(e)), false),
+                };
+            }
+            Err(e) => Err(e),
+        },
+        "mcp_deactivate" => match calls::parse::<ServerParams>(args) {
+            Ok(p) => {
+                return match gateway.deactivate(&p.name) {
+                    Ok(gone) => (structured(gone), true),
+                    Err(e) => (tool_error(hub_error(e)), false),
+                };
+            }
+            Err(e) => Err(e),
+        },
+        "mcp_call" => match calls::parse::<CallParams>(args) {
+            Ok(p) => Ok(proxied(gateway.call(&p.server, &p.tool, p.arguments).await)),
+            Err(e) => Err(e),
+        },
+        other => Err(CallError::new(
+            calls::UNKNOWN_METHOD,
+            format!("unknown gateway tool '{other}'"),
+            Value::Object(Default::default()),
+        )),
+    };
+    (result.unwrap_or_else(tool_error), false)
+}
+
+/// A proxied call's outcome as the agent gets it: the server's result as it is (its
+/// `isError` results included); a failure to reach it as a tool error with the hub's code.
+pub fn proxied(outcome: Result<CallToolResult, HubError>) -> CallToolResult {
+    outcome.unwrap_or_else(|e| tool_error(hub_error(e)))
+}
+
+/// The names of the session's proxied tools.
+fn tool_names(gateway: &Gateway) -> BTreeSet<String> {
+    gateway
+        .tools()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+/// Tells the agent whenever its proxied tools change, until the session ends: a server of
+/// its workspace changed state or tools, or the config changed, and the names differ from
+/// what it was last told.
+/// `poke` is notified by the session itself after an activation or a deactivation. The
+/// loop ends with the session (its gateway dropped) or the bus.
+pub async fn notify_changes(
+    gateway: std::sync::Weak<Gateway>,
+    bus: crate::events::Bus,
+    peer: Peer<RoleServer>,
+    poke: Arc<tokio::sync::Notify>,
+) {
+    let Some(root) = gateway.upgrade().map(|g| g.root().to_path_buf()) else {
+        return;
+    };
+    let mut events = bus.subscribe();
+    let mut told = match gateway.upgrade() {
+        Some(g) => tool_names(&g),
+        None => return,
+    };
+    let relevant = |e: &Event| {
+        matches!(e, Event::Hub { workspace, change, .. }
+            if *workspace == root
+                && matches!(change, HubChange::Status | HubChange::Tools | HubChange::Config))
+    };
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(e) if relevant(&e) => {}
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
+            _ = poke.notified() => {}
+        }
+        // Fold what follows within the window into this one.
+        let deadline = tokio::time::Instant::now() + NOTIFY_WINDOW;
+        while let Ok(Ok(_)) = tokio::time::timeout_at(deadline, events.recv()).await {}
+        let Some(g) = gateway.upgrade() else { return };
+        let now = tool_names(&g);
+        drop(g);
+        if now != told {
+            told = now;
+            if peer.notify_tool_list_changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The proxied tool `name` (`server__tool`) of the session, if it is one.
+pub fn resolve(gateway: &Gateway, name: &str) -> Option<(String, String)> {
+    if !name.contains(proxy::SEPARATOR) {
+        return None;
+    }
+    gateway.resolve(name)
+}
