@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod command;
 pub mod config;
 pub mod conventional;
+pub mod import;
 pub mod inject;
 pub mod own;
 pub mod proxy;
