@@ -318,8 +318,11 @@ struct Context<'a> {
 /// is skipped.
 struct Reader {
     fields: &'static [&'static str],
-    translate: fn(&Fields, &Context) -> Result<(Entry, Vec<String>), String>,
+    translate: fn(&Fields, &Context) -> Translated,
 }
+
+/// An entry and the notes of its translation, or why it is skipped.
+type Translated = Result<(Entry, Vec<String>), String>;
 
 const CLAUDE: Reader = Reader {
     fields: &["type", "command", "args", "env", "cwd", "url", "headers"],
@@ -497,7 +500,7 @@ fn stdio(fields: &Fields) -> Result<Entry, String> {
 
 /// Claude Code (`.mcp.json`, `~/.claude.json`): `type` (`stdio`, `http`, `sse`), `command`,
 /// `args`, `env`, `url`, `headers`. Its `${VAR}` and `${VAR:-default}` are Tandem's too.
-fn claude(fields: &Fields, _: &Context) -> Result<(Entry, Vec<String>), String> {
+fn claude(fields: &Fields, _: &Context) -> Translated {
     let kind = fields.string("type")?;
     match kind.as_deref() {
         Some("sse") => return Err(SSE.into()),
@@ -512,7 +515,7 @@ fn claude(fields: &Fields, _: &Context) -> Result<(Entry, Vec<String>), String> 
 
 /// Gemini CLI (`settings.json`): `command`/`args`/`env`/`cwd`, `httpUrl` (Streamable HTTP),
 /// `url` (SSE), `headers`, `timeout` (ms). Its `$VAR` becomes `${VAR}`.
-fn gemini(fields: &Fields, _: &Context) -> Result<(Entry, Vec<String>), String> {
+fn gemini(fields: &Fields, _: &Context) -> Translated {
     if fields.string("url")?.is_some() && fields.string("httpUrl")?.is_none() {
         return Err(SSE.into());
     }
@@ -529,7 +532,7 @@ fn gemini(fields: &Fields, _: &Context) -> Result<(Entry, Vec<String>), String> 
 /// Codex (`config.toml`): `command`, `args`, `env`, `cwd`, or `url` with `http_headers`,
 /// `env_http_headers` (header → variable) and `bearer_token_env_var`; `tool_timeout_sec`;
 /// `enabled = false`.
-fn codex(fields: &Fields, _: &Context) -> Result<(Entry, Vec<String>), String> {
+fn codex(fields: &Fields, _: &Context) -> Translated {
     let mut entry = stdio(fields)?;
     let mut notes = Vec::new();
     entry.url = fields.string("url")?;
@@ -560,7 +563,7 @@ fn codex(fields: &Fields, _: &Context) -> Result<(Entry, Vec<String>), String> {
 /// `headers`. `${input:ID}` becomes `${ID}` (upper case, a variable of Tandem's
 /// environment), with a note; `${workspaceFolder}` and `${userHome}` become their paths;
 /// `${env:VAR}` is Tandem's too; any other VS Code variable skips the server.
-fn vscode(fields: &Fields, ctx: &Context) -> Result<(Entry, Vec<String>), String> {
+fn vscode(fields: &Fields, ctx: &Context) -> Translated {
     let kind = fields.string("type")?;
     match kind.as_deref() {
         Some("sse") => return Err(SSE.into()),
