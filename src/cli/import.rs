@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;
+use serde_json::Value;
 
 use tandem::calls::{self, CallError, params::HubImportParams};
 use tandem::config::Config;
+use tandem::hub::config::{self, ConfigProblem};
 use tandem::hub::import::{self, AGENTS, Action, Format, Found, Location, Places, Plan, Skipped};
 
 use super::backend::Backend;
@@ -96,13 +98,16 @@ pub fn run(config: &Config, args: ImportArgs) -> anyhow::Result<()> {
     }
 
     let file = config.home.join(tandem::core::USER_CONFIG);
-    let text = match std::fs::read_to_string(&file) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    let invalid = |e: ConfigProblem| {
+        CallError::new(
+            "CONFIG_INVALID",
+            e.to_string(),
+            Value::Object(Default::default()),
+        )
     };
-    let (plan, _) = import::plan(&file, text.as_deref(), &found, &skipped, args.overwrite)
-        .map_err(|e| CallError::new("CONFIG_INVALID", e.to_string(), Default::default()))?;
+    let text = config::read_user_file(&file).map_err(invalid)?;
+    let (plan, _) =
+        import::plan(&file, text.as_deref(), &found, &skipped, args.overwrite).map_err(invalid)?;
     let count = plan.to_write();
     let report = |plan: &Plan| -> anyhow::Result<()> {
         if args.json {

@@ -350,11 +350,7 @@ pub fn edit_member(
     key: &str,
     edit: impl FnOnce(Option<&str>, &str) -> Result<String, ConfigProblem>,
 ) -> Result<(), ConfigProblem> {
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(file_error(file, format!("cannot read it: {e}"))),
-    };
+    let text = read_user_file(file)?.unwrap_or_default();
     let mut members = if text.trim().is_empty() {
         Vec::new()
     } else {
@@ -380,6 +376,15 @@ pub fn edit_member(
     }
     crate::store::write_atomically(file, new_text.as_bytes())
         .map_err(|e| file_error(file, format!("cannot write it: {e}")))
+}
+
+/// The user's config file's text; `None` when it does not exist (yet).
+pub fn read_user_file(file: &Path) -> Result<Option<String>, ConfigProblem> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(file_error(file, format!("cannot read it: {e}"))),
+    }
 }
 
 /// `value` pretty-printed with `indent`, for a place `depth` levels deep in the file (its

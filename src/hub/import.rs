@@ -187,14 +187,8 @@ impl Entry {
 
     /// What runs, as a user reads it: the command line, or the URL.
     pub fn runs(&self) -> String {
-        match (&self.command, &self.url) {
-            (Some(command), _) => Transport::Stdio {
-                command: command.clone(),
-                args: self.args.clone(),
-                env: BTreeMap::new(),
-                cwd: PathBuf::new(),
-            }
-            .describe(),
+        match (self.stdio(), &self.url) {
+            (Some(stdio), _) => stdio.describe(),
             (None, Some(url)) => url.clone(),
             (None, None) => String::new(),
         }
@@ -202,14 +196,16 @@ impl Entry {
 
     /// Whether the entry starts Tandem's own MCP face ([`Transport::is_tandem_itself`]).
     fn is_tandem_itself(&self) -> bool {
-        self.command.as_ref().is_some_and(|command| {
-            Transport::Stdio {
-                command: command.clone(),
-                args: self.args.clone(),
-                env: BTreeMap::new(),
-                cwd: PathBuf::new(),
-            }
-            .is_tandem_itself()
+        self.stdio().is_some_and(|t| t.is_tandem_itself())
+    }
+
+    /// The command line as a transport (environment and directory left out).
+    fn stdio(&self) -> Option<Transport> {
+        Some(Transport::Stdio {
+            command: self.command.clone()?,
+            args: self.args.clone(),
+            env: BTreeMap::new(),
+            cwd: PathBuf::new(),
         })
     }
 }
@@ -893,18 +889,7 @@ impl super::Hub {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let file = &self.user_file;
-        let text = match std::fs::read_to_string(file) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(ConfigProblem {
-                    file: file.clone(),
-                    server: None,
-                    field: None,
-                    message: format!("cannot read it: {e}"),
-                });
-            }
-        };
+        let text = config::read_user_file(file)?;
         let (mut plan, entries) = plan(file, text.as_deref(), found, skipped, overwrite)?;
         if !entries.is_empty() {
             config::edit_servers(file, &entries)?;
