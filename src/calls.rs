@@ -253,6 +253,7 @@ static METHODS: &[&dyn Erased] = &[
     &HUB_CONVENTIONAL,
     &HUB_CONVENTIONAL_SET,
     &HUB_TRUST,
+    &HUB_IMPORT,
 ];
 
 /// Parameters as the method's type; a wrong one is `INVALID_ARGUMENT` naming the field.
@@ -795,6 +796,15 @@ pub const HUB_TRUST: Method<TrustParams, crate::hub::trust::TrustReport> =
             )
         })?;
         Ok(core.hub.trust_workspace(ws, action)?)
+    });
+
+/// Imports servers into the user's `config.json`, through the hub so that it never races
+/// another edit of that file (the daemon's, when one runs).
+pub const HUB_IMPORT: Method<HubImportParams, crate::hub::import::Plan> =
+    Method::new("hub/import", |core, _, p| {
+        core.hub
+            .import(&p.servers, &p.skipped, p.overwrite)
+            .map_err(|e| hub_error(crate::hub::HubError::ConfigInvalid(e.to_string())))
     });
 
 #[cfg(test)]

@@ -423,3 +423,21 @@ pub struct TrustParams {
     #[serde(default)]
     pub action: Option<String>,
 }
+
+/// `hub/import`: servers read from an agent's config files (`tandem servers import`),
+/// merged into the user's `config.json`. Their entries carry values (variables, headers);
+/// the answer, the plan, carries only their names.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HubImportParams {
+    /// The servers to import, translated into Tandem's entries.
+    #[serde(default)]
+    pub servers: Vec<crate::hub::import::Found>,
+    /// Servers found but not importable, listed in the plan as they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<crate::hub::import::Skipped>,
+    /// Replace a server of the same name that runs something else (default: keep it and
+    /// report the conflict).
+    #[serde(default)]
+    pub overwrite: bool,
+}

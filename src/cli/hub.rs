@@ -1,4 +1,4 @@
-//! `tandem servers`, `tandem prompts`, `tandem prompt`, `tandem trust`: the workspace's
+//! `tandem servers` (its `import` is `import.rs`), `tandem prompts`, `tandem prompt`, `tandem trust`: the workspace's
 //! downstream MCP servers from the shell.
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -23,8 +23,37 @@ pub struct ListArgs {
     json: bool,
 }
 
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ServersCli {
+    #[command(subcommand)]
+    command: Option<ServersCommand>,
+    #[command(flatten)]
+    args: ListArgs,
+}
+
+#[derive(clap::Subcommand)]
+pub enum ServersCommand {
+    /// Each server's state, prompt and tool counts, last error (what plain `tandem servers`
+    /// prints).
+    List(ListArgs),
+    /// Bring the MCP servers of your agents (Claude Code, Codex, Gemini CLI, VS Code) into
+    /// your config.json, so that their own config can list only `tandem mcp`: shows what it
+    /// will write, and asks.
+    Import(super::import::ImportArgs),
+}
+
+/// `tandem servers [list]`, `tandem servers import`.
+pub fn servers_cli(config: &Config, cli: ServersCli) -> anyhow::Result<()> {
+    match cli.command {
+        None => servers(config, cli.args),
+        Some(ServersCommand::List(args)) => servers(config, args),
+        Some(ServersCommand::Import(args)) => super::import::run(config, args),
+    }
+}
+
 /// `tandem servers`: each server's state, prompt and tool counts, last error.
-pub fn servers(config: &Config, args: ListArgs) -> anyhow::Result<()> {
+fn servers(config: &Config, args: ListArgs) -> anyhow::Result<()> {
     let mut backend = Backend::open(config)?;
     let report = backend.call(&calls::HUB_SERVERS, &HubListParams::default())?;
     if args.json {

@@ -6,6 +6,7 @@
 mod backend;
 mod daemon;
 mod hub;
+mod import;
 mod memory;
 mod tasks;
 
@@ -67,8 +68,9 @@ enum Command {
     Memory(memory::MemoryCommand),
     /// Workflows and tasks the agent tracked: a tree, or one task in full.
     Tasks(tasks::TasksArgs),
-    /// The workspace's downstream MCP servers: state, prompt and tool counts, last error.
-    Servers(hub::ListArgs),
+    /// The workspace's downstream MCP servers: state, prompt and tool counts, last error;
+    /// `import` brings in the servers your agents already have.
+    Servers(hub::ServersCli),
     /// Every prompt of the workspace's servers, as `/server:prompt` commands.
     Prompts(hub::ListArgs),
     /// Run a downstream prompt and print its messages.
@@ -144,7 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Daemon(args) => daemon::run(&config, args),
         Command::Memory(cmd) => memory::run(&config, cmd),
         Command::Tasks(args) => tasks::run(&config, args),
-        Command::Servers(args) => hub::servers(&config, args),
+        Command::Servers(args) => hub::servers_cli(&config, args),
         Command::Prompts(args) => hub::prompts(&config, args),
         Command::Prompt(args) => hub::prompt(&config, args),
         Command::Trust(args) => hub::trust(&config, args),

@@ -252,19 +252,110 @@ pub const CONVENTIONAL_KEY: &str = "conventionalPrompts";
 
 /// Applies `change` to the settings of `server`'s `prompt` in the user's config file (created
 /// when missing). Only the `conventionalPrompts` member is rewritten (keys sorted, the file's
-/// indent); every other member stays byte for byte as the user wrote it. The file is
-/// replaced atomically (a temporary file renamed over it).
+/// indent); every other member stays byte for byte as the user wrote it ([`edit_member`]).
 pub fn edit_prompt_settings(
     file: &Path,
     server: &str,
     prompt: &str,
     change: &PromptSettingsChange,
 ) -> Result<(), ConfigProblem> {
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(file_error(file, format!("cannot read it: {e}"))),
-    };
+    edit_member(file, CONVENTIONAL_KEY, |raw, indent| {
+        let mut settings: Value = match raw {
+            Some(raw) => serde_json::from_str(raw).expect("a member of valid JSON"),
+            None => Value::Object(Default::default()),
+        };
+        let field_error = |field: String| ConfigProblem {
+            file: file.to_path_buf(),
+            server: Some(server.to_string()),
+            field: Some(field),
+            message: "must be an object for Tandem to edit it".into(),
+        };
+        let mut slot = &mut settings;
+        let mut path = CONVENTIONAL_KEY.to_string();
+        for key in ["servers", server, "prompts", prompt] {
+            let Some(object) = slot.as_object_mut() else {
+                return Err(field_error(path));
+            };
+            path = format!("{path}.{key}");
+            slot = object
+                .entry(key)
+                .or_insert_with(|| Value::Object(Default::default()));
+        }
+        let Some(rules) = slot.as_object_mut() else {
+            return Err(field_error(path));
+        };
+        if let Some(enabled) = change.enabled {
+            rules.insert("enabled".into(), Value::Bool(enabled));
+        }
+        if !change.arguments.is_empty() {
+            let arguments = rules
+                .entry("arguments")
+                .or_insert_with(|| Value::Object(Default::default()));
+            let Some(arguments) = arguments.as_object_mut() else {
+                return Err(field_error(format!("{path}.arguments")));
+            };
+            for (name, value) in &change.arguments {
+                match value {
+                    Some(v) => arguments.insert(name.clone(), Value::String(v.clone())),
+                    None => arguments.remove(name),
+                };
+            }
+            if arguments.is_empty() {
+                rules.remove("arguments");
+            }
+        }
+        Ok(pretty_at(&settings, indent, 1))
+    })
+}
+
+/// The key of the servers in the user's file.
+pub const SERVERS_KEY: &str = "mcpServers";
+
+/// Adds servers to the user's config file (created when missing), or replaces the entries
+/// of those names. Only the `mcpServers` member is rewritten, and within it only the named
+/// entries: the others keep their text byte for byte, and so do the file's other members
+/// ([`edit_member`]). New entries follow the file's indent.
+pub fn edit_servers<E: Serialize>(
+    file: &Path,
+    entries: &[(String, E)],
+) -> Result<(), ConfigProblem> {
+    edit_member(file, SERVERS_KEY, |raw, indent| {
+        let mut members = match raw {
+            Some(raw) => scan::object_members(raw).ok_or_else(|| ConfigProblem {
+                file: file.to_path_buf(),
+                server: None,
+                field: Some(SERVERS_KEY.into()),
+                message: "must be an object for Tandem to add servers to it".into(),
+            })?,
+            None => Vec::new(),
+        };
+        let written: Vec<String> = entries
+            .iter()
+            .map(|(_, entry)| pretty_at(entry, indent, 2))
+            .collect();
+        for ((name, _), text) in entries.iter().zip(&written) {
+            match members.iter_mut().find(|(k, _)| k == name) {
+                Some(member) => member.1 = text,
+                None => members.push((name.clone(), text)),
+            }
+        }
+        Ok(scan::object_text_at(&members, indent, 1))
+    })
+}
+
+/// Rewrites one top-level member of the user's config file (created when missing): `edit`
+/// gets the member's raw text (`None` when absent) and the file's indent, and answers the
+/// member's new text, written at depth 1. Every other member stays byte for byte as the
+/// user wrote it (members are spliced as raw JSON text); the file is replaced atomically (a
+/// temporary file renamed over it). A file that is not a JSON object is refused, never
+/// overwritten. The one way Tandem writes the user's file: callers hold
+/// `Hub::user_file_edit` around it.
+pub fn edit_member(
+    file: &Path,
+    key: &str,
+    edit: impl FnOnce(Option<&str>, &str) -> Result<String, ConfigProblem>,
+) -> Result<(), ConfigProblem> {
+    let text = read_user_file(file)?.unwrap_or_default();
     let mut members = if text.trim().is_empty() {
         Vec::new()
     } else {
@@ -275,66 +366,13 @@ pub fn edit_prompt_settings(
             )
         })?
     };
-    let at = members.iter().position(|(k, _)| k == CONVENTIONAL_KEY);
-    let mut settings: Value = match at {
-        Some(i) => serde_json::from_str(members[i].1).expect("a member of valid JSON"),
-        None => Value::Object(Default::default()),
-    };
-    let field_error = |field: String| ConfigProblem {
-        file: file.to_path_buf(),
-        server: Some(server.to_string()),
-        field: Some(field),
-        message: "must be an object for Tandem to edit it".into(),
-    };
-    let mut slot = &mut settings;
-    let mut path = CONVENTIONAL_KEY.to_string();
-    for key in ["servers", server, "prompts", prompt] {
-        let Some(object) = slot.as_object_mut() else {
-            return Err(field_error(path));
-        };
-        path = format!("{path}.{key}");
-        slot = object
-            .entry(key)
-            .or_insert_with(|| Value::Object(Default::default()));
-    }
-    let Some(rules) = slot.as_object_mut() else {
-        return Err(field_error(path));
-    };
-    if let Some(enabled) = change.enabled {
-        rules.insert("enabled".into(), Value::Bool(enabled));
-    }
-    if !change.arguments.is_empty() {
-        let arguments = rules
-            .entry("arguments")
-            .or_insert_with(|| Value::Object(Default::default()));
-        let Some(arguments) = arguments.as_object_mut() else {
-            return Err(field_error(format!("{path}.arguments")));
-        };
-        for (name, value) in &change.arguments {
-            match value {
-                Some(v) => arguments.insert(name.clone(), Value::String(v.clone())),
-                None => arguments.remove(name),
-            };
-        }
-        if arguments.is_empty() {
-            rules.remove("arguments");
-        }
-    }
     // The file's own indent (that of its first member), else two spaces.
     let indent = scan::member_indent(&text).unwrap_or("  ");
-    let mut pretty = Vec::new();
-    let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
-    serde::Serialize::serialize(
-        &settings,
-        &mut serde_json::Serializer::with_formatter(&mut pretty, formatter),
-    )
-    .expect("plain data");
-    let pretty = String::from_utf8(pretty)
-        .expect("JSON is UTF-8")
-        .replace('\n', &format!("\n{indent}"));
+    let at = members.iter().position(|(k, _)| k == key);
+    let edited = edit(at.map(|i| members[i].1), indent)?;
     match at {
-        Some(i) => members[i].1 = &pretty,
-        None => members.push((CONVENTIONAL_KEY.to_string(), &pretty)),
+        Some(i) => members[i].1 = &edited,
+        None => members.push((key.to_string(), &edited)),
     }
     let new_text = scan::object_text(&members, indent);
     if let Some(dir) = file.parent() {
@@ -343,6 +381,30 @@ pub fn edit_prompt_settings(
     }
     crate::store::write_atomically(file, new_text.as_bytes())
         .map_err(|e| file_error(file, format!("cannot write it: {e}")))
+}
+
+/// The user's config file's text; `None` when it does not exist (yet).
+pub fn read_user_file(file: &Path) -> Result<Option<String>, ConfigProblem> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(file_error(file, format!("cannot read it: {e}"))),
+    }
+}
+
+/// `value` pretty-printed with `indent`, for a place `depth` levels deep in the file (its
+/// lines after the first are indented that much more).
+fn pretty_at(value: &impl Serialize, indent: &str, depth: usize) -> String {
+    let mut pretty = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
+    serde::Serialize::serialize(
+        value,
+        &mut serde_json::Serializer::with_formatter(&mut pretty, formatter),
+    )
+    .expect("plain data");
+    String::from_utf8(pretty)
+        .expect("JSON is UTF-8")
+        .replace('\n', &format!("\n{}", indent.repeat(depth)))
 }
 
 /// A workspace's servers and settings, from both files.

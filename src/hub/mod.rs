@@ -12,6 +12,7 @@ pub mod command;
 pub mod config;
 pub mod conventional;
 pub mod gateway;
+pub mod import;
 pub mod inject;
 pub mod own;
 pub mod proxy;

@@ -155,11 +155,22 @@ pub fn member_indent(text: &str) -> Option<&str> {
 /// An object's text from its members (raw values, as [`object_members`] gives them), one per
 /// line with `indent`, keys escaped as JSON strings, and a final newline.
 pub fn object_text(members: &[(String, &str)], indent: &str) -> String {
+    format!("{}\n", object_text_at(members, indent, 0))
+}
+
+/// The same for an object `depth` levels deep in a file (its members indented one level
+/// more, its closing brace at its own level), without the final newline; an object without
+/// members is `{}`.
+pub fn object_text_at(members: &[(String, &str)], indent: &str, depth: usize) -> String {
+    if members.is_empty() && depth > 0 {
+        return "{}".into();
+    }
+    let inner = indent.repeat(depth + 1);
     let body: Vec<String> = members
         .iter()
-        .map(|(k, v)| format!("{indent}{}: {v}", serde_json::Value::String(k.clone())))
+        .map(|(k, v)| format!("{inner}{}: {v}", serde_json::Value::String(k.clone())))
         .collect();
-    format!("{{\n{}\n}}\n", body.join(",\n"))
+    format!("{{\n{}\n{}}}", body.join(",\n"), indent.repeat(depth))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::util::{DaemonGuard, TestHome, everything_bin, filesystem_bin, fixture_bin, poll};
 
 /// `tandem ARGS --json` in `dir`; (success, stdout JSON or stderr text).
-fn tandem(home: &TestHome, dir: &Path, args: &[&str]) -> (bool, Value, String) {
+pub(crate) fn tandem(home: &TestHome, dir: &Path, args: &[&str]) -> (bool, Value, String) {
     let out = home
         .std_command()
         .args(args)
@@ -22,7 +22,7 @@ fn tandem(home: &TestHome, dir: &Path, args: &[&str]) -> (bool, Value, String) {
     (out.status.success(), json, stderr)
 }
 
-fn ok(home: &TestHome, dir: &Path, args: &[&str]) -> Value {
+pub(crate) fn ok(home: &TestHome, dir: &Path, args: &[&str]) -> Value {
     let (ok, json, stderr) = tandem(home, dir, args);
     assert!(ok, "tandem {args:?} failed: {stderr}");
     json
@@ -44,7 +44,7 @@ fn fixture_entry(args: &[&str]) -> Value {
     json!({"command": fixture_bin(), "args": args})
 }
 
-fn server<'a>(report: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn server<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["servers"]
         .as_array()
         .unwrap()
@@ -409,7 +409,7 @@ fn user_config(home: &TestHome, config: &str) -> (std::path::PathBuf, std::path:
 }
 
 /// Starts the home's daemon (detached, as clients do) and waits until it answers.
-fn start_daemon(home: &TestHome) -> DaemonGuard<'_> {
+pub(crate) fn start_daemon(home: &TestHome) -> DaemonGuard<'_> {
     let out = home
         .std_command()
         .args(["daemon", "--spawn"])

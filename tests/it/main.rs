@@ -12,6 +12,7 @@ mod memory_core;
 mod memory_suggestions;
 mod nvim;
 mod reference_servers;
+mod servers_import;
 mod tasks_core;
 mod tasks_mcp;
 mod tool_schemas;
