@@ -58,6 +58,9 @@
 //! - tool `touch_tools`: adds a tool `extra-K` (K = 1, 2, ...; calling it answers
 //!   `extra-K from NAME`) and sends `notifications/tools/list_changed` before its result.
 //! - tool `echo` `{text}`: answers `NAME: text`.
+//! - `--ref-schemas`: a tool `plot` whose input schema uses `$defs` and `$ref` (a `Point`,
+//!   and a recursive `Node` tree), as schemars and many servers write them; calling it
+//!   answers its arguments as JSON text.
 //! - `--change-every-ms N`: every N ms, replaces the prompt `tick-K` by `tick-{K+1}` (the
 //!   first tick adds `tick-1`) and sends `notifications/prompts/list_changed`.
 
@@ -137,6 +140,9 @@ struct Args {
     /// Write lines to stderr at start and on each request.
     #[arg(long)]
     stderr_noise: bool,
+    /// A tool `plot` whose input schema uses `$defs`/`$ref` (recursive too).
+    #[arg(long)]
+    ref_schemas: bool,
     /// Exit(1) with a message on stderr when VAR is unset (repeatable).
     #[arg(long, value_name = "VAR")]
     require_env: Vec<String>,
@@ -236,6 +242,8 @@ struct State {
     tick: u64,
     /// How many `extra-K` tools `touch_tools` added.
     extra_tools: usize,
+    /// The `plot` tool (`--ref-schemas`).
+    ref_schemas: bool,
 }
 
 /// Who is told of list changes.
@@ -516,6 +524,27 @@ impl State {
                 })),
             ),
         ];
+        if self.ref_schemas {
+            tools.push(Tool::new(
+                "plot",
+                "Plots a point and a tree (a schema with $defs and $ref)",
+                schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "at": {"$ref": "#/$defs/Point", "description": "Where"},
+                        "tree": {"$ref": "#/$defs/Node"}
+                    },
+                    "required": ["at"],
+                    "$defs": {
+                        "Point": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"]},
+                        "Node": {"type": "object", "properties": {
+                            "label": {"type": "string"},
+                            "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}
+                        }}
+                    }
+                })),
+            ));
+        }
         tools.extend((1..=self.extra_tools).map(|k| {
             Tool::new(
                 format!("extra-{k}"),
@@ -541,6 +570,7 @@ impl Fixture {
                 removed: BTreeSet::new(),
                 tick: 0,
                 extra_tools: 0,
+                ref_schemas: args.ref_schemas,
             })),
             listeners: Arc::new(Mutex::new(Listeners::default())),
         }
@@ -777,6 +807,9 @@ impl Fixture {
                 state.extra_tools += 1;
                 let added = format!("extra-{}", state.extra_tools);
                 Ok((text(added), Some(Change::Tools)))
+            }
+            "plot" if state.ref_schemas => {
+                Ok((text(Value::Object(args.clone()).to_string()), None))
             }
             "echo" => {
                 let said = args

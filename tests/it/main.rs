@@ -6,6 +6,7 @@ mod crash;
 mod daemon;
 mod editor;
 mod fixture;
+mod gateway;
 mod hub;
 mod mcp_stdio;
 mod memory_core;

@@ -110,7 +110,33 @@ impl TestHome {
             .await
     }
 
+    /// `tandem mcp` through the daemon, as an agent whose handler passes on every
+    /// list_changed (to the receiver returned).
+    pub async fn mcp_daemon_watching(
+        &self,
+        dir: &Path,
+    ) -> (
+        McpClient<Watcher>,
+        tokio::sync::mpsc::UnboundedReceiver<ListChanged>,
+    ) {
+        let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
+        let client = self
+            .mcp_with_handler(dir, &["--idle-for-tests", "60"], &[], Watcher(tx))
+            .await;
+        (client, changes)
+    }
+
     async fn mcp_with(&self, dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> McpClient {
+        self.mcp_with_handler(dir, extra, env, ()).await
+    }
+
+    async fn mcp_with_handler<H: rmcp::ClientHandler>(
+        &self,
+        dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        handler: H,
+    ) -> McpClient<H> {
         std::fs::create_dir_all(dir).unwrap();
         let mut cmd = self.command();
         cmd.envs(env.iter().copied());
@@ -125,7 +151,7 @@ impl TestHome {
         }
         let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
         let pid = transport.id();
-        let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+        let client = rmcp::ServiceExt::serve(handler, transport).await.unwrap();
         McpClient { client, pid }
     }
 }
@@ -226,12 +252,12 @@ pub fn poll<T>(what: &str, secs: u64, mut probe: impl FnMut() -> Result<T, Strin
 }
 
 /// A live MCP session with a `tandem mcp` child.
-pub struct McpClient {
-    pub client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
+pub struct McpClient<H: rmcp::ClientHandler = ()> {
+    pub client: rmcp::service::RunningService<rmcp::RoleClient, H>,
     pub pid: Option<u32>,
 }
 
-impl McpClient {
+impl<H: rmcp::ClientHandler> McpClient<H> {
     /// Calls a tool; returns `(is_error, structured content)`.
     pub async fn call(&self, tool: &str, args: serde_json::Value) -> (bool, serde_json::Value) {
         let r = self.try_call(tool, args).await.unwrap();

@@ -1,0 +1,331 @@
+//! The gateway (spec 001) through the real binary and the daemon, against real servers:
+//! the reference servers `everything` and `filesystem`, and the fixture (core, with `$ref`
+//! schemas, lacking credentials, disabled, untrusted). The spec's eight verification steps,
+//! a client that ignores `list_changed` (`McpClient<()>`, through `mcp_call`) and one that
+//! follows it (`Watcher`), and two sessions on one daemon.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::util::{
+    DaemonGuard, ListChanged, TestHome, everything_bin, filesystem_bin, fixture_bin, poll,
+};
+
+/// A home whose user config has the servers of the spec's steps, and a workspace whose
+/// `.mcp.json` (not approved) has one more.
+fn gateway_home() -> (TestHome, std::path::PathBuf) {
+    let home = TestHome::new();
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    crate::util::git(&ws, &["init", "-q"]);
+    std::fs::write(
+        ws.join(".mcp.json"),
+        json!({"mcpServers": {"local": {"command": fixture_bin(), "args": ["--name", "local"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let fixture = |name: &str, more: &[&str]| {
+        let mut args = vec!["--name", name];
+        args.extend(more);
+        json!({"command": fixture_bin(), "args": args})
+    };
+    let mut sentry = fixture("sentry", &[]);
+    sentry["env"] = json!({"SENTRY_AUTH_TOKEN": "YOUR_SENTRY_TOKEN", "SENTRY_ORG": "acme"});
+    sentry["autostart"] = json!(false);
+    let mut plotter = fixture("plotter", &["--ref-schemas"]);
+    plotter["autostart"] = json!(false);
+    let mut old = fixture("old", &[]);
+    old["disabled"] = json!(true);
+    let config = json!({"mcpServers": {
+        // A boot server the catalog knows as core.
+        "memory": fixture("memory", &[]),
+        "everything": {"command": everything_bin(), "args": ["stdio"], "autostart": false},
+        "files": {"command": filesystem_bin(), "args": [ws], "autostart": false},
+        "plotter": plotter,
+        "sentry": sentry,
+        "old": old,
+    }});
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(home.tandem_home().join("config.json"), config.to_string()).unwrap();
+    (home, ws)
+}
+
+fn by_name<'a>(servers: &'a Value, name: &str) -> &'a Value {
+    servers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {servers:#}"))
+}
+
+fn names(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+/// The error message of a failed tool call.
+fn message(v: &Value) -> &str {
+    v["error"]["message"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn the_spec_verification_steps_against_real_servers() {
+    let (home, ws) = gateway_home();
+    let _daemon = DaemonGuard(&home);
+    let (agent, mut changes) = home.mcp_daemon_watching(&ws).await;
+
+    // 1. Awareness: the instructions carry the catalog, and mcp_environment every server.
+    let instructions = agent
+        .client
+        .peer_info()
+        .unwrap()
+        .instructions
+        .clone()
+        .unwrap();
+    for part in [
+        "# MCP Server Environment",
+        "| memory | Persistent memory across sessions (knowledge graph) [core] |",
+        "| sentry | SENTRY_AUTH_TOKEN |",
+        "# Dynamic MCP Orchestration",
+        "rekall_help()",
+    ] {
+        assert!(
+            instructions.contains(part),
+            "{part:?} not in:\n{instructions}"
+        );
+    }
+    let env = agent.ok("mcp_environment", json!({})).await;
+    let servers = &env["servers"];
+    let status = |name: &str| by_name(servers, name)["status"].clone();
+    assert_eq!(status("memory"), "active");
+    assert_eq!(by_name(servers, "memory")["isCore"], true);
+    assert_eq!(status("everything"), "available");
+    assert_eq!(by_name(servers, "everything")["category"], "testing");
+    assert_eq!(status("sentry"), "missing-credentials");
+    assert_eq!(
+        by_name(servers, "sentry")["missingEnvKeys"],
+        json!(["SENTRY_AUTH_TOKEN"])
+    );
+    assert_eq!(status("old"), "disabled");
+    assert_eq!(status("local"), "untrusted");
+    assert!(
+        !env.to_string().contains("YOUR_SENTRY_TOKEN") && !env.to_string().contains("acme"),
+        "a value leaked: {env}"
+    );
+
+    // 2. Discovery: an intent finds the server for it, with its readiness.
+    let found = agent
+        .ok("mcp_discover", json!({"intent": "read and write files"}))
+        .await;
+    assert_eq!(found["servers"][0]["name"], "files", "{found:#}");
+    assert_eq!(found["servers"][0]["status"], "available");
+
+    // 3. Activation: the tools are there at once, and the client is told.
+    let before = names(&agent.client.list_all_tools().await.unwrap());
+    assert!(!before.iter().any(|n| n.starts_with("everything__")));
+    let activated = agent
+        .ok("mcp_activate", json!({"name": "everything"}))
+        .await;
+    assert_eq!(activated["status"], "active");
+    let added: Vec<&str> = activated["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(added.contains(&"everything__echo"), "{added:?}");
+    let change = tokio::time::timeout(Duration::from_secs(10), changes.recv()).await;
+    assert!(
+        matches!(change, Ok(Some(ListChanged::Tools))),
+        "no tools/list_changed: {change:?}"
+    );
+    let after = names(&agent.client.list_all_tools().await.unwrap());
+    assert!(after.contains(&"everything__echo".to_string()), "{after:?}");
+
+    // 4. Use, in the same turn: by its proxied name, and through mcp_call.
+    let echoed = agent
+        .client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("everything__echo").with_arguments(
+                json!({"message": "through Tandem"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(
+        serde_json::to_string(&echoed.content)
+            .unwrap()
+            .contains("through Tandem"),
+        "{echoed:?}"
+    );
+    let called = agent
+        .client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("mcp_call").with_arguments(
+                json!({"server": "everything", "tool": "echo", "arguments": {"message": "by mcp_call"}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(
+        serde_json::to_string(&called.content)
+            .unwrap()
+            .contains("by mcp_call")
+    );
+
+    // 5. Deactivation: the tools leave.
+    let gone = agent
+        .ok("mcp_deactivate", json!({"name": "everything"}))
+        .await;
+    assert!(
+        gone["toolsRemoved"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("everything__echo"))
+    );
+    let left = names(&agent.client.list_all_tools().await.unwrap());
+    assert!(
+        !left.iter().any(|n| n.starts_with("everything__")),
+        "{left:?}"
+    );
+
+    // 6. Missing credentials.
+    let (failed, missing) = agent.call("mcp_activate", json!({"name": "sentry"})).await;
+    assert!(failed);
+    assert_eq!(missing["error"]["code"], "MISSING_CREDENTIALS");
+    assert_eq!(message(&missing), "Missing SENTRY_AUTH_TOKEN");
+
+    // 7. Core protection.
+    let (failed, core) = agent
+        .call("mcp_deactivate", json!({"name": "memory"}))
+        .await;
+    assert!(failed);
+    assert_eq!(message(&core), "Cannot deactivate core server 'memory'");
+
+    // The other refusals, each with its code.
+    for (tool, name, code) in [
+        ("mcp_activate", "nothing", "SERVER_NOT_FOUND"),
+        ("mcp_activate", "local", "SERVER_UNTRUSTED"),
+        ("mcp_activate", "old", "SERVER_DISABLED"),
+        ("mcp_activate", "memory", "ALREADY_ACTIVE"),
+        ("mcp_deactivate", "plotter", "NOT_ACTIVE"),
+    ] {
+        assert_eq!(
+            agent.err(tool, json!({"name": name})).await,
+            code,
+            "{tool} {name}"
+        );
+    }
+
+    // A server whose schemas use $ref: flat on the way out, and it works.
+    let plotter = agent.ok("mcp_activate", json!({"name": "plotter"})).await;
+    let plot = plotter["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "plotter__plot")
+        .unwrap_or_else(|| panic!("no plotter__plot in {plotter:#}"));
+    let schema = &plot["inputSchema"];
+    assert!(!schema.to_string().contains("$ref"), "{schema}");
+    assert_eq!(
+        schema["properties"]["at"]["properties"]["x"]["type"],
+        "number"
+    );
+    let plotted = agent
+        .client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("plotter__plot")
+                .with_arguments(json!({"at": {"x": 1, "y": 2}}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert!(
+        serde_json::to_string(&plotted.content)
+            .unwrap()
+            .contains(r#"\"x\":1"#)
+    );
+
+    // 8. Rate limit: the sixth activation within a minute is refused (everything and
+    // plotter were the first two).
+    for _ in 0..3 {
+        agent.ok("mcp_deactivate", json!({"name": "plotter"})).await;
+        agent.ok("mcp_activate", json!({"name": "plotter"})).await;
+    }
+    agent.ok("mcp_deactivate", json!({"name": "plotter"})).await;
+    let (failed, limited) = agent.call("mcp_activate", json!({"name": "plotter"})).await;
+    assert!(failed);
+    assert_eq!(limited["error"]["code"], "RATE_LIMITED");
+    assert!(
+        message(&limited).starts_with("Rate limit exceeded"),
+        "{limited}"
+    );
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn sessions_activate_apart_and_a_shared_server_runs_while_one_uses_it() {
+    let (home, ws) = gateway_home();
+    let _daemon = DaemonGuard(&home);
+    let first = home.mcp_daemon(&ws, 60).await;
+    let second = home.mcp_daemon(&ws, 60).await;
+
+    first
+        .ok("mcp_activate", json!({"name": "everything"}))
+        .await;
+    let theirs = names(&second.client.list_all_tools().await.unwrap());
+    assert!(
+        !theirs.iter().any(|n| n.starts_with("everything__")),
+        "{theirs:?}"
+    );
+    let (_, listed) = second.call("mcp_environment", json!({})).await;
+    assert_eq!(
+        by_name(&listed["servers"], "everything")["status"],
+        "available"
+    );
+
+    second
+        .ok("mcp_activate", json!({"name": "everything"}))
+        .await;
+    first
+        .ok("mcp_deactivate", json!({"name": "everything"}))
+        .await;
+    let echo = || {
+        rmcp::model::CallToolRequestParams::new("everything__echo").with_arguments(
+            json!({"message": "still here"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+    };
+    let echoed = second.client.call_tool(echo()).await.unwrap();
+    assert_ne!(echoed.is_error, Some(true), "{echoed:?}");
+    let refused = first.client.call_tool(echo()).await;
+    assert!(
+        refused.is_err(),
+        "a deactivated tool is unknown to its session: {refused:?}"
+    );
+
+    // The last session that used it goes: the server stops.
+    second.close().await;
+    poll("everything to stop", 15, || {
+        let out = home
+            .std_command()
+            .args(["servers", "--json"])
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        match by_name(&report["servers"], "everything")["state"].as_str() {
+            Some("stopped") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    first.close().await;
+}
