@@ -10,8 +10,9 @@ import os
 import subprocess
 import tempfile
 
+import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 TANDEM = os.environ.get("TANDEM_BIN", os.path.join(os.path.dirname(__file__), "../../target/debug/tandem"))
@@ -56,8 +57,10 @@ async def test_tools_listed_and_instructions(params):
             "rekall_accept_suggestion", "rekall_reject_suggestion",
             "start_workflow", "start_task", "log_decision", "log_issue", "log_milestone",
             "complete_task",
+            "mcp_environment", "mcp_discover", "mcp_activate", "mcp_deactivate", "mcp_call",
         ]
-        assert all(t.output_schema for t in tools)
+        # mcp_call answers with what the downstream tool answers.
+        assert all(t.output_schema for t in tools if t.name != "mcp_call")
 
     await session_run(params, body)
 
@@ -195,3 +198,51 @@ async def test_task_tracking_flow_in_a_git_repo(params, tmp_path):
         assert json.loads(bad.content[0].text)["error"]["code"] == "TASK_ALREADY_COMPLETED"
 
     await session_run(params, body)
+
+
+@pytest.mark.anyio
+async def test_gateway_activation_is_followed_through_list_changed(params):
+    """Spec 001 with a client that follows tools/list_changed: activate a real server
+    (server-everything), get told, list its tools, call one, deactivate it."""
+    everything = os.environ.get("TANDEM_TEST_EVERYTHING")
+    if not everything:
+        pytest.skip("scripts/test installs server-everything and exports TANDEM_TEST_EVERYTHING")
+    home = params.env["TANDEM_HOME"]
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, "config.json"), "w") as f:
+        json.dump({"mcpServers": {"everything": {
+            "command": everything, "args": ["stdio"], "autostart": False}}}, f)
+    changed = anyio.Event()
+
+    async def on_message(message):
+        # The SDK hands over the notification itself (older ones wrapped it in `root`).
+        if isinstance(getattr(message, "root", message), types.ToolListChangedNotification):
+            changed.set()
+
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            init = await session.initialize()
+            assert "# MCP Server Environment" in init.instructions
+            env = await session.call_tool("mcp_environment", {})
+            assert not env.is_error, env
+            assert [s["status"] for s in env.structured_content["servers"]] == ["available"]
+            found = await session.call_tool("mcp_discover", {"intent": "test every protocol feature"})
+            assert found.structured_content["servers"][0]["name"] == "everything"
+
+            activated = await session.call_tool("mcp_activate", {"name": "everything"})
+            assert not activated.is_error, activated
+            with anyio.fail_after(10):
+                await changed.wait()
+            names = [t.name for t in (await session.list_tools()).tools]
+            assert "everything__echo" in names
+            echoed = await session.call_tool("everything__echo", {"message": "through the gateway"})
+            assert not echoed.is_error
+            assert "through the gateway" in echoed.content[0].text
+
+            changed = anyio.Event()
+            gone = await session.call_tool("mcp_deactivate", {"name": "everything"})
+            assert "everything__echo" in gone.structured_content["toolsRemoved"]
+            with anyio.fail_after(10):
+                await changed.wait()
+            names = [t.name for t in (await session.list_tools()).tools]
+            assert not any(n.startswith("everything__") for n in names)
