@@ -12,7 +12,9 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, GetPromptResult, JsonObject, Prompt, Tool,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -343,6 +345,45 @@ impl Gateway {
             }
         }
         out
+    }
+
+    /// The prompts of the session's active servers that are ready, named `server__prompt`
+    /// (as tools are), minus those a server's `disabled_prompts` names.
+    pub fn prompts(&self) -> Vec<Prompt> {
+        let mut out = Vec::new();
+        for s in self.active() {
+            if s.status() != Status::Ready {
+                continue;
+            }
+            for p in s.prompts().iter() {
+                if s.config.disabled_prompts.contains(&p.name) {
+                    continue;
+                }
+                let mut prompt = p.clone();
+                prompt.name = proxy::tool_name(s.name(), &p.name);
+                out.push(prompt);
+            }
+        }
+        out
+    }
+
+    /// Gets the proxied prompt `name` (`server__prompt`) with `arguments`, as its server
+    /// gives it; `None` when no active server has a prompt of that name.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Option<Result<GetPromptResult, HubError>> {
+        let mut names = ToolNames::default();
+        let active = self.active();
+        for s in &active {
+            for p in s.prompts().iter() {
+                names.insert(s.name(), &p.name);
+            }
+        }
+        let (server, prompt) = names.resolve(name)?;
+        let s = active.iter().find(|s| s.name() == server)?;
+        Some(s.get_prompt(prompt, arguments).await)
     }
 
     /// Whether `name` is one of the session's proxied tools (`server__tool`).

@@ -5,8 +5,9 @@
 //! The session's [`Gateway`] (in the hub) holds what this agent session activated, so it
 //! lives with the session: the face creates it on first use and calls it directly, the one
 //! place the face reaches the hub without `calls` (a call holds no session). Tool lists
-//! change as servers are activated, become ready or change theirs; the session is told with
-//! `notifications/tools/list_changed`, at most once per [`NOTIFY_WINDOW`].
+//! and prompts change as servers are activated, become ready or change theirs; the session
+//! is told with `notifications/tools/list_changed` and `notifications/prompts/list_changed`,
+//! at most once per [`NOTIFY_WINDOW`].
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use serde_json::Value;
 
 use super::schema;
 use crate::calls::{self, CallError};
-use crate::events::{Event, HubChange};
+use crate::events::Event;
 use crate::hub::catalog::{Discovered, ServerInfo};
 use crate::hub::gateway::{Activated, Deactivated, Gateway};
 use crate::hub::{HubError, proxy};
@@ -177,13 +178,16 @@ pub fn proxied(outcome: Result<CallToolResult, HubError>) -> CallToolResult {
     outcome.unwrap_or_else(|e| tool_error(hub_error(e)))
 }
 
-/// The names of the session's proxied tools.
-fn tool_names(gateway: &Gateway) -> BTreeSet<String> {
-    gateway
-        .tools()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect()
+/// The names of the session's proxied tools and prompts.
+fn listed(gateway: &Gateway) -> (BTreeSet<String>, BTreeSet<String>) {
+    (
+        gateway
+            .tools()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect(),
+        gateway.prompts().into_iter().map(|p| p.name).collect(),
+    )
 }
 
 /// Tells the agent whenever its proxied tools change, until the session ends: a server of
@@ -202,14 +206,10 @@ pub async fn notify_changes(
     };
     let mut events = bus.subscribe();
     let mut told = match gateway.upgrade() {
-        Some(g) => tool_names(&g),
+        Some(g) => listed(&g),
         None => return,
     };
-    let relevant = |e: &Event| {
-        matches!(e, Event::Hub { workspace, change, .. }
-            if *workspace == root
-                && matches!(change, HubChange::Status | HubChange::Tools | HubChange::Config))
-    };
+    let relevant = |e: &Event| matches!(e, Event::Hub { workspace, .. } if *workspace == root);
     loop {
         tokio::select! {
             event = events.recv() => match event {
@@ -224,13 +224,27 @@ pub async fn notify_changes(
         let deadline = tokio::time::Instant::now() + NOTIFY_WINDOW;
         while let Ok(Ok(_)) = tokio::time::timeout_at(deadline, events.recv()).await {}
         let Some(g) = gateway.upgrade() else { return };
-        let now = tool_names(&g);
+        let now = listed(&g);
         drop(g);
-        if now != told {
-            told = now;
-            if peer.notify_tool_list_changed().await.is_err() {
-                return;
+        let sent = match (now.0 != told.0, now.1 != told.1) {
+            (false, false) => continue,
+            (tools, prompts) => {
+                let tools = if tools {
+                    peer.notify_tool_list_changed().await
+                } else {
+                    Ok(())
+                };
+                let prompts = if prompts {
+                    peer.notify_prompt_list_changed().await
+                } else {
+                    Ok(())
+                };
+                tools.and(prompts)
             }
+        };
+        told = now;
+        if sent.is_err() {
+            return;
         }
     }
 }

@@ -106,7 +106,11 @@ impl TandemServer {
         let Some((server, tool)) = gateway::resolve(&g, name) else {
             return Err(unknown());
         };
-        Ok(gateway::proxied(g.call(&server, &tool, arguments).await).into())
+        match g.call(&server, &tool, arguments).await {
+            // The server's own JSON-RPC error passes through as it gave it.
+            Err(crate::hub::HubError::Answered { error, .. }) => Err(error),
+            outcome => Ok(gateway::proxied(outcome).into()),
+        }
     }
 
     /// The agent's instructions: the spec's three lines; then, when the core is open, the
@@ -270,6 +274,7 @@ impl ServerHandler for TandemServer {
                 .enable_tool_list_changed()
                 .enable_resources()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new("tandem", env!("CARGO_PKG_VERSION")))
@@ -354,12 +359,15 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(
-            crate::hub::own::PROMPTS
-                .iter()
-                .map(|(name, description)| Prompt::new(*name, Some(*description), None))
-                .collect(),
-        ))
+        let mut prompts: Vec<Prompt> = crate::hub::own::PROMPTS
+            .iter()
+            .map(|(name, description)| Prompt::new(*name, Some(*description), None))
+            .collect();
+        // The active servers' prompts follow, as `server__prompt`.
+        if let Ok(gateway) = self.gateway().await {
+            prompts.extend(gateway.prompts());
+        }
+        Ok(ListPromptsResult::with_all_items(prompts))
     }
 
     async fn get_prompt(
@@ -371,6 +379,22 @@ impl ServerHandler for TandemServer {
             .iter()
             .find(|(n, _)| *n == request.name)
         else {
+            if request.name.contains(crate::hub::proxy::SEPARATOR)
+                && let Ok(gateway) = self.gateway().await
+                && let Some(got) = gateway
+                    .get_prompt(&request.name, request.arguments.clone().unwrap_or_default())
+                    .await
+            {
+                return match got {
+                    Ok(result) => Ok(result.into()),
+                    Err(crate::hub::HubError::Answered { error, .. }) => Err(error),
+                    Err(e) => Err(internal_error(CallError::new(
+                        e.code(),
+                        e.to_string(),
+                        e.details(),
+                    ))),
+                };
+            }
             return Err(ErrorData::invalid_params(
                 format!(
                     "unknown prompt '{}' (known: {})",

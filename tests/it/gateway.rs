@@ -180,6 +180,32 @@ async fn the_spec_verification_steps_against_real_servers() {
             .contains("by mcp_call")
     );
 
+    // Its prompts come along, namespaced like its tools.
+    let prompts: Vec<String> = agent
+        .client
+        .list_all_prompts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert!(
+        prompts.contains(&"everything__simple-prompt".to_string()),
+        "{prompts:?}"
+    );
+    assert!(
+        prompts.contains(&"system_prompt".to_string()),
+        "{prompts:?}"
+    );
+    let got = agent
+        .client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new(
+            "everything__simple-prompt",
+        ))
+        .await
+        .unwrap();
+    assert!(!got.messages.is_empty(), "{got:?}");
+
     // 5. Deactivation: the tools leave.
     let gone = agent
         .ok("mcp_deactivate", json!({"name": "everything"}))
