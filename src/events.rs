@@ -46,6 +46,7 @@ pub enum HubChange {
     Status,
     Prompts,
     Tools,
+    Resources,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, GetPromptResult, JsonObject, Prompt, Tool,
+    CallToolRequestParams, CallToolResult, GetPromptResult, JsonObject, Prompt, ReadResourceResult,
+    Resource, Tool,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -384,6 +385,32 @@ impl Gateway {
         let (server, prompt) = names.resolve(name)?;
         let s = active.iter().find(|s| s.name() == server)?;
         Some(s.get_prompt(prompt, arguments).await)
+    }
+
+    /// The resources the session's active servers list, their URIs as the servers wrote
+    /// them and their names as `server__name`, so the agent sees whose each is.
+    pub fn resources(&self) -> Vec<Resource> {
+        let mut out = Vec::new();
+        for s in self.active() {
+            if s.status() != Status::Ready {
+                continue;
+            }
+            for r in s.resources().iter() {
+                let mut resource = r.clone();
+                resource.name = proxy::tool_name(s.name(), &r.name);
+                out.push(resource);
+            }
+        }
+        out
+    }
+
+    /// Reads `uri` from the active server that lists it; `None` when none does.
+    pub async fn read_resource(&self, uri: &str) -> Option<Result<ReadResourceResult, HubError>> {
+        let s = self
+            .active()
+            .into_iter()
+            .find(|s| s.resources().iter().any(|r| r.uri == uri))?;
+        Some(s.read_resource(uri).await)
     }
 
     /// Whether `name` is one of the session's proxied tools (`server__tool`).

@@ -302,7 +302,10 @@ impl Workspace {
         *cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let this = Arc::downgrade(self);
         let on_change: server::OnChange = Arc::new(move |name: &str, change| {
-            if change != server::ServerChange::Tools {
+            if !matches!(
+                change,
+                server::ServerChange::Tools | server::ServerChange::Resources
+            ) {
                 *cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
             }
             if matches!(
@@ -319,6 +322,7 @@ impl Workspace {
                     server::ServerChange::Status => HubChange::Status,
                     server::ServerChange::Prompts => HubChange::Prompts,
                     server::ServerChange::Tools => HubChange::Tools,
+                    server::ServerChange::Resources => HubChange::Resources,
                 },
             });
         });

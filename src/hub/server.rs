@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CompletionContext, GetPromptRequestParams, GetPromptResult,
-    Implementation, Prompt, Tool,
+    Implementation, Prompt, Resource, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -202,6 +202,7 @@ pub enum ServerChange {
     Status,
     Prompts,
     Tools,
+    Resources,
 }
 
 pub type OnChange = Arc<dyn Fn(&str, ServerChange) + Send + Sync>;
@@ -210,6 +211,7 @@ pub type OnChange = Arc<dyn Fn(&str, ServerChange) + Send + Sync>;
 struct Lists {
     prompts: Arc<Vec<Prompt>>,
     tools: Arc<Vec<Tool>>,
+    resources: Arc<Vec<Resource>>,
 }
 
 struct Inner {
@@ -271,6 +273,10 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
         let _ = self.lists.send(ServerChange::Tools);
+    }
+
+    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.lists.send(ServerChange::Resources);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -365,6 +371,22 @@ impl Downstream {
 
     pub fn tools(&self) -> Arc<Vec<Tool>> {
         self.lock().lists.tools.clone()
+    }
+
+    pub fn resources(&self) -> Arc<Vec<Resource>> {
+        self.lock().lists.resources.clone()
+    }
+
+    /// Reads one of its resources (`resources/read`) with the server's timeout.
+    pub async fn read_resource(
+        self: &Arc<Self>,
+        uri: &str,
+    ) -> Result<rmcp::model::ReadResourceResult, HubError> {
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_string());
+        self.request("resources/read", |peer| async move {
+            peer.read_resource(params).await
+        })
+        .await
     }
 
     /// What the server says of itself on its current (or last) connection.
@@ -557,13 +579,18 @@ impl Downstream {
         let result = match change {
             ServerChange::Tools => with_timeout(timeout, "tools/list", peer.list_all_tools())
                 .await
-                .map(|t| (None, Some(t))),
+                .map(|t| (None, Some(t), None)),
+            ServerChange::Resources => {
+                with_timeout(timeout, "resources/list", peer.list_all_resources())
+                    .await
+                    .map(|r| (None, None, Some(r)))
+            }
             _ => with_timeout(timeout, "prompts/list", peer.list_all_prompts())
                 .await
-                .map(|p| (Some(p), None)),
+                .map(|p| (Some(p), None, None)),
         };
         match result {
-            Ok((prompts, tools)) => {
+            Ok((prompts, tools, resources)) => {
                 let mut inner = self.lock();
                 if inner.generation != generation {
                     return;
@@ -573,6 +600,9 @@ impl Downstream {
                 }
                 if let Some(t) = tools {
                     inner.lists.tools = Arc::new(t);
+                }
+                if let Some(r) = resources {
+                    inner.lists.resources = Arc::new(r);
                 }
                 drop(inner);
                 tracing::debug!("{}: {change:?} list refreshed", self.config.name);
@@ -901,6 +931,13 @@ async fn fetch_lists(peer: &Peer<RoleClient>, timeout: Duration) -> Result<Lists
     if caps.as_ref().is_some_and(|c| c.tools.is_some()) {
         lists.tools = Arc::new(
             with_timeout(timeout, "tools/list", peer.list_all_tools())
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    if caps.as_ref().is_some_and(|c| c.resources.is_some()) {
+        lists.resources = Arc::new(
+            with_timeout(timeout, "resources/list", peer.list_all_resources())
                 .await
                 .map_err(|e| e.to_string())?,
         );

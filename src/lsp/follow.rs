@@ -133,7 +133,9 @@ impl TandemLsp {
                     server,
                     change,
                 }) => {
-                    if workspace == self.session.workspace() && change != HubChange::Tools {
+                    if workspace == self.session.workspace()
+                        && !matches!(change, HubChange::Tools | HubChange::Resources)
+                    {
                         self.session.prompts_changed(server);
                     }
                 }

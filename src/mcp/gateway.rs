@@ -5,9 +5,9 @@
 //! The session's [`Gateway`] (in the hub) holds what this agent session activated, so it
 //! lives with the session: the face creates it on first use and calls it directly, the one
 //! place the face reaches the hub without `calls` (a call holds no session). Tool lists
-//! and prompts change as servers are activated, become ready or change theirs; the session
-//! is told with `notifications/tools/list_changed` and `notifications/prompts/list_changed`,
-//! at most once per [`NOTIFY_WINDOW`].
+//! prompts and resources change as servers are activated, become ready or change theirs;
+//! the session is told with `notifications/tools/list_changed`, `prompts/list_changed` and
+//! `resources/list_changed`, at most once per [`NOTIFY_WINDOW`].
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -273,6 +273,7 @@ impl ServerHandler for TandemServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .enable_prompts()
                 .enable_prompts_list_changed()
                 .build(),
@@ -473,16 +474,19 @@ impl ServerHandler for TandemServer {
         .await
         .map_err(internal_error)?
         .map_err(internal_error)?;
-        Ok(ListResourcesResult::with_all_items(
-            recent
-                .into_iter()
-                .map(|e| {
-                    Resource::new(format!("{ENTRY_URI_PREFIX}{}", e.id), e.id.to_string())
-                        .with_title(format!("[{}] {}", e.entry_type, e.title))
-                        .with_mime_type("text/markdown")
-                })
-                .collect(),
-        ))
+        let mut resources: Vec<Resource> = recent
+            .into_iter()
+            .map(|e| {
+                Resource::new(format!("{ENTRY_URI_PREFIX}{}", e.id), e.id.to_string())
+                    .with_title(format!("[{}] {}", e.entry_type, e.title))
+                    .with_mime_type("text/markdown")
+            })
+            .collect();
+        // The active servers' resources follow, named `server__name`.
+        if let Ok(gateway) = self.gateway().await {
+            resources.extend(gateway.resources());
+        }
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn read_resource(
@@ -492,6 +496,19 @@ impl ServerHandler for TandemServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri.clone();
         let Some(id) = uri.strip_prefix(ENTRY_URI_PREFIX).map(str::to_string) else {
+            if let Ok(gateway) = self.gateway().await
+                && let Some(read) = gateway.read_resource(&uri).await
+            {
+                return match read {
+                    Ok(result) => Ok(result.into()),
+                    Err(crate::hub::HubError::Answered { error, .. }) => Err(error),
+                    Err(e) => Err(internal_error(CallError::new(
+                        e.code(),
+                        e.to_string(),
+                        e.details(),
+                    ))),
+                };
+            }
             return Err(ErrorData::resource_not_found(
                 format!("no resource '{uri}': memory entries are {ENTRY_URI_TEMPLATE}"),
                 None,

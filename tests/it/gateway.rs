@@ -206,6 +206,21 @@ async fn the_spec_verification_steps_against_real_servers() {
         .unwrap();
     assert!(!got.messages.is_empty(), "{got:?}");
 
+    // And its resources, their URIs as it wrote them, their names saying whose they are.
+    let resources = agent.client.list_all_resources().await.unwrap();
+    let theirs = resources
+        .iter()
+        .find(|r| r.name.starts_with("everything__"))
+        .unwrap_or_else(|| panic!("no resource of everything in {resources:#?}"));
+    let read = agent
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            theirs.uri.clone(),
+        ))
+        .await
+        .unwrap();
+    assert!(!read.contents.is_empty(), "{read:?}");
+
     // 5. Deactivation: the tools leave.
     let gone = agent
         .ok("mcp_deactivate", json!({"name": "everything"}))
