@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, GetPromptResult, JsonObject, Prompt, ReadResourceResult,
-    Resource, Tool,
+    CallToolRequestParams, CallToolResult, GetPromptResult, JsonObject, ProgressNotificationParam,
+    Prompt, ReadResourceResult, Resource, Tool,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -427,12 +427,14 @@ impl Gateway {
     }
 
     /// Calls `tool` of the active server `server` with `arguments`; its result (an
-    /// `isError` one included) as the server gave it.
+    /// `isError` one included) as the server gave it, its progress notifications to
+    /// `progress`. Dropping the future cancels the call on the server.
     pub async fn call(
         &self,
         server: &str,
         tool: &str,
         arguments: Option<JsonObject>,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>>,
     ) -> Result<CallToolResult, HubError> {
         let s = self.workspace.server(server)?;
         if !self.is_active(&s) {
@@ -448,7 +450,7 @@ impl Gateway {
         }
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
-        s.call_tool(params).await
+        s.call_tool(params, progress).await
     }
 }
 

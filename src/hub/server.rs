@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CompletionContext, GetPromptRequestParams, GetPromptResult,
-    Implementation, Prompt, Resource, Tool,
+    Implementation, ProgressNotificationParam, ProgressToken, Prompt, Resource, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -239,6 +239,42 @@ pub struct Downstream {
     /// Signalled on every status change (waiters of `Starting`).
     changed: Notify,
     on_change: OnChange,
+    /// Where the progress of each forwarded request goes, by the token Tandem sent it with.
+    progress: ProgressSinks,
+}
+
+/// Progress notifications of requests in flight, by progress token.
+type ProgressSinks = Arc<
+    Mutex<
+        std::collections::HashMap<ProgressToken, mpsc::UnboundedSender<ProgressNotificationParam>>,
+    >,
+>;
+
+/// A request to a downstream server in flight: told `notifications/cancelled` if it is
+/// dropped before its answer (the agent cancelled, or the timeout struck), and its
+/// progress sink removed either way.
+struct InFlight {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+    token: ProgressToken,
+    sinks: ProgressSinks,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.token);
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let why = Some("cancelled by the client, or timed out".to_string());
+                let cancelled = rmcp::model::CancelledNotificationParam::new(Some(id), why);
+                let _ = peer.notify_cancelled(cancelled).await;
+            });
+        }
+    }
 }
 
 /// A snapshot for listings.
@@ -264,6 +300,7 @@ pub struct ServerState {
 /// Receives the server's notifications.
 struct Handler {
     lists: mpsc::UnboundedSender<ServerChange>,
+    progress: ProgressSinks,
 }
 
 impl ClientHandler for Handler {
@@ -277,6 +314,17 @@ impl ClientHandler for Handler {
 
     async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
         let _ = self.lists.send(ServerChange::Resources);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let sinks = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sink) = sinks.get(&params.progress_token) {
+            let _ = sink.send(params);
+        }
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -319,6 +367,7 @@ impl Downstream {
             }),
             changed: Notify::new(),
             on_change,
+            progress: Default::default(),
         })
     }
 
@@ -438,7 +487,10 @@ impl Downstream {
     async fn connect(self: Arc<Self>) {
         let generation = self.lock().generation;
         let (tx, rx) = mpsc::unbounded_channel();
-        let handler = Handler { lists: tx };
+        let handler = Handler {
+            lists: tx,
+            progress: self.progress.clone(),
+        };
         let started = match self.config.transport.clone() {
             Some(Transport::Stdio {
                 command,
@@ -798,15 +850,42 @@ impl Downstream {
     }
 
     /// Calls one of its tools (`tools/call`) with the server's timeout. A result with
-    /// `isError` is a result; an error answer is [`HubError::Answered`].
+    /// `isError` is a result; an error answer is [`HubError::Answered`]. The server's
+    /// progress notifications for it go to `progress`; dropping the future (the caller
+    /// cancelled) tells the server `notifications/cancelled`.
     pub async fn call_tool(
         self: &Arc<Self>,
         params: rmcp::model::CallToolRequestParams,
+        progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
     ) -> Result<rmcp::model::CallToolResult, HubError> {
-        self.request(
-            "tools/call",
-            |peer| async move { peer.call_tool(params).await },
-        )
+        let sinks = self.progress.clone();
+        self.request("tools/call", |peer| async move {
+            let request = rmcp::model::ClientRequest::CallToolRequest(
+                rmcp::model::CallToolRequest::new(params),
+            );
+            let options = rmcp::service::PeerRequestOptions::no_options();
+            let mut handle = peer.send_request_with_option(request, options).await?;
+            let mut in_flight = InFlight {
+                peer: peer.clone(),
+                id: Some(handle.id.clone()),
+                token: handle.progress_token.clone(),
+                sinks: sinks.clone(),
+            };
+            if let Some(progress) = progress {
+                sinks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(handle.progress_token.clone(), progress);
+            }
+            let answer = (&mut handle.rx)
+                .await
+                .map_err(|_| rmcp::ServiceError::TransportClosed)?;
+            in_flight.id = None;
+            match answer? {
+                rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+                _ => Err(rmcp::ServiceError::UnexpectedResponse),
+            }
+        })
         .await
     }
 

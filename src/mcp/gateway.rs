@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-use rmcp::service::{Peer, RoleServer};
+use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, Tool, ToolAnnotations};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -128,7 +128,13 @@ fn tool_error(e: CallError) -> CallToolResult {
 }
 
 /// Runs one of the gateway's tools; `true` with it when the session's tools changed.
-pub async fn run(gateway: &Gateway, name: &str, args: Value) -> (CallToolResult, bool) {
+/// `context` is the agent's request: `mcp_call` forwards its progress and cancellation.
+pub async fn run(
+    gateway: &Gateway,
+    name: &str,
+    args: Value,
+    context: &RequestContext<RoleServer>,
+) -> (CallToolResult, bool) {
     let result = match name {
         "mcp_environment" => calls::parse::<EnvironmentParams>(args).map(|_| {
             structured(Environment {
@@ -160,7 +166,10 @@ pub async fn run(gateway: &Gateway, name: &str, args: Value) -> (CallToolResult,
             Err(e) => Err(e),
         },
         "mcp_call" => match calls::parse::<CallParams>(args) {
-            Ok(p) => Ok(proxied(gateway.call(&p.server, &p.tool, p.arguments).await)),
+            Ok(p) => match forward(gateway, &p.server, &p.tool, p.arguments, context).await {
+                Ok(result) => Ok(result),
+                Err(e) => Err(hub_error(e)),
+            },
             Err(e) => Err(e),
         },
         other => Err(CallError::new(
@@ -176,6 +185,38 @@ pub async fn run(gateway: &Gateway, name: &str, args: Value) -> (CallToolResult,
 /// `isError` results included); a failure to reach it as a tool error with the hub's code.
 pub fn proxied(outcome: Result<CallToolResult, HubError>) -> CallToolResult {
     outcome.unwrap_or_else(|e| tool_error(hub_error(e)))
+}
+
+/// Calls `tool` of `server` for the agent's request `context`: the server's progress
+/// notifications reach the agent under the agent's own progress token (when it gave one),
+/// and the agent's cancellation cancels the call on the server.
+pub async fn forward(
+    gateway: &Gateway,
+    server: &str,
+    tool: &str,
+    arguments: Option<JsonObject>,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, HubError> {
+    let progress = context.meta.get_progress_token().map(|token| {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+        let peer = context.peer.clone();
+        tokio::spawn(async move {
+            while let Some(mut p) = rx.recv().await {
+                p.progress_token = token.clone();
+                if peer.notify_progress(p).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tx
+    });
+    tokio::select! {
+        outcome = gateway.call(server, tool, arguments, progress) => outcome,
+        // Dropping the call tells the server `notifications/cancelled`.
+        _ = context.ct.cancelled() => Err(HubError::Server(format!(
+            "the call of {server}'s tool {tool} was cancelled"
+        ))),
+    }
 }
 
 /// The names of the session's proxied tools and prompts.

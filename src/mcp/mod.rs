@@ -84,6 +84,7 @@ impl TandemServer {
         &self,
         name: &str,
         arguments: Option<rmcp::model::JsonObject>,
+        context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let unknown = || ErrorData::invalid_params(format!("unknown tool '{name}'"), None);
         let gateway_tool = gateway::is_gateway_tool(name);
@@ -97,7 +98,7 @@ impl TandemServer {
         };
         if gateway_tool {
             let args = Value::Object(arguments.unwrap_or_default());
-            let (result, changed) = gateway::run(&g, name, args).await;
+            let (result, changed) = gateway::run(&g, name, args, context).await;
             if changed {
                 self.tools_changed.notify_one();
             }
@@ -106,7 +107,7 @@ impl TandemServer {
         let Some((server, tool)) = gateway::resolve(&g, name) else {
             return Err(unknown());
         };
-        match g.call(&server, &tool, arguments).await {
+        match gateway::forward(&g, &server, &tool, arguments, context).await {
             // The server's own JSON-RPC error passes through as it gave it.
             Err(crate::hub::HubError::Answered { error, .. }) => Err(error),
             outcome => Ok(gateway::proxied(outcome).into()),
@@ -317,11 +318,11 @@ impl ServerHandler for TandemServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let Some(tool) = TOOLS.iter().find(|t| t.tool.name == name) else {
-            return self.call_gateway(&name, request.arguments).await;
+            return self.call_gateway(&name, request.arguments, &context).await;
         };
         let args = Value::Object(request.arguments.unwrap_or_default());
         let Some(method) = tool.method else {

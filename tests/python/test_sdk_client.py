@@ -239,6 +239,18 @@ async def test_gateway_activation_is_followed_through_list_changed(params):
             assert not echoed.is_error
             assert "through the gateway" in echoed.content[0].text
 
+            # The server's progress reaches the agent, under the agent's own token.
+            seen = []
+
+            async def on_progress(progress, total, message):
+                seen.append((progress, total))
+
+            done = await session.call_tool(
+                "everything__trigger-long-running-operation", {"duration": 0.3, "steps": 3},
+                progress_callback=on_progress)
+            assert not done.is_error, done
+            assert seen == [(1, 3), (2, 3), (3, 3)], seen
+
             changed = anyio.Event()
             gone = await session.call_tool("mcp_deactivate", {"name": "everything"})
             assert "everything__echo" in gone.structured_content["toolsRemoved"]
