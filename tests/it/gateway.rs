@@ -35,6 +35,10 @@ fn gateway_home() -> (TestHome, std::path::PathBuf) {
     sentry["autostart"] = json!(false);
     let mut plotter = fixture("plotter", &["--ref-schemas"]);
     plotter["autostart"] = json!(false);
+    // A server that needs a variable nobody set (the fixture refuses to start without it).
+    let mut notion = fixture("notion", &["--require-env", "TANDEM_TEST_NOTION_KEY"]);
+    notion["env"] = json!({"TANDEM_TEST_NOTION_KEY": "${TANDEM_TEST_NOTION_KEY}"});
+    notion["autostart"] = json!(false);
     let mut old = fixture("old", &[]);
     old["disabled"] = json!(true);
     let config = json!({"mcpServers": {
@@ -44,6 +48,7 @@ fn gateway_home() -> (TestHome, std::path::PathBuf) {
         "files": {"command": filesystem_bin(), "args": [ws], "autostart": false},
         "plotter": plotter,
         "sentry": sentry,
+        "notion": notion,
         "old": old,
     }});
     std::fs::create_dir_all(home.tandem_home()).unwrap();
@@ -242,6 +247,13 @@ async fn the_spec_verification_steps_against_real_servers() {
     assert!(failed);
     assert_eq!(missing["error"]["code"], "MISSING_CREDENTIALS");
     assert_eq!(message(&missing), "Missing SENTRY_AUTH_TOKEN");
+    let (failed, unset) = agent.call("mcp_activate", json!({"name": "notion"})).await;
+    assert!(failed);
+    assert_eq!(message(&unset), "Missing TANDEM_TEST_NOTION_KEY");
+    assert_eq!(
+        unset["error"]["details"]["missingEnvKeys"],
+        json!(["TANDEM_TEST_NOTION_KEY"])
+    );
 
     // 7. Core protection.
     let (failed, core) = agent
