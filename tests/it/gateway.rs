@@ -382,3 +382,45 @@ async fn sessions_activate_apart_and_a_shared_server_runs_while_one_uses_it() {
     });
     first.close().await;
 }
+
+#[tokio::test]
+async fn a_proxied_server_that_dies_is_a_clear_error_and_comes_back() {
+    let (home, ws) = gateway_home();
+    let config = json!({"mcpServers": {
+        "flaky": {"command": fixture_bin(), "args": ["--name", "flaky", "--crash-after", "4"],
+                  "autostart": false},
+    }});
+    std::fs::write(home.tandem_home().join("config.json"), config.to_string()).unwrap();
+    let _daemon = DaemonGuard(&home);
+    let agent = home.mcp_daemon(&ws, 60).await;
+    agent.ok("mcp_activate", json!({"name": "flaky"})).await;
+    let echo = || {
+        rmcp::model::CallToolRequestParams::new("flaky__echo")
+            .with_arguments(json!({"text": "hello"}).as_object().unwrap().clone())
+    };
+    // It answers at most once more, then exits: the next call says so, with the hub's code.
+    let mut failure = None;
+    for _ in 0..3 {
+        let r = agent.client.call_tool(echo()).await.unwrap();
+        if r.is_error == Some(true) {
+            failure = r.structured_content;
+            break;
+        }
+    }
+    let failure = failure.expect("the crashed server's call did not fail");
+    assert_eq!(failure["error"]["code"], "SERVER_UNAVAILABLE", "{failure}");
+    assert!(message(&failure).contains("server 'flaky'"), "{failure}");
+    // It restarts after its backoff, and the session's tool works again.
+    let client = &agent.client;
+    let mut answered = false;
+    for _ in 0..100 {
+        let r = client.call_tool(echo()).await.unwrap();
+        if r.is_error != Some(true) {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered, "flaky never came back");
+    agent.close().await;
+}
