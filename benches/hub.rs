@@ -18,7 +18,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 mod common;
+use common::home::{DaemonGuard, Home, env_usize, fixture_bin, signed_ms};
 use common::lsp::{Editor, file_uri};
 use common::{Stats, ms};
 
@@ -41,33 +42,9 @@ const RELOADS: usize = 20;
 /// The prompt measured by `prompts/get` (three arguments, `arg0` required).
 const PROMPT: &str = "prompt-003";
 
-fn env_usize(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// The `mcp_fixture` example built beside this bench: `target/PROFILE/deps/hub-HASH` →
-/// `target/PROFILE/examples/mcp_fixture`.
-fn fixture_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-    let bin = profile_dir.join("examples").join("mcp_fixture");
-    if !bin.is_file() {
-        panic!(
-            "{} is missing: build it first (scripts/bench does): \
-             cargo build --release --example mcp_fixture",
-            bin.display()
-        );
-    }
-    bin
-}
-
-/// The bench's world: a temp dir holding the data dir, a home, XDG dirs and the workspace.
+/// The bench's world: a temp home, the fixture, the sizes.
 struct World {
-    dir: tempfile::TempDir,
-    workspace: PathBuf,
+    home: Home,
     fixture: PathBuf,
     servers: usize,
     prompts: usize,
@@ -75,47 +52,12 @@ struct World {
 
 impl World {
     fn new(servers: usize, prompts: usize) -> World {
-        let dir = tempfile::Builder::new()
-            .prefix("tandem-bench-hub")
-            .tempdir()
-            .unwrap();
-        let workspace = dir.path().join("workspace");
-        std::fs::create_dir_all(&workspace).unwrap();
-        std::fs::create_dir_all(dir.path().join("tandem-home")).unwrap();
-        let workspace = workspace.canonicalize().unwrap();
         World {
-            dir,
-            workspace,
+            home: Home::new("tandem-bench-hub"),
             fixture: fixture_bin(),
             servers,
             prompts,
         }
-    }
-
-    fn tandem_home(&self) -> PathBuf {
-        self.dir.path().join("tandem-home")
-    }
-
-    /// Only this world's dirs in the environment (the daemon and the servers inherit it).
-    fn isolate(&self, cmd: &mut std::process::Command) {
-        let root = self.dir.path();
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("TANDEM_HOME", self.tandem_home())
-            .env("HOME", root.join("home"))
-            .env("XDG_DATA_HOME", root.join("xdg/data"))
-            .env("XDG_CONFIG_HOME", root.join("xdg/config"))
-            .env("XDG_STATE_HOME", root.join("xdg/state"))
-            .env("XDG_CACHE_HOME", root.join("xdg/cache"))
-            .env("TANDEM_LOG", "warn")
-            .env("TANDEM_DAEMON_IDLE_SECS", "120");
-    }
-
-    fn tandem(&self, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
-        self.isolate(cmd.as_std_mut());
-        cmd.args(args).kill_on_drop(true);
-        cmd
     }
 
     /// Writes the user's config: servers `s00`.., `--prompts N` each; the first `conventional`
@@ -144,41 +86,12 @@ impl World {
         }
         let mut text = serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap();
         text.push_str(&"\n".repeat(1 + salt % 2));
-        std::fs::write(self.tandem_home().join("config.json"), text).unwrap();
+        self.home.write_config(&text);
     }
 }
 
 fn server(i: usize) -> String {
     format!("s{i:02}")
-}
-
-/// Stops the daemon when the bench ends, however it ends: `tandem daemon stop`, then a kill
-/// of its pid if it is still there.
-struct DaemonGuard<'a> {
-    world: &'a World,
-    pid: Option<u32>,
-}
-
-impl Drop for DaemonGuard<'_> {
-    fn drop(&mut self) {
-        let mut stop = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
-        self.world.isolate(&mut stop);
-        let stopped = stop.args(["daemon", "stop"]).output();
-        if !stopped.is_ok_and(|o| o.status.success()) {
-            eprintln!("bench: `tandem daemon stop` failed");
-        }
-        let Some(pid) = self.pid else { return };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if Path::new(&format!("/proc/{pid}")).exists() {
-            eprintln!("bench: the daemon (pid {pid}) did not stop; killing it");
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-        }
-    }
 }
 
 /// A `cli` session on the daemon's socket: newline-delimited JSON-RPC.
@@ -190,8 +103,8 @@ struct Cli {
 
 impl Cli {
     async fn connect(world: &World) -> Cli {
-        let hello = tandem::daemon::hello("cli", Some(world.workspace.clone()), None);
-        let (stream, welcome) = tandem::daemon::connect(&world.tandem_home(), &hello)
+        let hello = tandem::daemon::hello("cli", Some(world.home.workspace.clone()), None);
+        let (stream, welcome) = tandem::daemon::connect(&world.home.tandem_home(), &hello)
             .await
             .unwrap();
         assert!(
@@ -306,10 +219,10 @@ async fn main() {
     // ---- completion --------------------------------------------------------------------
     eprintln!("bench: {servers} servers × {prompts} prompts; starting the editor session");
     let started = Instant::now();
-    let ws = world.workspace.display().to_string();
+    let ws = world.home.workspace.display().to_string();
     let mut editor = Editor::start(
-        world.tandem(&["lsp", "--workspace", &ws]),
-        &world.workspace,
+        world.home.tandem(&["lsp", "--workspace", &ws]),
+        &world.home.workspace,
         None,
     )
     .await;
@@ -319,11 +232,11 @@ async fn main() {
         "the LSP session is not on the daemon"
     );
     let _daemon = DaemonGuard {
-        world: &world,
+        home: &world.home,
         pid: status["pid"].as_u64().map(|p| p as u32),
     };
     let mut cli = Cli::connect(&world).await;
-    let path = world.workspace.join("prompt.md");
+    let path = world.home.workspace.join("prompt.md");
     std::fs::write(&path, "/").unwrap();
     let mut doc = Doc {
         uri: file_uri(&path),
@@ -471,7 +384,7 @@ async fn main() {
     let target = server(servers - 1);
     eprintln!("bench: prompts/get {PROMPT}: direct, and through Tandem ({target})");
     let mut cmd = tokio::process::Command::new(&world.fixture);
-    world.isolate(cmd.as_std_mut());
+    world.home.isolate(cmd.as_std_mut());
     cmd.args(["--name", "direct", "--prompts", &prompts.to_string()])
         .kill_on_drop(true);
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
@@ -592,10 +505,4 @@ async fn main() {
     drop(cli);
     direct.cancel().await.unwrap();
     editor.stop().await;
-}
-
-/// `a - b` in milliseconds, signed.
-fn signed_ms(a: Duration, b: Duration) -> String {
-    let d = a.as_secs_f64() - b.as_secs_f64();
-    format!("{:+.3} ms", d * 1e3)
 }

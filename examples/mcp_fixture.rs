@@ -58,6 +58,9 @@
 //! - tool `touch_tools`: adds a tool `extra-K` (K = 1, 2, ...; calling it answers
 //!   `extra-K from NAME`) and sends `notifications/tools/list_changed` before its result.
 //! - tool `echo` `{text}`: answers `NAME: text`.
+//! - `--tools N`: `tool-000` .. `tool-{N-1}` after the tools above, each with a small
+//!   schema (`text`, an optional string) and a description; calling one answers
+//!   `tool-007 from NAME`. For the gateway's benchmark (many proxied tools).
 //! - `--ref-schemas`: a tool `plot` whose input schema uses `$defs` and `$ref` (a `Point`,
 //!   and a recursive `Node` tree), as schemars and many servers write them; calling it
 //!   answers its arguments as JSON text.
@@ -143,6 +146,9 @@ struct Args {
     /// A tool `plot` whose input schema uses `$defs`/`$ref` (recursive too).
     #[arg(long)]
     ref_schemas: bool,
+    /// N generated tools `tool-000`..., each answering its name.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    tools: usize,
     /// Exit(1) with a message on stderr when VAR is unset (repeatable).
     #[arg(long, value_name = "VAR")]
     require_env: Vec<String>,
@@ -244,6 +250,8 @@ struct State {
     extra_tools: usize,
     /// The `plot` tool (`--ref-schemas`).
     ref_schemas: bool,
+    /// How many `tool-NNN` there are (`--tools`).
+    generated_tools: usize,
 }
 
 /// Who is told of list changes.
@@ -545,6 +553,16 @@ impl State {
                 })),
             ));
         }
+        tools.extend((0..self.generated_tools).map(|i| {
+            Tool::new(
+                format!("tool-{i:03}"),
+                format!("Generated tool {i}: answers its name"),
+                schema(json!({
+                    "type": "object",
+                    "properties": {"text": {"type": "string", "description": "Any text"}},
+                })),
+            )
+        }));
         tools.extend((1..=self.extra_tools).map(|k| {
             Tool::new(
                 format!("extra-{k}"),
@@ -571,6 +589,7 @@ impl Fixture {
                 tick: 0,
                 extra_tools: 0,
                 ref_schemas: args.ref_schemas,
+                generated_tools: args.tools,
             })),
             listeners: Arc::new(Mutex::new(Listeners::default())),
         }
@@ -817,6 +836,16 @@ impl Fixture {
                     .and_then(Value::as_str)
                     .ok_or_else(|| ErrorData::invalid_params("echo needs a string `text`", None))?;
                 Ok((text(format!("{}: {said}", self.name)), None))
+            }
+            generated
+                if generated
+                    .strip_prefix("tool-")
+                    .and_then(|k| k.parse::<usize>().ok())
+                    .is_some_and(|k| {
+                        k < state.generated_tools && generated == format!("tool-{k:03}")
+                    }) =>
+            {
+                Ok((text(format!("{generated} from {}", self.name)), None))
             }
             extra
                 if extra

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub mod clustered;
+pub mod home;
 pub mod lsp;
 
 #[derive(Clone, Copy, Default)]
