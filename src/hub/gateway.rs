@@ -268,12 +268,13 @@ impl Gateway {
             name: name.to_string(),
             status: Readiness::Active,
             tools_added: s
-                .tools()
+                .proxied()
+                .tools
                 .iter()
                 .map(|t| ToolAdded {
-                    name: proxy::tool_name(name, &t.name),
+                    name: t.name.to_string(),
                     description: t.description.as_deref().map(str::to_string),
-                    input_schema: proxy::inline_refs(&t.input_schema),
+                    input_schema: t.input_schema.as_ref().clone(),
                 })
                 .collect(),
             instructions: s.said().instructions,
@@ -327,22 +328,12 @@ impl Gateway {
     }
 
     /// The tools of the session's active servers that are ready, as the agent lists them:
-    /// named `server__tool`, their schemas without `$ref`s.
+    /// named `server__tool`, their schemas without `$ref`s (made once per server list).
     pub fn tools(&self) -> Vec<Tool> {
         let mut out = Vec::new();
         for s in self.active() {
-            if s.status() != Status::Ready {
-                continue;
-            }
-            for t in s.tools().iter() {
-                let mut tool = t.clone();
-                tool.name = proxy::tool_name(s.name(), &t.name).into();
-                tool.input_schema = Arc::new(proxy::inline_refs(&t.input_schema));
-                tool.output_schema = t
-                    .output_schema
-                    .as_ref()
-                    .map(|o| Arc::new(proxy::inline_refs(o)));
-                out.push(tool);
+            if s.status() == Status::Ready {
+                out.extend(s.proxied().tools.iter().cloned());
             }
         }
         out
@@ -413,17 +404,14 @@ impl Gateway {
         Some(s.read_resource(uri).await)
     }
 
-    /// Whether `name` is one of the session's proxied tools (`server__tool`).
+    /// The server and tool the proxied name `name` (`server__tool`) stands for, if an active
+    /// server of the session has it.
     pub fn resolve(&self, name: &str) -> Option<(String, String)> {
-        let mut names = ToolNames::default();
-        for s in self.active() {
-            for t in s.tools().iter() {
-                names.insert(s.name(), &t.name);
-            }
-        }
-        names
-            .resolve(name)
-            .map(|(s, t)| (s.to_string(), t.to_string()))
+        self.active().iter().find_map(|s| {
+            let proxied = s.proxied();
+            let tool = proxied.original(name)?;
+            Some((s.name().to_string(), tool.to_string()))
+        })
     }
 
     /// Calls `tool` of the active server `server` with `arguments`; its result (an

@@ -69,6 +69,39 @@ impl ToolNames {
     }
 }
 
+/// A server's tools as the gateway re-exports them: renamed `server__tool`, schemas
+/// without `$ref`s, and the way back from a name to the server's own.
+#[derive(Debug, Default)]
+pub struct Proxied {
+    pub tools: Vec<rmcp::model::Tool>,
+    /// Re-exported name → the server's name for it.
+    by_name: std::collections::HashMap<String, String>,
+}
+
+impl Proxied {
+    pub fn new(server: &str, tools: &[rmcp::model::Tool]) -> Proxied {
+        let mut proxied = Proxied::default();
+        for t in tools {
+            let name = tool_name(server, &t.name);
+            let mut tool = t.clone();
+            tool.name = name.clone().into();
+            tool.input_schema = std::sync::Arc::new(inline_refs(&t.input_schema));
+            tool.output_schema = t
+                .output_schema
+                .as_ref()
+                .map(|o| std::sync::Arc::new(inline_refs(o)));
+            proxied.by_name.insert(name, t.name.to_string());
+            proxied.tools.push(tool);
+        }
+        proxied
+    }
+
+    /// The server's name of the re-exported tool `name`, if it is one of these.
+    pub fn original(&self, name: &str) -> Option<&str> {
+        self.by_name.get(name).map(String::as_str)
+    }
+}
+
 /// `schema` with every local `$ref` (`#/$defs/...`, `#/definitions/...`) replaced by what it
 /// points to and the definitions dropped. A reference that recurses is unfolded
 /// [`MAX_REF_DEPTH`] times, then cut to an object of any shape; a reference that points

@@ -215,6 +215,8 @@ struct Lists {
 }
 
 struct Inner {
+    /// The tools as the gateway re-exports them, made from `lists.tools` (that very list).
+    proxied: Option<(Arc<Vec<Tool>>, Arc<super::proxy::Proxied>)>,
     status: Status,
     peer: Option<Peer<RoleClient>>,
     /// Dropping it ends the session and kills the child.
@@ -352,6 +354,7 @@ impl Downstream {
         Arc::new(Downstream {
             config,
             inner: Mutex::new(Inner {
+                proxied: None,
                 status,
                 peer: None,
                 service: None,
@@ -420,6 +423,20 @@ impl Downstream {
 
     pub fn tools(&self) -> Arc<Vec<Tool>> {
         self.lock().lists.tools.clone()
+    }
+
+    /// Its tools as the gateway re-exports them (`server__tool`, schemas without `$ref`),
+    /// made once per list the server gives.
+    pub fn proxied(&self) -> Arc<super::proxy::Proxied> {
+        let tools = self.tools();
+        if let Some((source, proxied)) = &self.lock().proxied
+            && Arc::ptr_eq(source, &tools)
+        {
+            return proxied.clone();
+        }
+        let proxied = Arc::new(super::proxy::Proxied::new(&self.config.name, &tools));
+        self.lock().proxied = Some((tools, proxied.clone()));
+        proxied
     }
 
     pub fn resources(&self) -> Arc<Vec<Resource>> {
