@@ -5,6 +5,7 @@
 //! index follows in the same call.
 
 pub mod api;
+pub mod embeddings;
 pub mod error;
 pub mod help;
 pub mod index;
