@@ -124,6 +124,12 @@ impl From<crate::store::StoreError> for CallError {
     }
 }
 
+impl From<crate::hub::HubError> for CallError {
+    fn from(e: crate::hub::HubError) -> CallError {
+        CallError::new(e.code(), e.to_string(), e.details())
+    }
+}
+
 impl From<TaskError> for CallError {
     fn from(e: TaskError) -> CallError {
         CallError::new(e.code(), e.to_string(), e.details())
@@ -598,10 +604,6 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Handle::current().block_on(f)
 }
 
-fn hub_error(e: crate::hub::HubError) -> CallError {
-    CallError::new(e.code(), e.to_string(), e.details())
-}
-
 fn hub_workspace(
     core: &Core,
     workspace: Option<&Path>,
@@ -651,7 +653,7 @@ pub const HUB_GET_PROMPT: Method<GetPromptParams, crate::hub::PromptRun> = Metho
                 ));
             }
         };
-        run.map_err(hub_error)
+        run.map_err(CallError::from)
     },
 );
 
@@ -677,7 +679,7 @@ pub const HUB_COMPLETE: Method<CompleteParams, Vec<crate::hub::PromptCompletion>
                 ),
             ));
         }
-        block_on(w.complete(&p.line, cursor)).map_err(hub_error)
+        block_on(w.complete(&p.line, cursor)).map_err(CallError::from)
     });
 
 /// A command line as the hub reads it: what `hub/parse_command` answers.
@@ -698,7 +700,7 @@ pub const HUB_PARSE_COMMAND: Method<ParseCommandParams, ParsedCommand> =
         let added: Vec<(String, String)> =
             p.append.into_iter().map(|a| (a.name, a.value)).collect();
         let (line, cmd) = crate::hub::command::append_arguments(&p.line, &added)
-            .map_err(|e| hub_error(e.into()))?;
+            .map_err(crate::hub::HubError::from)?;
         Ok(ParsedCommand {
             command: crate::hub::command::command_name(&cmd.server, &cmd.prompt),
             server: cmd.server,
@@ -782,7 +784,7 @@ pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::Conven
         for name in p.unset {
             change.arguments.insert(name, None);
         }
-        block_on(w.edit_conventional(target, change)).map_err(hub_error)
+        block_on(w.edit_conventional(target, change)).map_err(CallError::from)
     });
 
 pub const HUB_TRUST: Method<TrustParams, crate::hub::trust::TrustReport> =
@@ -804,7 +806,7 @@ pub const HUB_IMPORT: Method<HubImportParams, crate::hub::import::Plan> =
     Method::new("hub/import", |core, _, p| {
         core.hub
             .import(&p.servers, &p.skipped, p.overwrite)
-            .map_err(|e| hub_error(crate::hub::HubError::ConfigInvalid(e.to_string())))
+            .map_err(|e| CallError::from(crate::hub::HubError::ConfigInvalid(e.to_string())))
     });
 
 #[cfg(test)]
@@ -841,11 +843,11 @@ mod tests {
             let refused = command::parse(line)
                 .and_then(|cmd| command::validate(&cmd, &spec))
                 .expect_err(line);
-            let e = hub_error(crate::hub::HubError::from(refused));
+            let e = CallError::from(crate::hub::HubError::from(refused));
             assert_eq!(e.code(), code, "{line}");
             assert_eq!(e.to_json()["error"]["details"], details, "{line}");
         }
-        let e = hub_error(crate::hub::HubError::ServerNotFound("no 'x'".into()));
+        let e = CallError::from(crate::hub::HubError::ServerNotFound("no 'x'".into()));
         assert_eq!(e.code(), "SERVER_NOT_FOUND");
         assert_eq!(e.to_json()["error"]["details"], serde_json::json!({}));
     }

@@ -115,10 +115,6 @@ pub fn is_gateway_tool(name: &str) -> bool {
     )
 }
 
-fn hub_error(e: HubError) -> CallError {
-    CallError::new(e.code(), e.to_string(), e.details())
-}
-
 fn structured(value: impl Serialize) -> CallToolResult {
     CallToolResult::structured(serde_json::to_value(value).expect("plain data"))
 }
@@ -151,7 +147,7 @@ pub async fn run(
             Ok(p) => {
                 return match gateway.activate(&p.name).await {
                     Ok(activated) => (structured(activated), true),
-                    Err(e) => (tool_error(hub_error(e)), false),
+                    Err(e) => (tool_error(e.into()), false),
                 };
             }
             Err(e) => Err(e),
@@ -160,7 +156,7 @@ pub async fn run(
             Ok(p) => {
                 return match gateway.deactivate(&p.name) {
                     Ok(gone) => (structured(gone), true),
-                    Err(e) => (tool_error(hub_error(e)), false),
+                    Err(e) => (tool_error(e.into()), false),
                 };
             }
             Err(e) => Err(e),
@@ -168,7 +164,7 @@ pub async fn run(
         "mcp_call" => match calls::parse::<CallParams>(args) {
             Ok(p) => match forward(gateway, &p.server, &p.tool, p.arguments, context).await {
                 Ok(result) => Ok(result),
-                Err(e) => Err(hub_error(e)),
+                Err(e) => Err(e.into()),
             },
             Err(e) => Err(e),
         },
@@ -184,7 +180,7 @@ pub async fn run(
 /// A proxied call's outcome as the agent gets it: the server's result as it is (its
 /// `isError` results included); a failure to reach it as a tool error with the hub's code.
 pub fn proxied(outcome: Result<CallToolResult, HubError>) -> CallToolResult {
-    outcome.unwrap_or_else(|e| tool_error(hub_error(e)))
+    outcome.unwrap_or_else(|e| tool_error(e.into()))
 }
 
 /// Calls `tool` of `server` for the agent's request `context`: the server's progress

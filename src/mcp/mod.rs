@@ -137,6 +137,15 @@ impl TandemServer {
     }
 }
 
+/// A downstream server's failure on a proxied prompt or resource: its own JSON-RPC error as
+/// it gave it, anything else [`internal_error`].
+fn downstream_error(e: crate::hub::HubError) -> ErrorData {
+    match e {
+        crate::hub::HubError::Answered { error, .. } => error,
+        e => internal_error(e),
+    }
+}
+
 /// A failure serving a prompt or a resource, as a protocol error carrying the error object
 /// (a tool answers with a tool error instead).
 fn internal_error(e: impl Into<CallError>) -> ErrorData {
@@ -389,12 +398,7 @@ impl ServerHandler for TandemServer {
             {
                 return match got {
                     Ok(result) => Ok(result.into()),
-                    Err(crate::hub::HubError::Answered { error, .. }) => Err(error),
-                    Err(e) => Err(internal_error(CallError::new(
-                        e.code(),
-                        e.to_string(),
-                        e.details(),
-                    ))),
+                    Err(e) => Err(downstream_error(e)),
                 };
             }
             return Err(ErrorData::invalid_params(
@@ -502,12 +506,7 @@ impl ServerHandler for TandemServer {
             {
                 return match read {
                     Ok(result) => Ok(result.into()),
-                    Err(crate::hub::HubError::Answered { error, .. }) => Err(error),
-                    Err(e) => Err(internal_error(CallError::new(
-                        e.code(),
-                        e.to_string(),
-                        e.details(),
-                    ))),
+                    Err(e) => Err(downstream_error(e)),
                 };
             }
             return Err(ErrorData::resource_not_found(
