@@ -193,38 +193,60 @@ pub async fn forward(
     arguments: Option<JsonObject>,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, HubError> {
-    let progress = context.meta.get_progress_token().map(|token| {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+    let token = context.meta.get_progress_token();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+    let call = gateway.call(server, tool, arguments, token.is_some().then_some(tx));
+    tokio::pin!(call);
+    // Progress is relayed in this future, and what arrived before the answer is sent
+    // before it, so the agent never sees progress of a call already answered.
+    let relay = |mut p: ProgressNotificationParam| {
         let peer = context.peer.clone();
-        tokio::spawn(async move {
-            while let Some(mut p) = rx.recv().await {
-                p.progress_token = token.clone();
-                if peer.notify_progress(p).await.is_err() {
-                    return;
-                }
+        let token = token.clone();
+        async move {
+            if let Some(token) = token {
+                p.progress_token = token;
+                let _ = peer.notify_progress(p).await;
             }
-        });
-        tx
-    });
-    tokio::select! {
-        outcome = gateway.call(server, tool, arguments, progress) => outcome,
-        // Dropping the call tells the server `notifications/cancelled`.
-        _ = context.ct.cancelled() => Err(HubError::Server(format!(
-            "the call of {server}'s tool {tool} was cancelled"
-        ))),
+        }
+    };
+    loop {
+        tokio::select! {
+            biased;
+            Some(p) = rx.recv() => relay(p).await,
+            outcome = &mut call => {
+                while let Ok(p) = rx.try_recv() {
+                    relay(p).await;
+                }
+                return outcome;
+            }
+            // Dropping the call tells the server `notifications/cancelled`.
+            _ = context.ct.cancelled() => {
+                return Err(HubError::Server(format!(
+                    "the call of {server}'s tool {tool} was cancelled"
+                )));
+            }
+        }
     }
 }
 
-/// The names of the session's proxied tools and prompts.
-fn listed(gateway: &Gateway) -> (BTreeSet<String>, BTreeSet<String>) {
-    (
-        gateway
+/// What the session lists of its active servers: tool names, prompt names, resource URIs.
+#[derive(PartialEq)]
+struct Listed {
+    tools: BTreeSet<String>,
+    prompts: BTreeSet<String>,
+    resources: BTreeSet<String>,
+}
+
+fn listed(gateway: &Gateway) -> Listed {
+    Listed {
+        tools: gateway
             .tools()
             .into_iter()
             .map(|t| t.name.to_string())
             .collect(),
-        gateway.prompts().into_iter().map(|p| p.name).collect(),
-    )
+        prompts: gateway.prompts().into_iter().map(|p| p.name).collect(),
+        resources: gateway.resources().into_iter().map(|r| r.uri).collect(),
+    }
 }
 
 /// Tells the agent whenever its proxied tools change, until the session ends: a server of
@@ -263,22 +285,19 @@ pub async fn notify_changes(
         let Some(g) = gateway.upgrade() else { return };
         let now = listed(&g);
         drop(g);
-        let sent = match (now.0 != told.0, now.1 != told.1) {
-            (false, false) => continue,
-            (tools, prompts) => {
-                let tools = if tools {
-                    peer.notify_tool_list_changed().await
-                } else {
-                    Ok(())
-                };
-                let prompts = if prompts {
-                    peer.notify_prompt_list_changed().await
-                } else {
-                    Ok(())
-                };
-                tools.and(prompts)
-            }
-        };
+        if now == told {
+            continue;
+        }
+        let mut sent = Ok(());
+        if now.tools != told.tools {
+            sent = sent.and(peer.notify_tool_list_changed().await);
+        }
+        if now.prompts != told.prompts {
+            sent = sent.and(peer.notify_prompt_list_changed().await);
+        }
+        if now.resources != told.resources {
+            sent = sent.and(peer.notify_resource_list_changed().await);
+        }
         told = now;
         if sent.is_err() {
             return;
