@@ -10,7 +10,9 @@
 //!   same `echo` on a fixture the bench spawns itself (an rmcp client over stdio),
 //!   interleaved; the difference is what Tandem adds;
 //! - `tools/list` of a session with 10 boot servers of 50 tools each (`mcp_fixture --tools
-//!   50`, 530 proxied tools), and the proxied `tools/call` again with those in the session.
+//!   50`, 530 proxied tools), and the proxied `tools/call` again with those in the session;
+//!   the same list on a raw JSON-lines session that parses nothing, for Tandem's part apart
+//!   from the rmcp client's parsing.
 //!
 //! A session may activate 5 servers a minute (the spec's rate limit): the bench opens a new
 //! agent session every 5 activations. Every process sees a temp `TANDEM_HOME`, `HOME` and
@@ -149,6 +151,73 @@ impl Agent {
 
     async fn stop(self) {
         self.client.cancel().await.unwrap();
+    }
+}
+
+/// A session on the daemon's socket that speaks JSON lines itself and parses nothing of
+/// the answers beyond finding their end: the time until the whole answer has arrived,
+/// which is Tandem's share of a `tools/list` without any client's parsing.
+struct RawSession {
+    lines: tokio::io::BufReader<tokio::net::UnixStream>,
+    next_id: u64,
+}
+
+impl RawSession {
+    async fn open(home: &Home) -> RawSession {
+        let hello = tandem::daemon::hello("mcp", Some(home.workspace.clone()), None);
+        let (stream, welcome) = tandem::daemon::connect(&home.tandem_home(), &hello)
+            .await
+            .unwrap();
+        assert!(
+            welcome.ok,
+            "the daemon refused the mcp session: {welcome:?}"
+        );
+        let mut session = RawSession {
+            lines: tokio::io::BufReader::new(stream),
+            next_id: 0,
+        };
+        let init = json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench-raw", "version": "0"},
+        });
+        session.request("initialize", init).await;
+        session
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        // The session's gateway is made on first use: not part of any figure.
+        let environment = json!({"name": "mcp_environment", "arguments": {}});
+        session.request("tools/call", environment).await;
+        session
+    }
+
+    async fn send(&mut self, message: &Value) {
+        use tokio::io::AsyncWriteExt;
+        let mut line = serde_json::to_vec(message).unwrap();
+        line.push(b'\n');
+        self.lines.get_mut().write_all(&line).await.unwrap();
+    }
+
+    /// Sends a request and reads lines until the answer to it (notifications are skipped):
+    /// its bytes, unparsed.
+    async fn request(&mut self, method: &str, params: Value) -> Vec<u8> {
+        use tokio::io::AsyncBufReadExt;
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let tag = format!("\"id\":{id},");
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = self.lines.read_until(b'\n', &mut line).await.unwrap();
+            assert!(n > 0, "the daemon closed the session");
+            // An answer starts with its id or has it near the start; a notification has none.
+            let head = &line[..line.len().min(64)];
+            if head.windows(tag.len()).any(|w| w == tag.as_bytes()) {
+                return line;
+            }
+        }
     }
 }
 
@@ -410,7 +479,8 @@ async fn main() {
     let list_bytes = serde_json::to_vec(&listed).unwrap().len();
     let socket = Agent::on_socket(&home).await;
     assert_eq!(socket.tool_count().await, want);
-    let (mut list_times, mut socket_times) = (Vec::new(), Vec::new());
+    let mut raw = RawSession::open(&home).await;
+    let (mut list_times, mut socket_times, mut raw_times) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..list_samples + list_samples / 10 {
         let t = Instant::now();
         let n = lister.client.list_all_tools().await.unwrap().len();
@@ -419,11 +489,17 @@ async fn main() {
         let t = Instant::now();
         socket.client.list_all_tools().await.unwrap();
         let on_socket = t.elapsed();
+        let t = Instant::now();
+        let answer = raw.request("tools/list", json!({})).await;
+        let unparsed = t.elapsed();
+        assert!(answer.len() > list_bytes / 2, "a short answer: {answer:?}");
         if i >= list_samples / 10 {
             list_times.push(took);
             socket_times.push(on_socket);
+            raw_times.push(unparsed);
         }
     }
+    drop(raw);
     let answer = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "result": listed})).unwrap();
     let parse_times = (0..list_samples)
         .map(|_| {
@@ -450,6 +526,10 @@ async fn main() {
         row(
             "of which this client's parsing of the answer (rmcp types)",
             parse_times,
+        ),
+        row(
+            "the same on the socket, until the answer's last byte (no parsing)",
+            raw_times,
         ),
     ];
     eprintln!("bench: {call_samples} echo calls again, with the {boot} servers in the session");
