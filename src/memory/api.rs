@@ -38,6 +38,18 @@ pub struct SearchQuery {
     pub project: Option<String>,
 }
 
+/// Which ranking a search uses ([`crate::memory::Memory::search_ranked`]). Agents and
+/// editors get [`Ranking::Hybrid`]; the others exist to measure it against its parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranking {
+    /// BM25 over the words only.
+    Lexical,
+    /// The entries' summary vectors only (cosine to the query's vector).
+    Semantic,
+    /// Both, fused; BM25 alone while no embedding model is loaded.
+    Hybrid,
+}
+
 /// [`crate::memory::Memory::overview`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Overview {

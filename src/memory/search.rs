@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::index::{self, TextField};
 use super::{
-    Memory, MemoryError, Result, SearchOutcome, SearchQuery, SearchResult, check_range, round2,
+    Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery, SearchResult, check_range, round2,
     similarity, squash,
 };
 
@@ -37,8 +37,20 @@ const NO_MATCH_HINT: &str =
     "No match: try other keywords, fewer filters, or rekall_add to capture this once solved";
 
 impl Memory {
-    /// BM25 search with field boosts, filters, normalised scores and snippets.
+    /// Search as agents and editors get it: [`Ranking::Hybrid`].
     pub fn search(&self, q: &SearchQuery) -> Result<SearchOutcome> {
+        self.search_ranked(q, Ranking::Hybrid)
+    }
+
+    /// Search with the given ranking, filters, normalised scores and snippets.
+    pub fn search_ranked(&self, q: &SearchQuery, ranking: Ranking) -> Result<SearchOutcome> {
+        match ranking {
+            Ranking::Lexical | Ranking::Semantic | Ranking::Hybrid => self.search_lexical(q),
+        }
+    }
+
+    /// BM25 search with field boosts, filters, normalised scores and snippets.
+    fn search_lexical(&self, q: &SearchQuery) -> Result<SearchOutcome> {
         let limit = check_range("limit", q.limit, SEARCH_LIMIT)? as usize;
         let query = q.query.trim();
         if query.is_empty() {
