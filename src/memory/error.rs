@@ -48,6 +48,16 @@ pub enum MemoryError {
     #[error("Cannot link entry '{id}' to itself")]
     SelfLink { id: String },
 
+    /// No embedding model is configured (`memory.embeddings.model` is `off`).
+    #[error(
+        "Embeddings are turned off (memory.embeddings.model or TANDEM_EMBEDDING_MODEL is 'off'); set a model to use them"
+    )]
+    EmbeddingsDisabled,
+
+    /// The configured model cannot be loaded or fetched, or is still loading.
+    #[error("Embedding model '{model}' is not available: {reason}")]
+    ModelNotAvailable { model: String, reason: String },
+
     #[error(transparent)]
     Store(#[from] StoreError),
 
@@ -105,6 +115,8 @@ impl MemoryError {
             MemoryError::InvalidArgument { .. } => "INVALID_ARGUMENT",
             MemoryError::LinkAlreadyExists { .. } => "LINK_ALREADY_EXISTS",
             MemoryError::SelfLink { .. } => "SELF_LINK_ERROR",
+            MemoryError::EmbeddingsDisabled => "EMBEDDINGS_DISABLED",
+            MemoryError::ModelNotAvailable { .. } => "MODEL_NOT_AVAILABLE",
             MemoryError::Store(_)
             | MemoryError::Index(_)
             | MemoryError::Io(_)
@@ -136,6 +148,10 @@ impl MemoryError {
                 "allowed": super::RelationType::names(),
             }),
             MemoryError::InvalidArgument { field, .. } => json!({ "field": field }),
+            MemoryError::EmbeddingsDisabled => json!({}),
+            MemoryError::ModelNotAvailable { model, reason } => {
+                json!({ "model": model, "reason": reason })
+            }
             MemoryError::LinkAlreadyExists {
                 source_id,
                 target_id,
