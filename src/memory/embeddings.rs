@@ -72,6 +72,9 @@ pub struct Embedder {
     model: StaticModel,
     /// Rows of the embedding table.
     rows: usize,
+    /// A hash of the model's tensors and tokenizer: vectors made by another model are not
+    /// comparable with this one's.
+    fingerprint: u64,
 }
 
 impl fmt::Debug for Embedder {
@@ -106,7 +109,8 @@ impl Embedder {
             }
         }
 
-        let tokenizer = Tokenizer::from_bytes(read(&files.tokenizer)?).map_err(|e| {
+        let tokenizer_bytes = read(&files.tokenizer)?;
+        let tokenizer = Tokenizer::from_bytes(&tokenizer_bytes).map_err(|e| {
             EmbedError::BadTokenizer {
                 path: files.tokenizer.clone(),
                 reason: e.to_string(),
@@ -114,6 +118,8 @@ impl Embedder {
         })?;
 
         let model_bytes = read(&files.model)?;
+        let fingerprint = xxhash_rust::xxh3::xxh3_64(&model_bytes)
+            ^ xxhash_rust::xxh3::xxh3_64(&tokenizer_bytes).rotate_left(1);
         let bad_tensor = |reason: String| EmbedError::BadTensor {
             path: files.model.clone(),
             reason,
@@ -208,13 +214,22 @@ impl Embedder {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "embedding model loaded"
         );
-        Ok(Embedder { model, rows })
+        Ok(Embedder {
+            model,
+            rows,
+            fingerprint,
+        })
     }
 
     /// The unit-length vector of `text`, [`Self::dimensions`] long. A text with no known
     /// token (an empty one) gets the zero vector, whose cosine with anything is 0.
     pub fn embed(&self, text: &str) -> Vec<f32> {
         self.model.encode_single(text)
+    }
+
+    /// A hash of the model's files: equal for the same model wherever it was loaded from.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
     }
 
     /// The length of every vector [`Self::embed`] returns.

@@ -12,7 +12,9 @@ pub mod index;
 pub mod model;
 mod review;
 mod search;
+mod semantic;
 mod similarity;
+pub mod vectors;
 mod suggestions;
 mod transfer;
 
@@ -34,6 +36,7 @@ use index::{IndexState, MemoryIndex};
 use model::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
 pub use review::{SUGGESTION_LIMIT, generalize_command};
 pub use search::SEARCH_LIMIT;
+pub use semantic::ModelState;
 pub use suggestions::{MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS};
 
 use crate::store::{IdLookup, Store, lookup_id};
@@ -48,6 +51,13 @@ pub const LINK_SUGGESTION_MIN: f32 = 0.35;
 pub const GENERALIZE_MIN: f32 = 0.3;
 /// ...once this many (the new one included) pile up.
 pub const GENERALIZE_GROUP: usize = 3;
+/// By meaning (the cosine of two summary vectors), entries at least this similar are
+/// returned as `similar_entries`...
+pub const SEMANTIC_SIMILAR_MIN: f32 = 0.5;
+/// ...get a pending link suggestion...
+pub const SEMANTIC_LINK_MIN: f32 = 0.6;
+/// ...and count towards a generalisation.
+pub const SEMANTIC_GENERALIZE_MIN: f32 = 0.55;
 /// An add's answer lists at most this many similar entries.
 const MAX_SIMILAR_SHOWN: usize = 5;
 
@@ -81,6 +91,8 @@ pub struct Memory {
     suggestions_by_entry: sled::Tree,
     meta: sled::Tree,
     index: Arc<MemoryIndex>,
+    /// The embedding model and the entries' vectors.
+    semantic: semantic::Semantic,
     /// Serialises writers: an add reads the index and the suggestions, then writes.
     write_lock: Mutex<similarity::SimilarityCache>,
 }
@@ -101,6 +113,7 @@ impl Memory {
             suggestions_by_entry: db.open_tree("memory.suggestions_by_entry")?,
             meta: db.open_tree("memory.meta")?,
             index,
+            semantic: semantic::Semantic::open(db)?,
             store,
             write_lock: Mutex::new(similarity::SimilarityCache::default()),
         };
@@ -173,13 +186,6 @@ impl Memory {
     /// entries indexed.
     pub fn reindex(&self, progress: &dyn Progress) -> Result<u64> {
         self.rebuild_index("requested", progress)
-    }
-
-    /// Searches and similarity use `embedder` from now on; entries without vectors are
-    /// embedded first. Returns how many entries were embedded.
-    pub fn use_embedder(&self, embedder: embeddings::Embedder) -> Result<u64> {
-        let _ = embedder;
-        Ok(0)
     }
 
     fn idx(&self) -> &MemoryIndex {
@@ -310,9 +316,9 @@ impl Memory {
             last_accessed: entry.last_accessed.map(|t| t.to_string()),
             access_count: entry.access_count,
             consolidation_score: consolidation_score(entry, links, now()),
-            embeddings: EmbeddingsInfo {
-                summary: false,
-                context: false,
+            embeddings: {
+                let (summary, context) = self.semantic.has(&entry.id)?;
+                EmbeddingsInfo { summary, context }
             },
             links: EntryLinks { outgoing, incoming },
             context: entry.context.clone(),
@@ -461,7 +467,11 @@ impl Memory {
             seq,
         };
 
-        let similar = similarity::find_similar(self, &mut guard, &entry)?;
+        let vectors = self
+            .semantic
+            .embedder()
+            .map(|e| semantic::Semantic::vectors_of(&e, &entry));
+        let similar = similarity::find_similar(self, &mut guard, &entry, vectors.as_ref())?;
         let suggestions = suggestions::plan(self, &entry, &similar, no_suggest, now)?;
         let created = suggestions.new.len() as u32;
 
@@ -484,6 +494,9 @@ impl Memory {
                 }
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;
+        if let Some(vectors) = &vectors {
+            self.semantic.put(&entry, vectors)?;
+        }
         self.store.flush()?;
         self.index_after_write(&entry);
         drop(guard);
@@ -493,7 +506,7 @@ impl Memory {
             title: entry.title.clone(),
             entry_type: entry.entry_type.to_string(),
             created: true,
-            embeddings_calculated: false,
+            embeddings_calculated: vectors.is_some(),
             similar_entries: similar
                 .iter()
                 .take(MAX_SIMILAR_SHOWN)

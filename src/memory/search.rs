@@ -2,13 +2,22 @@
 //! a lower weight, searched with BM25 over the index (field boosts and filters in
 //! [`index::MemoryIndex::plan`]); each hit scored 0..1 from its coverage of the query and its
 //! BM25 score relative to the best, and shown with a snippet.
+//!
+//! With an embedding model ready, the search is hybrid: the query's vector (its context
+//! mixed in) brings the entries nearest in meaning, BM25 its best hits, a pool of each a few
+//! times the limit (fusing every entry let an incidental word outrank good matches by
+//! meaning); every candidate gets both its lexical score and its meaning (the cosine,
+//! rescaled to 0..1), and the weighed sum of the two ranks them.
 
 use std::collections::{HashMap, HashSet};
 
+use ulid::Ulid;
+
 use super::index::{self, TextField};
+use super::vectors::Filter;
 use super::{
-    Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery, SearchResult, check_range, round2,
-    similarity, squash,
+    Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery, SearchResult, check_range,
+    round2, semantic, similarity, squash,
 };
 
 /// Search `limit` bounds and default (spec 003).
@@ -27,6 +36,17 @@ const CONTEXT_TERM_WEIGHT: f32 = 0.35;
 /// A result's score: this share from coverage (the idf-weighted share of the query's words
 /// the entry contains), the rest from its BM25 score relative to the best hit.
 const COVERAGE_SHARE: f32 = 0.8;
+/// With an embedding model, each side (BM25 and vectors) brings this many candidates per
+/// result asked for...
+const POOL_PER_RESULT: usize = 4;
+/// ...and at least this many.
+const POOL_MIN: usize = 20;
+/// Entries whose summary's cosine with the query is below this are no match by meaning.
+const SEARCH_COSINE_MIN: f32 = 0.25;
+/// A search's context is mixed into the query's vector at this weight.
+const CONTEXT_VECTOR_WEIGHT: f32 = 0.35;
+/// A hybrid score: this share from the lexical score, the rest from the meaning.
+const HYBRID_LEXICAL_SHARE: f32 = 0.5;
 /// The hint of a search with results.
 const HINT: &str = "Use rekall_show(id) for full content and links";
 /// The hint of a query that analyses to no word.
@@ -43,19 +63,20 @@ impl Memory {
     }
 
     /// Search with the given ranking, filters, normalised scores and snippets.
+    /// [`Ranking::Semantic`] without a ready model is `EMBEDDINGS_DISABLED` or
+    /// `MODEL_NOT_AVAILABLE`; [`Ranking::Hybrid`] is then BM25 alone.
     pub fn search_ranked(&self, q: &SearchQuery, ranking: Ranking) -> Result<SearchOutcome> {
-        match ranking {
-            Ranking::Lexical | Ranking::Semantic | Ranking::Hybrid => self.search_lexical(q),
-        }
-    }
-
-    /// BM25 search with field boosts, filters, normalised scores and snippets.
-    fn search_lexical(&self, q: &SearchQuery) -> Result<SearchOutcome> {
         let limit = check_range("limit", q.limit, SEARCH_LIMIT)? as usize;
         let query = q.query.trim();
         if query.is_empty() {
             return Err(MemoryError::invalid_argument("query", "the query is empty"));
         }
+        let embedder = match ranking {
+            Ranking::Lexical => None,
+            Ranking::Semantic => Some(self.semantic.require()?),
+            Ranking::Hybrid => self.semantic.embedder(),
+        };
+        let context = q.context.as_deref().filter(|c| !c.trim().is_empty());
         let idx = self.idx();
         let searcher = idx.fresh_searcher()?;
         let n_docs = idx.num_docs(&searcher).max(1);
@@ -67,7 +88,7 @@ impl Memory {
             .iter()
             .map(|t| (t.clone(), QUERY_TERM_WEIGHT))
             .collect();
-        if let Some(context) = q.context.as_deref().filter(|c| !c.trim().is_empty()) {
+        if let Some(context) = context {
             let mut extra: Vec<(String, f32)> = idx
                 .terms(context)
                 .into_iter()
@@ -92,33 +113,81 @@ impl Memory {
             results,
             hint: HINT.to_string(),
         };
-        if weighted.is_empty() {
+        if weighted.is_empty() && embedder.is_none() {
             let mut o = outcome(0, Vec::new());
             o.hint = NO_WORDS_HINT.into();
             return Ok(o);
         }
-        let plan = idx.plan(&weighted, q.entry_type, q.project.as_deref());
-        let (hits, total) = idx.search(&searcher, &plan, limit)?;
-        if hits.is_empty() {
-            let mut o = outcome(total as u64, Vec::new());
-            o.hint = NO_MATCH_HINT.into();
-            return Ok(o);
-        }
-        let generators = idx.snippet_generators(&searcher, &plan, SNIPPET_CHARS)?;
-        let query_idf: Vec<(String, f32)> =
-            query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
-        let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
+        // With vectors, each side brings a pool of candidates, and the best of their union
+        // by the fused score are shown; BM25 alone shows its own top hits.
+        let pool = if embedder.is_some() {
+            (limit * POOL_PER_RESULT).max(POOL_MIN)
+        } else {
+            limit
+        };
+        let plan = (!weighted.is_empty() && ranking != Ranking::Semantic)
+            .then(|| idx.plan(&weighted, q.entry_type, q.project.as_deref()));
+        let (hits, mut total) = match &plan {
+            Some(plan) => idx.search(&searcher, plan, pool)?,
+            None => (Vec::new(), 0),
+        };
+        let bm25: HashMap<Ulid, f32> = hits.iter().map(|h| (h.id, h.score)).collect();
         let top = hits
             .first()
             .map(|h| h.score)
             .unwrap_or(1.0)
             .max(f32::EPSILON);
-        let mut results = Vec::with_capacity(hits.len());
-        for hit in &hits {
-            let Some(entry) = self.get(&hit.id)? else {
+        let mut candidates: Vec<Ulid> = hits.iter().map(|h| h.id).collect();
+
+        let mut cosines: HashMap<Ulid, f32> = HashMap::new();
+        if let Some(embedder) = &embedder {
+            let vector =
+                semantic::Semantic::query_vector(embedder, query, context, CONTEXT_VECTOR_WEIGHT);
+            let filter = Filter {
+                entry_type: q.entry_type,
+                project: q.project.as_deref(),
+            };
+            for (id, cosine) in self.semantic.nearest(&vector, pool, filter, None) {
+                if cosine < SEARCH_COSINE_MIN {
+                    continue;
+                }
+                if !bm25.contains_key(&id) {
+                    total += 1;
+                    candidates.push(id);
+                }
+                cosines.insert(id, cosine);
+            }
+            let lexical_only: Vec<Ulid> = candidates
+                .iter()
+                .filter(|id| !cosines.contains_key(id))
+                .copied()
+                .collect();
+            for (id, cosine) in lexical_only
+                .iter()
+                .zip(self.semantic.cosines(&vector, &lexical_only))
+            {
+                cosines.insert(*id, cosine.unwrap_or(0.0));
+            }
+        }
+        if candidates.is_empty() {
+            let mut o = outcome(total as u64, Vec::new());
+            o.hint = NO_MATCH_HINT.into();
+            return Ok(o);
+        }
+
+        let generators = match &plan {
+            Some(plan) => idx.snippet_generators(&searcher, plan, SNIPPET_CHARS)?,
+            None => Vec::new(),
+        };
+        let query_idf: Vec<(String, f32)> =
+            query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
+        let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
+        let mut results = Vec::with_capacity(candidates.len());
+        for id in candidates {
+            let Some(entry) = self.get(&id)? else {
                 continue;
             };
-            let context = entry.context.as_deref().unwrap_or("");
+            let entry_context = entry.context.as_deref().unwrap_or("");
             let tags = entry.tags.join(" ");
             // Coverage: the idf-weighted share of the query's words this entry contains.
             let coverage = if idf_total > 0.0 {
@@ -129,7 +198,7 @@ impl Memory {
                     .chain(idx.terms(&entry.content))
                     .collect();
                 if query_idf.iter().any(|(t, _)| !present.contains(t)) {
-                    present.extend(idx.terms(context));
+                    present.extend(idx.terms(entry_context));
                 }
                 query_idf
                     .iter()
@@ -140,11 +209,17 @@ impl Memory {
             } else {
                 0.0
             };
-            let score = COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (hit.score / top);
+            let bm25_score = bm25.get(&id).copied().unwrap_or(0.0);
+            let lexical = COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (bm25_score / top);
+            let score = match (&embedder, ranking) {
+                (None, _) => lexical,
+                (Some(_), Ranking::Semantic) => meaning(cosines[&id]),
+                (Some(_), _) => fuse(lexical, meaning(cosines[&id])),
+            };
             let texts: HashMap<TextField, &str> = [
                 (TextField::Title, entry.title.as_str()),
                 (TextField::Content, entry.content.as_str()),
-                (TextField::Context, context),
+                (TextField::Context, entry_context),
                 (TextField::Tags, tags.as_str()),
             ]
             .into_iter()
@@ -154,7 +229,7 @@ impl Memory {
                 None => lead(&entry.content, &entry.title),
             };
             results.push((
-                hit.score,
+                bm25_score,
                 SearchResult {
                     id: entry.id.to_string(),
                     entry_type: entry.entry_type.to_string(),
@@ -166,11 +241,22 @@ impl Memory {
             ));
         }
         results.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(b.0.total_cmp(&a.0)));
+        results.truncate(limit);
         Ok(outcome(
             total as u64,
             results.into_iter().map(|(_, r)| r).collect(),
         ))
     }
+}
+
+/// A cosine as a 0..1 relevance: [`SEARCH_COSINE_MIN`] and below is 0, 1 is 1.
+fn meaning(cosine: f32) -> f32 {
+    ((cosine - SEARCH_COSINE_MIN) / (1.0 - SEARCH_COSINE_MIN)).clamp(0.0, 1.0)
+}
+
+/// A hybrid score: the lexical score and the meaning, weighed.
+fn fuse(lexical: f32, meaning: f32) -> f32 {
+    HYBRID_LEXICAL_SHARE * lexical + (1.0 - HYBRID_LEXICAL_SHARE) * meaning
 }
 
 /// Drops repeated terms, keeping the first of each.

@@ -3,8 +3,10 @@
 //! content scores them on an absolute 0..1 scale, so thresholds mean the same thing in a
 //! base of ten entries and of a hundred thousand.
 //!
-//! This is the place a second, semantic retriever (embeddings) plugs in: it would add its
-//! candidates and blend its score here.
+//! With an embedding model ready, the new entry's summary vector finds candidates too, and
+//! every candidate is scored by the cosine of the two summaries instead ([`Similar::by_meaning`]),
+//! against the semantic thresholds: entries that say the same thing in other words are
+//! found, and the shared words, where there are any, still explain the match.
 //!
 //! Speed: an add scores at most ~20 (or [`RECENT`]) candidates plus the entries not yet
 //! committed to the index, so its cost does not follow the size of the base. Terms are
@@ -22,7 +24,11 @@ use ulid::Ulid;
 
 use super::index::MemoryIndex;
 use super::model::{Entry, EntryType, MemoryType};
-use super::{Memory, MemoryError, SIMILAR_MIN};
+use super::vectors::{EntryVectors, Filter};
+use super::{
+    GENERALIZE_MIN, LINK_SUGGESTION_MIN, Memory, MemoryError, SEMANTIC_GENERALIZE_MIN,
+    SEMANTIC_LINK_MIN, SEMANTIC_SIMILAR_MIN, SIMILAR_MIN,
+};
 
 /// How many BM25 candidates are scored.
 const CANDIDATES: usize = 20;
@@ -68,6 +74,31 @@ pub struct Similar {
     pub score: f32,
     /// The words contributing most to the similarity, heaviest first (up to 3).
     pub shared_terms: Vec<String>,
+    /// The score is the cosine of the two summary vectors, not the lexical one.
+    pub by_meaning: bool,
+}
+
+impl Similar {
+    /// The least score at which this similarity counts for `kind`: the semantic threshold
+    /// when it is by meaning, else the lexical one.
+    pub fn counts_for(&self, kind: Threshold) -> bool {
+        let min = match (kind, self.by_meaning) {
+            (Threshold::Link, false) => LINK_SUGGESTION_MIN,
+            (Threshold::Link, true) => SEMANTIC_LINK_MIN,
+            (Threshold::Generalize, false) => GENERALIZE_MIN,
+            (Threshold::Generalize, true) => SEMANTIC_GENERALIZE_MIN,
+        };
+        self.score >= min
+    }
+}
+
+/// What a similarity is weighed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threshold {
+    /// A link suggestion.
+    Link,
+    /// A member of a generalisation.
+    Generalize,
 }
 
 /// A term's number in the cache's vocabulary.
@@ -250,12 +281,76 @@ fn shared<'a>(
     })
 }
 
-/// Entries similar to `entry` (which need not be stored yet), best first, at least
-/// [`SIMILAR_MIN`]. The entry's term frequencies are cached for the adds that follow.
+/// Entries similar to `entry` (which need not be stored yet), best first: by meaning when
+/// `vectors` (the entry's, under the memory's ready model) are given, else by words; each
+/// at least its threshold. The entry's term frequencies are cached for the adds that follow.
 pub fn find_similar(
     memory: &Memory,
     cache: &mut SimilarityCache,
     entry: &Entry,
+    vectors: Option<&EntryVectors>,
+) -> Result<Vec<Similar>, MemoryError> {
+    let lexical = find_similar_lexically(memory, cache, entry, vectors.is_some())?;
+    let Some(vectors) = vectors else {
+        return Ok(lexical);
+    };
+    let semantic = &memory.semantic;
+    let mut words: HashMap<Ulid, (Card, Vec<String>)> = lexical
+        .into_iter()
+        .map(|s| (s.entry.id, (s.entry, s.shared_terms)))
+        .collect();
+    let mut scored: Vec<(Ulid, f32)> =
+        semantic.nearest(&vectors.summary, CANDIDATES, Filter::default(), Some(&entry.id));
+    let lexical_only: Vec<Ulid> = words
+        .keys()
+        .filter(|id| !scored.iter().any(|(s, _)| s == *id))
+        .copied()
+        .collect();
+    for (id, cosine) in lexical_only
+        .iter()
+        .zip(semantic.cosines(&vectors.summary, &lexical_only))
+    {
+        if let Some(cosine) = cosine {
+            scored.push((*id, cosine));
+        }
+    }
+    let mut out = Vec::new();
+    for (id, score) in scored {
+        if score < SEMANTIC_SIMILAR_MIN {
+            continue;
+        }
+        let (card, shared_terms) = match words.remove(&id) {
+            Some(known) => known,
+            None => match cache.entries.get(&id) {
+                Some(cached) => (cached.card.clone(), Vec::new()),
+                None => match memory.get(&id)? {
+                    Some(other) => (Card::of(&other), Vec::new()),
+                    None => continue,
+                },
+            },
+        };
+        out.push(Similar {
+            entry: card,
+            score: score.clamp(0.0, 1.0),
+            shared_terms,
+            by_meaning: true,
+        });
+    }
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.entry.id.cmp(&a.entry.id))
+    });
+    Ok(out)
+}
+
+/// Entries sharing words with `entry`, best first: at least [`SIMILAR_MIN`], or every
+/// candidate sharing a word when `all` (their meaning decides then).
+fn find_similar_lexically(
+    memory: &Memory,
+    cache: &mut SimilarityCache,
+    entry: &Entry,
+    all: bool,
 ) -> Result<Vec<Similar>, MemoryError> {
     let idx = memory.idx();
     let searcher = idx.committed_searcher();
@@ -330,7 +425,7 @@ pub fn find_similar(
         }
         let their_norm = cache.norm(idx, &searcher, id, &other.tf);
         let score = (dot / (my_norm * their_norm.max(f32::EPSILON))).clamp(0.0, 1.0);
-        if score < SIMILAR_MIN {
+        if score < SIMILAR_MIN && !all {
             continue;
         }
         let mut contributions: Vec<(TermId, f32)> = shared(&mine, &other.tf).collect();
@@ -350,6 +445,7 @@ pub fn find_similar(
             entry: other.card.clone(),
             score,
             shared_terms,
+            by_meaning: false,
         });
     }
     cache.remember(entry, my_tf);

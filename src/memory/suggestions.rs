@@ -22,7 +22,8 @@ use ulid::Ulid;
 
 use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
 use super::similarity::Similar;
-use super::{GENERALIZE_GROUP, GENERALIZE_MIN, LINK_SUGGESTION_MIN, Memory, Result};
+use super::similarity::Threshold;
+use super::{GENERALIZE_GROUP, Memory, Result};
 use super::{decode, encode, next_id};
 
 /// Pending link suggestions an entry may have at once.
@@ -224,7 +225,7 @@ impl Planner<'_> {
     fn links(&mut self, entry: &Entry, similar: &[Similar], no_suggest: &[Ulid]) -> Result<()> {
         for s in similar
             .iter()
-            .filter(|s| s.score >= LINK_SUGGESTION_MIN && !no_suggest.contains(&s.entry.id))
+            .filter(|s| s.counts_for(Threshold::Link) && !no_suggest.contains(&s.entry.id))
             .take(MAX_LINKS_PER_ADD)
         {
             let pair = [entry.id, s.entry.id];
@@ -253,12 +254,7 @@ impl Planner<'_> {
                 kind: SuggestionKind::Link,
                 entries: pair.to_vec(),
                 score: s.score,
-                reason: format!(
-                    "Lexical similarity {:.2} with a {} entry; shared terms: {}",
-                    s.score,
-                    s.entry.entry_type,
-                    s.shared_terms.join(", ")
-                ),
+                reason: link_reason(s),
                 status: SuggestionStatus::Pending,
                 created_at: self.now,
                 resolved_at: None,
@@ -284,7 +280,7 @@ impl Planner<'_> {
         let candidates: Vec<&Similar> = similar
             .iter()
             .filter(|s| {
-                s.score >= GENERALIZE_MIN
+                s.counts_for(Threshold::Generalize)
                     && s.entry.entry_type == entry.entry_type
                     && s.entry.memory_type == MemoryType::Episodic
                     && !no_suggest.contains(&s.entry.id)
@@ -357,6 +353,11 @@ impl Planner<'_> {
             }
         }
         shared.truncate(5);
+        let shared = if shared.is_empty() {
+            "the same meaning in other words".to_string()
+        } else {
+            shared.join(", ")
+        };
         let score = mean(admitted.iter().map(|s| s.score));
         let suggestion = Suggestion {
             id: next_id(),
@@ -368,7 +369,7 @@ impl Planner<'_> {
                 members.len(),
                 entry.entry_type,
                 score,
-                shared.join(", ")
+                shared
             ),
             status: SuggestionStatus::Pending,
             created_at: self.now,
@@ -376,6 +377,20 @@ impl Planner<'_> {
         };
         self.create(suggestion)
     }
+}
+
+/// Why two entries should be linked, in a line.
+fn link_reason(s: &Similar) -> String {
+    let measure = if s.by_meaning { "Similar meaning" } else { "Lexical similarity" };
+    let words = if s.shared_terms.is_empty() {
+        "no shared terms".to_string()
+    } else {
+        format!("shared terms: {}", s.shared_terms.join(", "))
+    };
+    format!(
+        "{measure} {:.2} with a {} entry; {words}",
+        s.score, s.entry.entry_type
+    )
 }
 
 fn mean(scores: impl Iterator<Item = f32>) -> f32 {
@@ -499,6 +514,7 @@ mod tests {
             entry: Card::of(e),
             score,
             shared_terms: Vec::new(),
+            by_meaning: false,
         }
     }
 

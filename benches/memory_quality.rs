@@ -1,0 +1,204 @@
+//! Memory search quality (issue 12, spec 003): prints figures, asserts nothing.
+//!
+//! Loads the labelled set (`benches/data/memory-labelled.json`: entries, and queries each
+//! with its relevant entries, marked `paraphrase` when they share no word with them or
+//! `keyword`), into a fresh memory with the test model (`TANDEM_TEST_MODEL`, else
+//! `.test-deps/model`, which `scripts/test` builds), and prints recall@5 and nDCG@5 of BM25
+//! alone, embeddings alone and hybrid, by kind of query; then the cosines of queries with
+//! relevant and with other entries, from which the semantic thresholds are chosen.
+//!
+//! Run with `cargo bench --bench memory_quality`; `TANDEM_BENCH_LABELLED=FILE` reads another
+//! set.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tandem::memory::embeddings::Embedder;
+use tandem::memory::{EntryType, Memory, NewEntry, NoProgress, Ranking, SearchQuery};
+use tandem::store::Store;
+
+/// Results looked at per query.
+const K: usize = 5;
+
+#[derive(Deserialize)]
+struct Set {
+    entries: Vec<LabelledEntry>,
+    queries: Vec<LabelledQuery>,
+}
+
+#[derive(Deserialize)]
+struct LabelledEntry {
+    key: String,
+    #[serde(rename = "type")]
+    entry_type: String,
+    title: String,
+    content: String,
+    tags: Vec<String>,
+    project: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct LabelledQuery {
+    query: String,
+    kind: String,
+    relevant: Vec<String>,
+}
+
+fn repo_path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("TANDEM_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_path(".test-deps/model"))
+}
+
+/// recall@K and nDCG@K (binary relevance) of one ranked list.
+fn quality(found: &[String], relevant: &[String]) -> (f64, f64) {
+    let hits = found.iter().take(K).filter(|id| relevant.contains(id));
+    let recall = hits.count() as f64 / relevant.len() as f64;
+    let dcg: f64 = found
+        .iter()
+        .take(K)
+        .enumerate()
+        .filter(|(_, id)| relevant.contains(id))
+        .map(|(i, _)| 1.0 / (i as f64 + 2.0).log2())
+        .sum();
+    let ideal: f64 = (0..relevant.len().min(K))
+        .map(|i| 1.0 / (i as f64 + 2.0).log2())
+        .sum();
+    (recall, dcg / ideal)
+}
+
+fn percentile(sorted: &[f32], q: f64) -> f32 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn main() {
+    let path = std::env::var_os("TANDEM_BENCH_LABELLED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_path("benches/data/memory-labelled.json"));
+    let set: Set = serde_json::from_slice(
+        &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let model = model_dir();
+    let embedder = Embedder::load(&model).unwrap_or_else(|e| {
+        panic!("{e}: build the test model with scripts/test or set TANDEM_TEST_MODEL")
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(Arc::new(Store::open(dir.path()).unwrap()), &NoProgress).unwrap();
+    let mut ids: HashMap<String, String> = HashMap::new();
+    for e in &set.entries {
+        let added = memory
+            .add(NewEntry {
+                entry_type: Some(e.entry_type.parse::<EntryType>().unwrap()),
+                title: e.title.clone(),
+                content: e.content.clone(),
+                tags: e.tags.clone(),
+                project: e.project.clone(),
+                ..NewEntry::default()
+            })
+            .unwrap();
+        ids.insert(e.key.clone(), added.id);
+    }
+    memory.use_embedder(embedder.clone()).unwrap();
+    eprintln!(
+        "bench: {} entries, {} queries, model {}",
+        set.entries.len(),
+        set.queries.len(),
+        model.display()
+    );
+
+    let rankings = [
+        ("BM25 alone", Ranking::Lexical),
+        ("embeddings alone", Ranking::Semantic),
+        ("hybrid", Ranking::Hybrid),
+    ];
+    let kinds = ["paraphrase", "keyword"];
+    println!("\n## Memory search quality: the labelled set\n");
+    println!(
+        "{} entries, {} queries ({} paraphrase, {} keyword); top {K}.\n",
+        set.entries.len(),
+        set.queries.len(),
+        set.queries.iter().filter(|q| q.kind == "paraphrase").count(),
+        set.queries.iter().filter(|q| q.kind == "keyword").count(),
+    );
+    println!("| ranking | queries | recall@{K} | nDCG@{K} |");
+    println!("|---|---|---|---|");
+    for (name, ranking) in rankings {
+        for kind in kinds.iter().map(|k| Some(*k)).chain([None]) {
+            let (mut recall, mut ndcg, mut n) = (0.0, 0.0, 0);
+            for q in set.queries.iter().filter(|q| kind.is_none_or(|k| q.kind == k)) {
+                let relevant: Vec<String> = q.relevant.iter().map(|k| ids[k].clone()).collect();
+                let found: Vec<String> = memory
+                    .search_ranked(
+                        &SearchQuery {
+                            query: q.query.clone(),
+                            limit: Some(K as i64),
+                            ..SearchQuery::default()
+                        },
+                        ranking,
+                    )
+                    .unwrap()
+                    .results
+                    .into_iter()
+                    .map(|r| r.id)
+                    .collect();
+                let (r, g) = quality(&found, &relevant);
+                recall += r;
+                ndcg += g;
+                n += 1;
+            }
+            println!(
+                "| {name} | {} ({n}) | {:.1} % | {:.3} |",
+                kind.unwrap_or("all"),
+                100.0 * recall / n as f64,
+                ndcg / n as f64
+            );
+        }
+    }
+
+    // Cosines of each query with its relevant entries and with the others.
+    let vectors: HashMap<&str, Vec<f32>> = set
+        .entries
+        .iter()
+        .map(|e| {
+            let text = format!("{}\n{}\n{}", e.title, e.tags.join(" "), e.content);
+            (e.key.as_str(), embedder.embed(&text))
+        })
+        .collect();
+    let (mut relevant, mut other) = (Vec::new(), Vec::new());
+    for q in &set.queries {
+        let v = embedder.embed(&q.query);
+        for (key, e) in &vectors {
+            let c = tandem::memory::embeddings::cosine(&v, e);
+            if q.relevant.iter().any(|r| r == key) {
+                relevant.push(c);
+            } else {
+                other.push(c);
+            }
+        }
+    }
+    relevant.sort_by(f32::total_cmp);
+    other.sort_by(f32::total_cmp);
+    println!("\nCosine of a query with entries (the test model):\n");
+    println!("| pairs | n | p10 | p50 | p90 | p99 |");
+    println!("|---|---|---|---|---|---|");
+    for (name, c) in [("relevant", &relevant), ("not relevant", &other)] {
+        println!(
+            "| {name} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            c.len(),
+            percentile(c, 0.10),
+            percentile(c, 0.50),
+            percentile(c, 0.90),
+            percentile(c, 0.99)
+        );
+    }
+}
