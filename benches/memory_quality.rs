@@ -127,7 +127,10 @@ fn main() {
         "{} entries, {} queries ({} paraphrase, {} keyword); top {K}.\n",
         set.entries.len(),
         set.queries.len(),
-        set.queries.iter().filter(|q| q.kind == "paraphrase").count(),
+        set.queries
+            .iter()
+            .filter(|q| q.kind == "paraphrase")
+            .count(),
         set.queries.iter().filter(|q| q.kind == "keyword").count(),
     );
     println!("| ranking | queries | recall@{K} | nDCG@{K} |");
@@ -135,7 +138,11 @@ fn main() {
     for (name, ranking) in rankings {
         for kind in kinds.iter().map(|k| Some(*k)).chain([None]) {
             let (mut recall, mut ndcg, mut n) = (0.0, 0.0, 0);
-            for q in set.queries.iter().filter(|q| kind.is_none_or(|k| q.kind == k)) {
+            for q in set
+                .queries
+                .iter()
+                .filter(|q| kind.is_none_or(|k| q.kind == k))
+            {
                 let relevant: Vec<String> = q.relevant.iter().map(|k| ids[k].clone()).collect();
                 let found: Vec<String> = memory
                     .search_ranked(
@@ -186,12 +193,31 @@ fn main() {
             }
         }
     }
-    relevant.sort_by(f32::total_cmp);
-    other.sort_by(f32::total_cmp);
-    println!("\nCosine of a query with entries (the test model):\n");
+    // Entries with each other: those answering one query, and all other pairs.
+    let (mut together, mut apart) = (Vec::new(), Vec::new());
+    let keys: Vec<&str> = set.entries.iter().map(|e| e.key.as_str()).collect();
+    for (i, a) in keys.iter().enumerate() {
+        for b in &keys[i + 1..] {
+            let c = tandem::memory::embeddings::cosine(&vectors[a], &vectors[b]);
+            let same = set
+                .queries
+                .iter()
+                .any(|q| q.relevant.iter().any(|r| r == a) && q.relevant.iter().any(|r| r == b));
+            if same { &mut together } else { &mut apart }.push(c);
+        }
+    }
+    for c in [&mut relevant, &mut other, &mut together, &mut apart] {
+        c.sort_by(f32::total_cmp);
+    }
+    println!("\nCosines (the test model):\n");
     println!("| pairs | n | p10 | p50 | p90 | p99 |");
     println!("|---|---|---|---|---|---|");
-    for (name, c) in [("relevant", &relevant), ("not relevant", &other)] {
+    for (name, c) in [
+        ("query, relevant entry", &relevant),
+        ("query, other entry", &other),
+        ("two entries answering one query", &together),
+        ("two other entries", &apart),
+    ] {
         println!(
             "| {name} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
             c.len(),

@@ -110,12 +110,11 @@ impl Embedder {
         }
 
         let tokenizer_bytes = read(&files.tokenizer)?;
-        let tokenizer = Tokenizer::from_bytes(&tokenizer_bytes).map_err(|e| {
-            EmbedError::BadTokenizer {
+        let tokenizer =
+            Tokenizer::from_bytes(&tokenizer_bytes).map_err(|e| EmbedError::BadTokenizer {
                 path: files.tokenizer.clone(),
                 reason: e.to_string(),
-            }
-        })?;
+            })?;
 
         let model_bytes = read(&files.model)?;
         let fingerprint = xxhash_rust::xxh3::xxh3_64(&model_bytes)

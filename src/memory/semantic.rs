@@ -301,7 +301,10 @@ impl Memory {
             embedder,
         });
         if !missing.is_empty() {
-            tracing::info!("{} entries have no vectors yet: embedding them", missing.len());
+            tracing::info!(
+                "{} entries have no vectors yet: embedding them",
+                missing.len()
+            );
         }
         Ok(missing)
     }

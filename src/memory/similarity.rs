@@ -299,8 +299,12 @@ pub fn find_similar(
         .into_iter()
         .map(|s| (s.entry.id, (s.entry, s.shared_terms)))
         .collect();
-    let mut scored: Vec<(Ulid, f32)> =
-        semantic.nearest(&vectors.summary, CANDIDATES, Filter::default(), Some(&entry.id));
+    let mut scored: Vec<(Ulid, f32)> = semantic.nearest(
+        &vectors.summary,
+        CANDIDATES,
+        Filter::default(),
+        Some(&entry.id),
+    );
     let lexical_only: Vec<Ulid> = words
         .keys()
         .filter(|id| !scored.iter().any(|(s, _)| s == *id))

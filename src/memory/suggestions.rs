@@ -381,7 +381,11 @@ impl Planner<'_> {
 
 /// Why two entries should be linked, in a line.
 fn link_reason(s: &Similar) -> String {
-    let measure = if s.by_meaning { "Similar meaning" } else { "Lexical similarity" };
+    let measure = if s.by_meaning {
+        "Similar meaning"
+    } else {
+        "Lexical similarity"
+    };
     let words = if s.shared_terms.is_empty() {
         "no shared terms".to_string()
     } else {

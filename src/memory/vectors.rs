@@ -353,7 +353,10 @@ mod tests {
                 .map(|(id, _)| u128::from(id))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(ids(index.nearest(&q, 3, Filter::default(), None)), [1, 2, 3]);
+        assert_eq!(
+            ids(index.nearest(&q, 3, Filter::default(), None)),
+            [1, 2, 3]
+        );
         let scores = index.nearest(&q, 1, Filter::default(), None);
         assert!((scores[0].1 - 0.9988).abs() < 0.01, "{scores:?}");
         let bugs = Filter {
