@@ -1,0 +1,335 @@
+//! Embeddings benchmark (issue 12, spec 003): prints figures, asserts nothing about time.
+//!
+//! With the test model (`TANDEM_TEST_MODEL`, else `.test-deps/model`, which `scripts/test`
+//! builds), at 100,000 entries (`TANDEM_BENCH_ENTRIES`) made from the labelled set's
+//! entries (`benches/data/memory-labelled.json`, each one again with a number and two words
+//! of another, so no two vectors are equal):
+//! - the model's load time and the bench process's resident memory before and after;
+//! - embedding one entry, and embedding the whole base when the model arrives;
+//! - the nearest summaries by brute force over the int8 table against an HNSW index
+//!   (`instant-distance`, a dev-dependency: its build time, query time and recall@10
+//!   against the exact answer), which is how the brute force was chosen;
+//! - in process: `search` hybrid and BM25 alone (the labelled set's queries, round robin),
+//!   and `add` with both embeddings, similarity, suggestions and durability.
+//!
+//! Run with `cargo bench --bench embeddings`.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::json;
+use tandem::memory::embeddings::Embedder;
+use tandem::memory::vectors::{Filter, Quantised, VectorIndex};
+use tandem::memory::{
+    Entry, EntryStatus, EntryType, Memory, MemoryType, NewEntry, NoProgress, Ranking, SearchQuery,
+};
+use tandem::store::Store;
+use ulid::Ulid;
+
+mod common;
+use common::home::env_usize;
+use common::{Stats, ms};
+
+const SEARCHES: usize = 1000;
+const ADDS: usize = 300;
+const NEAREST: usize = 10;
+
+#[derive(Deserialize)]
+struct Set {
+    entries: Vec<Labelled>,
+    queries: Vec<LabelledQuery>,
+}
+
+#[derive(Deserialize)]
+struct Labelled {
+    #[serde(rename = "type")]
+    entry_type: String,
+    title: String,
+    content: String,
+    tags: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct LabelledQuery {
+    query: String,
+}
+
+fn repo_path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let out = f();
+    (out, t.elapsed())
+}
+
+/// A unit vector for HNSW: its distance is 1 − cosine.
+#[derive(Clone)]
+struct Point(Vec<f32>);
+
+impl instant_distance::Point for Point {
+    fn distance(&self, other: &Self) -> f32 {
+        1.0 - self.0.iter().zip(&other.0).map(|(a, b)| a * b).sum::<f32>()
+    }
+}
+
+fn main() {
+    let n = env_usize("TANDEM_BENCH_ENTRIES", 100_000);
+    let model_dir = std::env::var_os("TANDEM_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_path(".test-deps/model"));
+    let set: Set = serde_json::from_slice(
+        &std::fs::read(repo_path("benches/data/memory-labelled.json")).unwrap(),
+    )
+    .unwrap();
+    let mut rows: Vec<(String, String)> = Vec::new();
+
+    // ---- the model ----------------------------------------------------------------------
+    let rss_before = rss_kb();
+    let (embedder, first_load) = time(|| Embedder::load(&model_dir).unwrap());
+    let rss_model = rss_kb().saturating_sub(rss_before);
+    let loads: Vec<Duration> = (0..5)
+        .map(|_| time(|| Embedder::load(&model_dir).unwrap()).1)
+        .collect();
+    rows.push((
+        format!(
+            "model load ({} dimensions), first / p50 of 5 more",
+            embedder.dimensions()
+        ),
+        format!("{} / {}", ms(first_load), ms(Stats::of(loads).p50)),
+    ));
+    rows.push((
+        "bench process resident memory added by loading the model".into(),
+        format!("{:.1} MB", rss_model as f64 / 1024.0),
+    ));
+
+    // ---- the base -----------------------------------------------------------------------
+    let entries: Vec<Entry> = (0..n)
+        .map(|i| {
+            let e = &set.entries[i % set.entries.len()];
+            let other = &set.entries[(i * 7 + 3) % set.entries.len()];
+            let extra: Vec<&str> = other.content.split_whitespace().take(2).collect();
+            let now = jiff::Timestamp::now();
+            Entry {
+                id: Ulid::new(),
+                entry_type: e.entry_type.parse::<EntryType>().unwrap(),
+                title: format!("{} ({i})", e.title).chars().take(100).collect(),
+                content: format!("{} {}", e.content, extra.join(" ")),
+                tags: e.tags.clone(),
+                context: None,
+                project: None,
+                confidence: 3,
+                memory_type: MemoryType::Episodic,
+                status: EntryStatus::Active,
+                created_at: now,
+                updated_at: now,
+                last_accessed: None,
+                access_count: 0,
+                seq: 0,
+            }
+        })
+        .collect();
+    let texts: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{}\n{}\n{}", e.title, e.tags.join(" "), e.content))
+        .collect();
+    let per_text: Vec<Duration> = texts
+        .iter()
+        .take(2000)
+        .map(|t| time(|| embedder.embed(t)).1)
+        .collect();
+    let per_text = Stats::of(per_text);
+    rows.push((
+        "embedding one entry's summary, p50 / p99".into(),
+        format!("{} / {}", ms(per_text.p50), ms(per_text.p99)),
+    ));
+
+    // ---- brute force against HNSW -----------------------------------------------------
+    eprintln!("bench: {n} vectors: brute force and HNSW");
+    let floats: Vec<Vec<f32>> = texts.iter().map(|t| embedder.embed(t)).collect();
+    let mut table = VectorIndex::new(embedder.dimensions());
+    for (e, v) in entries.iter().zip(&floats) {
+        table.upsert(e, &Quantised::of(v));
+    }
+    let queries: Vec<Vec<f32>> = set
+        .queries
+        .iter()
+        .map(|q| embedder.embed(&q.query))
+        .collect();
+    let mut brute = Vec::new();
+    let mut exact: Vec<Vec<Ulid>> = Vec::new();
+    for q in queries.iter().cycle().take(SEARCHES) {
+        let q8 = Quantised::of(q);
+        let (found, took) = time(|| table.nearest(&q8, NEAREST, Filter::default(), None));
+        brute.push(took);
+        exact.push(found.into_iter().map(|(id, _)| id).collect());
+    }
+    let brute = Stats::of(brute);
+    rows.push((
+        format!("nearest {NEAREST} summaries of {n}, brute force over int8, p50 / p99"),
+        format!("{} / {}", ms(brute.p50), ms(brute.p99)),
+    ));
+    rows.push((
+        format!("its table in memory ({n} × {} int8)", embedder.dimensions()),
+        format!(
+            "{:.1} MB",
+            (n * embedder.dimensions()) as f64 / (1024.0 * 1024.0)
+        ),
+    ));
+    let (hnsw, build) = time(|| {
+        instant_distance::Builder::default().build(
+            floats.iter().cloned().map(Point).collect(),
+            entries.iter().map(|e| e.id).collect(),
+        )
+    });
+    let mut search = instant_distance::Search::default();
+    let (mut hnsw_times, mut recall) = (Vec::new(), 0.0);
+    for (q, want) in queries.iter().cycle().take(SEARCHES).zip(&exact) {
+        let point = Point(q.clone());
+        let (found, took) = time(|| {
+            hnsw.search(&point, &mut search)
+                .take(NEAREST)
+                .map(|item| *item.value)
+                .collect::<Vec<Ulid>>()
+        });
+        hnsw_times.push(took);
+        recall += found.iter().filter(|id| want.contains(id)).count() as f64 / NEAREST as f64;
+    }
+    let hnsw_times = Stats::of(hnsw_times);
+    rows.push((
+        "HNSW (instant-distance, f32, defaults): build".into(),
+        format!("{:.1} s", build.as_secs_f64()),
+    ));
+    rows.push((
+        format!("HNSW nearest {NEAREST}, p50 / p99; recall@{NEAREST} against brute force"),
+        format!(
+            "{} / {}; {:.1} %",
+            ms(hnsw_times.p50),
+            ms(hnsw_times.p99),
+            100.0 * recall / SEARCHES as f64
+        ),
+    ));
+    drop((hnsw, table, floats));
+
+    // ---- the memory ---------------------------------------------------------------------
+    eprintln!("bench: {n} entries: loading the memory");
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("entries.jsonl");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&export).unwrap());
+        for e in &entries {
+            let mut record = serde_json::to_value(e).unwrap();
+            record["record"] = json!("entry");
+            writeln!(f, "{record}").unwrap();
+        }
+    }
+    let memory = Memory::open(
+        Arc::new(Store::open(&dir.path().join("home")).unwrap()),
+        &NoProgress,
+    )
+    .unwrap();
+    memory
+        .import(&mut std::io::BufReader::new(
+            std::fs::File::open(&export).unwrap(),
+        ))
+        .unwrap();
+    eprintln!("bench: {n} entries: embedding them");
+    let (embedded, embed_all) = time(|| memory.use_embedder(embedder.clone()).unwrap());
+    assert_eq!(embedded as usize, n);
+    rows.push((
+        format!("embedding the {n} entries when the model arrives (stored, durable)"),
+        format!("{:.1} s", embed_all.as_secs_f64()),
+    ));
+    // Opened again, the vectors are read, not made.
+    drop(memory);
+    let memory = Memory::open(
+        Arc::new(Store::open(&dir.path().join("home")).unwrap()),
+        &NoProgress,
+    )
+    .unwrap();
+    let (embedded, reload) = time(|| memory.use_embedder(embedder.clone()).unwrap());
+    assert_eq!(embedded, 0);
+    rows.push((
+        format!("reading the {n} entries' vectors at start (model ready)"),
+        format!("{:.2} s", reload.as_secs_f64()),
+    ));
+
+    eprintln!("bench: {n} entries: searches and adds");
+    for (name, ranking) in [
+        ("hybrid", Ranking::Hybrid),
+        ("BM25 alone", Ranking::Lexical),
+    ] {
+        let times: Vec<Duration> = set
+            .queries
+            .iter()
+            .cycle()
+            .take(SEARCHES)
+            .map(|q| {
+                let query = SearchQuery {
+                    query: q.query.clone(),
+                    ..SearchQuery::default()
+                };
+                time(|| memory.search_ranked(&query, ranking).unwrap()).1
+            })
+            .collect();
+        let s = Stats::of(times);
+        rows.push((
+            format!("`search` {name} at {n} entries, in process, p50 / p99 (n={SEARCHES})"),
+            format!("{} / {}", ms(s.p50), ms(s.p99)),
+        ));
+    }
+    let adds: Vec<Duration> = (0..ADDS)
+        .map(|i| {
+            let e = &set.entries[(i * 13) % set.entries.len()];
+            let new = NewEntry {
+                entry_type: Some(e.entry_type.parse().unwrap()),
+                title: format!("{} (added {i})", e.title)
+                    .chars()
+                    .take(100)
+                    .collect(),
+                content: e.content.clone(),
+                tags: e.tags.clone(),
+                context: Some(format!("The user asked about {} again.", e.title)),
+                ..NewEntry::default()
+            };
+            let (added, took) = time(|| memory.add(new).unwrap());
+            assert!(added.embeddings_calculated);
+            took
+        })
+        .collect();
+    let a = Stats::of(adds);
+    rows.push((
+        format!(
+            "`add` at {n} entries with both embeddings, similarity, suggestions, durable, p50 / p99 (n={ADDS})"
+        ),
+        format!("{} / {}", ms(a.p50), ms(a.p99)),
+    ));
+
+    println!("\n## Embeddings ({n} entries, the test model)\n");
+    println!("| figure | value |");
+    println!("|---|---|");
+    for (what, value) in rows {
+        println!("| {what} | {value} |");
+    }
+    println!(
+        "\nTargets: hybrid search p99 in process under 2 ms; add p50 under 2 ms with both \
+         embeddings and durability."
+    );
+}
