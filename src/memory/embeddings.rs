@@ -72,6 +72,8 @@ pub struct Embedder {
     model: StaticModel,
     /// Rows of the embedding table.
     rows: usize,
+    /// Tokens the tokenizer knows.
+    vocabulary: usize,
 }
 
 impl fmt::Debug for Embedder {
@@ -155,6 +157,7 @@ impl Embedder {
             reason,
         };
         let max_id = tokenizer.get_vocab(true).into_values().max().unwrap_or(0) as usize;
+        let vocabulary = tokenizer.get_vocab_size(true);
         match &mapping {
             None if max_id >= rows => {
                 return Err(mismatch(format!(
@@ -208,7 +211,11 @@ impl Embedder {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "embedding model loaded"
         );
-        Ok(Embedder { model, rows })
+        Ok(Embedder {
+            model,
+            rows,
+            vocabulary,
+        })
     }
 
     /// The unit-length vector of `text`, [`Self::dimensions`] long. A text with no known
@@ -220,6 +227,11 @@ impl Embedder {
     /// The length of every vector [`Self::embed`] returns.
     pub fn dimensions(&self) -> usize {
         self.model.dim()
+    }
+
+    /// How many tokens the tokenizer knows (added tokens included).
+    pub fn vocabulary(&self) -> usize {
+        self.vocabulary
     }
 }
 
