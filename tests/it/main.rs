@@ -10,6 +10,7 @@ mod gateway;
 mod hub;
 mod mcp_stdio;
 mod memory_core;
+mod memory_model;
 mod memory_suggestions;
 mod nvim;
 mod reference_servers;
