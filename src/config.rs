@@ -11,6 +11,12 @@ use tracing_subscriber::EnvFilter;
 pub const HOME_ENV: &str = "TANDEM_HOME";
 /// The environment variable that holds the log filter (`tracing` directives).
 pub const LOG_ENV: &str = "TANDEM_LOG";
+/// The environment variable that sets the embedding model (over the config file's
+/// `memory.embeddings.model`): `off`, a folder, or a Hugging Face id.
+pub const EMBEDDING_MODEL_ENV: &str = "TANDEM_EMBEDDING_MODEL";
+/// The environment variable naming the Hugging Face hub (a mirror), as `huggingface_hub`
+/// reads it.
+pub const HF_ENDPOINT_ENV: &str = "HF_ENDPOINT";
 
 /// Resolved settings of one Tandem process.
 #[derive(Debug, Clone)]
@@ -19,6 +25,14 @@ pub struct Config {
     pub home: PathBuf,
     /// The `tracing` filter for the log file, e.g. `info` or `tandem=debug`.
     pub log_filter: String,
+    /// The embedding model setting from the environment, when set (it wins over the config
+    /// file; see `memory::model_source`).
+    pub embedding_model: Option<String>,
+    /// The Hugging Face hub to download models from, when the environment names one;
+    /// `None`: `https://huggingface.co`.
+    pub hf_endpoint: Option<String>,
+    /// The user's home dir (for `~/` in settings), when known.
+    pub user_home: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +51,15 @@ impl Config {
                 .ok_or(ConfigError::NoHome)?,
         };
         let log_filter = std::env::var(LOG_ENV).unwrap_or_else(|_| "info".to_string());
-        Ok(Config { home, log_filter })
+        // An empty variable is an unset one.
+        let set = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        Ok(Config {
+            home,
+            log_filter,
+            embedding_model: set(EMBEDDING_MODEL_ENV),
+            hf_endpoint: set(HF_ENDPOINT_ENV),
+            user_home: directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf()),
+        })
     }
 
     pub fn log_dir(&self) -> PathBuf {

@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use tandem::calls::{self, params::*};
 use tandem::config::Config;
-use tandem::memory::{EntryType, MemoryType, RelationType};
+use tandem::memory::embeddings::Embedder;
+use tandem::memory::model_source::{self, ModelSetting, PullProgress, Resolved, SettingSource};
+use tandem::memory::{EntryType, MemoryError, MemoryType, RelationType};
 
 use super::backend::Backend;
 
@@ -84,6 +86,47 @@ pub enum MemoryCommand {
         file: Option<PathBuf>,
         #[command(flatten)]
         out: Output,
+    },
+    /// The embedding model: the setting and where it came from, its folder, whether it is
+    /// downloaded; `pull` downloads it. Set it with TANDEM_EMBEDDING_MODEL or
+    /// `memory.embeddings.model` in the data dir's config.json: `off`, a folder, or a
+    /// Hugging Face id (owner/name).
+    Model(ModelArgs),
+}
+
+#[derive(Args)]
+pub struct ModelArgs {
+    #[command(subcommand)]
+    command: Option<ModelCommand>,
+    #[command(flatten)]
+    out: ModelOutput,
+}
+
+#[derive(Args)]
+pub struct ModelOutput {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// The setting, where it came from, the folder, whether it is downloaded, and its
+    /// dimensions and vocabulary when it loads (the default command).
+    Status {
+        #[command(flatten)]
+        out: ModelOutput,
+    },
+    /// Download the model from the Hugging Face hub (HF_ENDPOINT names a mirror) into the
+    /// data dir, where it is otherwise downloaded on first use.
+    Pull {
+        /// A Hugging Face id (owner/name) instead of the configured model.
+        id: Option<String>,
+        /// Download it again even if it is there.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        out: ModelOutput,
     },
 }
 
@@ -170,6 +213,12 @@ impl KindArg {
 }
 
 pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
+    // The model's commands read settings and files of the data dir, not the store: they
+    // run here whether a daemon runs or not.
+    let cmd = match cmd {
+        MemoryCommand::Model(args) => return model(config, args),
+        cmd => cmd,
+    };
     let mut backend = Backend::open(config)?;
     let backend = &mut backend;
     match cmd {
@@ -267,6 +316,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
                 )
             })
         }
+        MemoryCommand::Model(_) => unreachable!("run above, without the backend"),
     }
 }
 
@@ -409,6 +459,275 @@ fn export(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<()> {
         None => std::io::stdout().lock().write_all(e.jsonl.as_bytes())?,
     }
     Ok(())
+}
+
+/// `tandem memory model [status|pull]`.
+fn model(config: &Config, args: ModelArgs) -> anyhow::Result<()> {
+    let json = |out: Option<ModelOutput>| Output {
+        json: args.out.json || out.is_some_and(|o| o.json),
+    };
+    match args.command {
+        None => model_status(config, &json(None)),
+        Some(ModelCommand::Status { out }) => model_status(config, &json(Some(out))),
+        Some(ModelCommand::Pull { id, force, out }) => {
+            model_pull(config, id, force, &json(Some(out)))
+        }
+    }
+}
+
+/// What `tandem memory model` shows.
+#[derive(Serialize)]
+struct ModelStatus {
+    /// The setting as written: `off`, a folder, or owner/name.
+    setting: String,
+    /// `off`, `folder` or `hub`.
+    kind: &'static str,
+    /// `env`, `config_file` or `default`.
+    source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    folder: Option<PathBuf>,
+    /// A hub model: where it is downloaded from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<String>,
+    /// A hub model: whether it is in the data dir.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    downloaded: Option<bool>,
+    /// Whether the folder's model loads (not tried for a hub model not yet downloaded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loads: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dimensions: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vocabulary: Option<usize>,
+    /// Why it does not load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+fn model_status(config: &Config, out: &Output) -> anyhow::Result<()> {
+    let resolved = model_source::resolve(config).map_err(model_error)?;
+    let mut status = ModelStatus {
+        setting: resolved.setting.to_string(),
+        kind: match resolved.setting {
+            ModelSetting::Off => "off",
+            ModelSetting::Folder(_) => "folder",
+            ModelSetting::Hub(_) => "hub",
+        },
+        source: resolved.source.name(),
+        config_file: match &resolved.source {
+            SettingSource::File(path) => Some(path.clone()),
+            _ => None,
+        },
+        folder: resolved.folder(&config.home),
+        endpoint: None,
+        downloaded: None,
+        loads: None,
+        dimensions: None,
+        vocabulary: None,
+        error: None,
+    };
+    if let ModelSetting::Hub(id) = &resolved.setting {
+        status.endpoint = Some(model_source::endpoint(config));
+        status.downloaded = Some(model_source::cached(&config.home, id).is_some());
+    }
+    if let Some(folder) = &status.folder
+        && status.downloaded != Some(false)
+    {
+        match Embedder::load(folder) {
+            Ok(model) => {
+                status.loads = Some(true);
+                status.dimensions = Some(model.dimensions());
+                status.vocabulary = Some(model.vocabulary());
+            }
+            Err(e) => {
+                status.loads = Some(false);
+                status.error = Some(e.to_string());
+            }
+        }
+    }
+    emit(out, &status, |s| render_model_status(s, &resolved))
+}
+
+fn render_model_status(s: &ModelStatus, resolved: &Resolved) -> String {
+    let mut lines = vec![format!(
+        "model       {} (from {})",
+        s.setting, resolved.source
+    )];
+    if let Some(folder) = &s.folder {
+        lines.push(format!("folder      {}", folder.display()));
+    }
+    match (&resolved.setting, s.downloaded) {
+        (ModelSetting::Off, _) => {
+            lines.push("embeddings are turned off: search is lexical only".into());
+        }
+        (ModelSetting::Hub(_), Some(false)) => lines.push(format!(
+            "downloaded  no: `tandem memory model pull` downloads it from {} (else it is downloaded on first use)",
+            s.endpoint.as_deref().unwrap_or_default()
+        )),
+        (ModelSetting::Hub(_), _) => lines.push(format!(
+            "downloaded  yes, from {}",
+            s.endpoint.as_deref().unwrap_or_default()
+        )),
+        (ModelSetting::Folder(_), _) => {}
+    }
+    if let (Some(dimensions), Some(vocabulary)) = (s.dimensions, s.vocabulary) {
+        lines.push(format!("dimensions  {dimensions}"));
+        lines.push(format!("vocabulary  {vocabulary} tokens"));
+    }
+    if let Some(error) = &s.error {
+        lines.push(format!("not usable  {error}"));
+    }
+    lines.join("\n") + "\n"
+}
+
+/// What `tandem memory model pull` did.
+#[derive(Serialize)]
+struct Pulled {
+    model: String,
+    folder: PathBuf,
+    /// `downloaded`, `cached` (already there), or `folder` (a folder setting: nothing to do).
+    action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<String>,
+}
+
+fn model_pull(
+    config: &Config,
+    id: Option<String>,
+    force: bool,
+    out: &Output,
+) -> anyhow::Result<()> {
+    let resolved = match id {
+        Some(id) => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| config.home.clone());
+            let setting =
+                ModelSetting::parse(&id, &cwd, config.user_home.as_deref()).map_err(|error| {
+                    model_error(model_source::ModelSourceError::InvalidSetting {
+                        from: SettingSource::Argument,
+                        error,
+                    })
+                })?;
+            Resolved {
+                setting,
+                source: SettingSource::Argument,
+            }
+        }
+        None => model_source::resolve(config).map_err(model_error)?,
+    };
+    let pulled = match resolved.setting {
+        ModelSetting::Off => {
+            return Err(calls::CallError::from(MemoryError::EmbeddingsDisabled).into());
+        }
+        ModelSetting::Folder(path) => {
+            if !path.is_dir() {
+                return Err(model_error(model_source::ModelSourceError::FolderMissing {
+                    path,
+                    from: resolved.source,
+                }));
+            }
+            Pulled {
+                model: path.display().to_string(),
+                folder: path,
+                action: "folder",
+                endpoint: None,
+            }
+        }
+        ModelSetting::Hub(id) => {
+            let endpoint = model_source::endpoint(config);
+            match model_source::cached(&config.home, &id) {
+                Some(folder) if !force => Pulled {
+                    model: id,
+                    folder,
+                    action: "cached",
+                    endpoint: Some(endpoint),
+                },
+                _ => {
+                    let bar = DownloadBar::new();
+                    let folder = model_source::pull(&id, &config.home, &endpoint, &|p| bar.show(p));
+                    bar.finish();
+                    Pulled {
+                        model: id,
+                        folder: folder.map_err(model_error)?,
+                        action: "downloaded",
+                        endpoint: Some(endpoint),
+                    }
+                }
+            }
+        }
+    };
+    emit(out, &pulled, |p| match p.action {
+        "folder" => format!(
+            "the model is the folder {} (from {}): nothing to download\n",
+            p.folder.display(),
+            resolved.source
+        ),
+        "cached" => format!(
+            "{} is already downloaded in {} (--force downloads it again)\n",
+            p.model,
+            p.folder.display()
+        ),
+        _ => format!(
+            "downloaded {} from {} into {}\n",
+            p.model,
+            p.endpoint.as_deref().unwrap_or_default(),
+            p.folder.display()
+        ),
+    })
+}
+
+/// A model that cannot be found or fetched: `MODEL_NOT_AVAILABLE`, printed with its code.
+fn model_error(e: model_source::ModelSourceError) -> anyhow::Error {
+    calls::CallError::from(MemoryError::from(e)).into()
+}
+
+/// The download's progress on stderr, one file after the other (hidden when stderr is not a
+/// terminal).
+struct DownloadBar {
+    bar: indicatif::ProgressBar,
+    file: std::cell::Cell<Option<usize>>,
+}
+
+impl DownloadBar {
+    fn new() -> DownloadBar {
+        let bar = if std::io::stderr().is_terminal() {
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        DownloadBar {
+            bar,
+            file: std::cell::Cell::new(None),
+        }
+    }
+
+    fn show(&self, p: PullProgress) {
+        if self.file.get() != Some(p.index) {
+            self.file.set(Some(p.index));
+            let template = if p.total.is_some() {
+                "{msg} {bar:30} {bytes}/{total_bytes} ({bytes_per_sec})"
+            } else {
+                "{msg} {spinner} {bytes} ({bytes_per_sec})"
+            };
+            self.bar.set_style(
+                indicatif::ProgressStyle::with_template(template).expect("valid template"),
+            );
+            self.bar.reset();
+            self.bar.set_length(p.total.unwrap_or(0));
+            self.bar.set_message(format!(
+                "{}/{} {:<17}",
+                p.index + 1,
+                model_source::MODEL_FILES.len(),
+                p.file
+            ));
+        }
+        self.bar.set_position(p.done);
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 pub(crate) fn emit<T: Serialize>(

@@ -956,6 +956,36 @@ mod tests {
         p
     }
 
+    /// The memory's settings share the user's file (`memory.embeddings.model`): the hub
+    /// reads past them, and its edits keep them.
+    #[test]
+    fn the_memory_key_is_no_concern_of_the_hub() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(
+            dir.path(),
+            "config.json",
+            r#"{
+  "memory": {"embeddings": {"model": "minishlab/potion-base-8M"}},
+  "mcpServers": {"a": {"command": "x"}}
+}"#,
+        );
+        let c = load(&user, dir.path(), &env);
+        assert!(c.errors.is_empty(), "{:?}", c.errors);
+        assert!(c.servers["a"].error.is_none(), "{:?}", c.servers["a"]);
+        edit_servers(
+            &user,
+            &[("b".to_string(), serde_json::json!({"command": "y"}))],
+        )
+        .unwrap();
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&user).unwrap()).unwrap();
+        assert_eq!(
+            written["memory"]["embeddings"]["model"],
+            "minishlab/potion-base-8M"
+        );
+        assert_eq!(load(&user, dir.path(), &env).servers.len(), 2);
+    }
+
     #[test]
     fn files_merge_and_errors_name_file_server_and_field() {
         let dir = tempfile::tempdir().unwrap();

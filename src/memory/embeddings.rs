@@ -75,6 +75,8 @@ pub struct Embedder {
     /// A hash of the model's tensors and tokenizer: vectors made by another model are not
     /// comparable with this one's.
     fingerprint: u64,
+    /// Tokens the tokenizer knows.
+    vocabulary: usize,
 }
 
 impl fmt::Debug for Embedder {
@@ -160,6 +162,7 @@ impl Embedder {
             reason,
         };
         let max_id = tokenizer.get_vocab(true).into_values().max().unwrap_or(0) as usize;
+        let vocabulary = tokenizer.get_vocab_size(true);
         match &mapping {
             None if max_id >= rows => {
                 return Err(mismatch(format!(
@@ -217,6 +220,7 @@ impl Embedder {
             model,
             rows,
             fingerprint,
+            vocabulary,
         })
     }
 
@@ -234,6 +238,11 @@ impl Embedder {
     /// The length of every vector [`Self::embed`] returns.
     pub fn dimensions(&self) -> usize {
         self.model.dim()
+    }
+
+    /// How many tokens the tokenizer knows (added tokens included).
+    pub fn vocabulary(&self) -> usize {
+        self.vocabulary
     }
 }
 

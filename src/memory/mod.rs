@@ -10,6 +10,7 @@ pub mod error;
 pub mod help;
 pub mod index;
 pub mod model;
+pub mod model_source;
 mod review;
 mod search;
 mod semantic;
