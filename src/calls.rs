@@ -402,13 +402,20 @@ pub const MEMORY_GENERALIZE: Method<GeneralizeParams, GeneralizeOutcome> =
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reindexed {
     pub indexed: u64,
+    /// Entries whose vectors were made again, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<u64>,
 }
 
-pub const MEMORY_REINDEX: Method<NoParams, Reindexed> =
-    Method::new("memory/reindex", |core, _, _| {
-        Ok(Reindexed {
-            indexed: core.memory.reindex(&LogProgress)?,
-        })
+pub const MEMORY_REINDEX: Method<ReindexParams, Reindexed> =
+    Method::new("memory/reindex", |core, _, p| {
+        let indexed = core.memory.reindex(&LogProgress)?;
+        let embedded = if p.embeddings {
+            Some(core.memory.reembed()?)
+        } else {
+            None
+        };
+        Ok(Reindexed { indexed, embedded })
     });
 
 /// The answer to `memory/export`: every entry and link as JSON Lines, and how many.

@@ -3,8 +3,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::config::Config;
 use crate::events::Bus;
 use crate::hub::Hub;
+use crate::memory::model_source::{self, PullProgress};
 use crate::memory::{Memory, MemoryError, Progress};
 use crate::store::{Store, StoreError};
 use crate::tasks::{TaskError, Tasks};
@@ -42,7 +44,7 @@ impl CoreError {
 /// Memory, tasks and the hub on one store, and the file watches of running tasks: what a
 /// serving process (in-process MCP, the daemon) holds.
 pub struct Core {
-    pub memory: Memory,
+    pub memory: Arc<Memory>,
     pub tasks: Tasks,
     pub hub: Arc<Hub>,
     /// Workspaces watched on disk (one watch per tree, shared by the sessions that follow it).
@@ -59,7 +61,7 @@ impl Core {
             store.clone(),
             tasks.bus().clone(),
         )?);
-        let memory = Memory::open(store, progress)?;
+        let memory = Arc::new(Memory::open(store, progress)?);
         let watches = Watches::new(tasks.bus().clone());
         Ok(Core {
             memory,
@@ -67,6 +69,37 @@ impl Core {
             hub,
             watches,
         })
+    }
+
+    /// Finds, fetches if it must, and loads the embedding model `config` names, in the
+    /// background (a serving process calls this once the core is open): searches are BM25
+    /// alone until it is ready, and entries get their vectors once it is.
+    pub fn start_embeddings(&self, config: &Config) {
+        let model = match model_source::resolve(config) {
+            Ok(resolved) => resolved.setting.to_string(),
+            Err(e) => {
+                tracing::warn!("embedding model setting: {e}");
+                self.memory
+                    .start_embeddings(String::new(), move || Err(e.into()));
+                return;
+            }
+        };
+        let config = config.clone();
+        self.memory.start_embeddings(model, move || {
+            // A download says how far it is in the log, every tenth of a file.
+            let logged = std::cell::Cell::new((usize::MAX, 0u64));
+            let progress = |p: PullProgress| {
+                let Some(total) = p.total.filter(|t| *t > 0) else {
+                    return;
+                };
+                let tenth = p.done * 10 / total;
+                if logged.get() != (p.index, tenth) {
+                    logged.set((p.index, tenth));
+                    tracing::info!("downloading {}: {}%", p.file, tenth * 10);
+                }
+            };
+            Ok(model_source::locate_or_pull(&config, &progress)?)
+        });
     }
 
     /// The bus every service of this core publishes on.

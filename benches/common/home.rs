@@ -43,6 +43,7 @@ impl Home {
             .env("XDG_STATE_HOME", root.join("xdg/state"))
             .env("XDG_CACHE_HOME", root.join("xdg/cache"))
             .env("TANDEM_LOG", "warn")
+            .env("TANDEM_EMBEDDING_MODEL", "off")
             .env("TANDEM_DAEMON_IDLE_SECS", "120");
     }
 

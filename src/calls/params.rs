@@ -145,7 +145,15 @@ pub struct GeneralizeParams {
     pub entry_type: Option<String>,
 }
 
-/// No parameters (`memory/reindex`, `memory/export`).
+/// `memory/reindex`: the search index always; every entry's vectors too when `embeddings`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReindexParams {
+    #[serde(default)]
+    pub embeddings: bool,
+}
+
+/// No parameters (`memory/export`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}

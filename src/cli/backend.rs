@@ -34,6 +34,14 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Loads the embedding model in this process when the data dir is opened here (a
+    /// daemon has its own).
+    pub fn start_embeddings(&self, config: &Config) {
+        if let Backend::Local { core, .. } = self {
+            core.start_embeddings(config);
+        }
+    }
+
     /// The running daemon, else the data dir opened in-process (with a progress bar if the
     /// index needs a rebuild). The workspace is the current directory's root, for
     /// `tasks/list`.

@@ -125,7 +125,10 @@ async fn open_core(config: &Config) -> anyhow::Result<Option<Core>> {
     loop {
         let home = config.home.clone();
         match tokio::task::spawn_blocking(move || Core::open(&home, &LogProgress)).await? {
-            Ok(core) => return Ok(Some(core)),
+            Ok(core) => {
+                core.start_embeddings(config);
+                return Ok(Some(core));
+            }
             Err(CoreError::Store(StoreError::Locked { pid, .. })) if Instant::now() < deadline => {
                 if let Some(w) = status(&config.home).await {
                     tracing::info!("daemon {} already serves the data dir; exiting", w.pid);

@@ -74,7 +74,12 @@ pub enum MemoryCommand {
         out: Output,
     },
     /// Rebuild the search index from the database.
-    Reindex,
+    Reindex {
+        /// Make every entry's vectors again with the embedding model too (it is loaded
+        /// first, downloaded if it must be).
+        #[arg(long)]
+        embeddings: bool,
+    },
     /// Write every entry and link as JSON Lines (to a file, or stdout).
     Export {
         /// Output file; stdout when absent or `-`.
@@ -296,9 +301,15 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
                 s
             })
         }
-        MemoryCommand::Reindex => {
-            let r = backend.call(&calls::MEMORY_REINDEX, &NoParams {})?;
+        MemoryCommand::Reindex { embeddings } => {
+            if embeddings {
+                backend.start_embeddings(config);
+            }
+            let r = backend.call(&calls::MEMORY_REINDEX, &ReindexParams { embeddings })?;
             println!("indexed {} entries", r.indexed);
+            if let Some(n) = r.embedded {
+                println!("embedded {n} entries");
+            }
             Ok(())
         }
         MemoryCommand::Export { file } => export(backend, file),

@@ -159,8 +159,8 @@ fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let home = config.home.clone();
-        let memory = LazyCore::new(move || open_standalone(&home));
+        let opening = config.clone();
+        let memory = LazyCore::new(move || open_standalone(&opening));
         // Open in the background while the session starts; tools wait for it.
         let warm = memory.clone();
         tokio::spawn(async move {
@@ -197,8 +197,8 @@ fn serve_lsp(config: &Config, workspace: std::path::PathBuf) -> anyhow::Result<(
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let home = config.home.clone();
-        let core = LazyCore::new(move || open_standalone(&home));
+        let opening = config.clone();
+        let core = LazyCore::new(move || open_standalone(&opening));
         let host = tandem::lsp::Host {
             home: config.home.clone(),
             log_file: config.log_file(),
@@ -244,8 +244,14 @@ fn read_input(file: Option<&Path>) -> anyhow::Result<String> {
 
 /// Opens the core for `tandem mcp --standalone` and `tandem lsp --standalone`. A data dir
 /// held by the daemon says so, and what to do.
-fn open_standalone(home: &Path) -> Result<Core, CoreError> {
-    Core::open(home, &LogProgress).map_err(|e| {
+/// The embedding model loads in the background once it is open.
+fn open_standalone(config: &Config) -> Result<Core, CoreError> {
+    let home = config.home.as_path();
+    let opened = Core::open(home, &LogProgress);
+    if let Ok(core) = &opened {
+        core.start_embeddings(config);
+    }
+    opened.map_err(|e| {
         if let CoreError::Store(StoreError::Locked { .. }) = e
             && let Some(w) = tokio::runtime::Handle::current().block_on(daemon::status(home))
         {

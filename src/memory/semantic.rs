@@ -10,7 +10,8 @@
 //! different model (the setting changed) has them made again.
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use ulid::Ulid;
 
@@ -23,6 +24,8 @@ use super::{Memory, MemoryError, Result, decode};
 const META_MODEL: &[u8] = b"embeddings.model";
 /// Entries embedded between two checks that the memory is still open.
 const BATCH: usize = 256;
+/// How long [`Memory::reembed`] waits for a model still loading (or downloading).
+const LOAD_WAIT: Duration = Duration::from_secs(600);
 
 /// Where the embedding model stands.
 #[derive(Clone)]
@@ -42,7 +45,9 @@ pub enum ModelState {
 
 /// The model and the vectors of a memory.
 pub struct Semantic {
-    state: RwLock<ModelState>,
+    state: Mutex<ModelState>,
+    /// Told whenever the state changes.
+    changed: Condvar,
     index: RwLock<VectorIndex>,
     /// Entry id → [`EntryVectors::encode`].
     tree: sled::Tree,
@@ -61,23 +66,47 @@ fn summary_text(entry: &Entry) -> String {
 impl Semantic {
     pub fn open(db: &sled::Db) -> Result<Semantic> {
         Ok(Semantic {
-            state: RwLock::new(ModelState::Off),
+            state: Mutex::new(ModelState::Off),
+            changed: Condvar::new(),
             index: RwLock::new(VectorIndex::default()),
             tree: db.open_tree("memory.vectors")?,
         })
     }
 
+    fn lock_state(&self) -> MutexGuard<'_, ModelState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn state(&self) -> ModelState {
-        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.lock_state().clone()
     }
 
     fn set_state(&self, state: ModelState) {
-        *self.state.write().unwrap_or_else(|p| p.into_inner()) = state;
+        *self.lock_state() = state;
+        self.changed.notify_all();
+    }
+
+    /// The state once it is no longer loading, or after `wait` at most.
+    fn settled(&self, wait: Duration) -> ModelState {
+        let deadline = Instant::now() + wait;
+        let mut state = self.lock_state();
+        while matches!(*state, ModelState::Loading { .. }) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        state.clone()
     }
 
     /// The model, when it is ready.
     pub fn embedder(&self) -> Option<Arc<Embedder>> {
-        match &*self.state.read().unwrap_or_else(|p| p.into_inner()) {
+        match &*self.lock_state() {
             ModelState::Ready { embedder, .. } => Some(embedder.clone()),
             _ => None,
         }
@@ -86,7 +115,11 @@ impl Semantic {
     /// The model, or why there is none: `EMBEDDINGS_DISABLED` when it is off,
     /// `MODEL_NOT_AVAILABLE` when it is loading or failed.
     pub fn require(&self) -> Result<Arc<Embedder>> {
-        match self.state() {
+        Semantic::ready_or_why(self.state())
+    }
+
+    fn ready_or_why(state: ModelState) -> Result<Arc<Embedder>> {
+        match state {
             ModelState::Ready { embedder, .. } => Ok(embedder),
             ModelState::Off => Err(MemoryError::EmbeddingsDisabled),
             ModelState::Loading { model } => Err(MemoryError::ModelNotAvailable {
@@ -262,6 +295,29 @@ impl Memory {
         let missing = self.adopt("(given)", embedder.clone())?;
         let mut done = 0;
         for batch in missing.chunks(BATCH) {
+            done += self.embed_entries(&embedder, batch)?;
+        }
+        Ok(done)
+    }
+
+    /// Makes every entry's vectors again with the memory's model (`tandem memory reindex
+    /// --embeddings`), waiting for it while it loads. Returns how many entries were embedded.
+    pub fn reembed(&self) -> Result<u64> {
+        let embedder = Semantic::ready_or_why(self.semantic.settled(LOAD_WAIT))?;
+        let all: Vec<Ulid> = {
+            let _guard = self.lock_writes();
+            self.semantic.tree.clear()?;
+            *self
+                .semantic
+                .index
+                .write()
+                .unwrap_or_else(|p| p.into_inner()) = VectorIndex::new(embedder.dimensions());
+            self.iter_entries()
+                .map(|e| e.map(|e| e.id))
+                .collect::<Result<_>>()?
+        };
+        let mut done = 0;
+        for batch in all.chunks(BATCH) {
             done += self.embed_entries(&embedder, batch)?;
         }
         Ok(done)

@@ -200,3 +200,134 @@ fn ranking_by_meaning_needs_a_model() {
     // The hybrid search is BM25 alone meanwhile.
     assert_eq!(memory.search(&q).unwrap().results[0].title, SAFARI);
 }
+
+fn model_dir() -> String {
+    std::env::var("TANDEM_TEST_MODEL").expect("TANDEM_TEST_MODEL is not set: run scripts/test")
+}
+
+/// Through the daemon, as an agent uses it: the model named by the environment loads in
+/// the background, the entries added before it are embedded, and a search finds the
+/// paraphrase.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_finds_by_meaning_once_the_daemon_has_its_model() {
+    let home = TestHome::new();
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let model = model_dir();
+    let mcp = home
+        .mcp_daemon_env(&ws, 60, &[("TANDEM_EMBEDDING_MODEL", &model)])
+        .await;
+    let _daemon = crate::util::DaemonGuard(&home);
+    let mut ids = Vec::new();
+    for e in knowledge() {
+        let added = mcp
+            .ok(
+                "rekall_add",
+                serde_json::json!({
+                    "type": e.entry_type.unwrap().to_string(),
+                    "title": e.title,
+                    "content": e.content,
+                    "tags": e.tags,
+                }),
+            )
+            .await;
+        ids.push(added["id"].as_str().unwrap().to_string());
+    }
+    // Every entry gets its summary vector, whether added before the model was ready or
+    // after.
+    for id in &ids {
+        let mut shown = serde_json::Value::Null;
+        for _ in 0..300 {
+            shown = mcp.ok("rekall_show", serde_json::json!({ "id": id })).await;
+            if shown["embeddings"]["summary"] == true {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(shown["embeddings"]["summary"], true, "{shown}");
+        assert_eq!(shown["embeddings"]["context"], false, "{shown}");
+    }
+    let found = mcp
+        .ok("rekall_search", serde_json::json!({ "query": PARAPHRASE }))
+        .await;
+    assert_eq!(found["results"][0]["title"], SAFARI, "{found}");
+
+    let added = mcp
+        .ok(
+            "rekall_add",
+            serde_json::json!({
+                "type": "bug",
+                "title": "iPhone web view shows Invalid Date for API timestamps",
+                "content": "Mobile Apple browsers refuse '2024-01-02 10:00'; the server now sends RFC 3339 with a T.",
+                "context": "The calendar widget was blank on iPhones since the API change.",
+            }),
+        )
+        .await;
+    assert_eq!(added["embeddings_calculated"], true, "{added}");
+    assert_eq!(added["similar_entries"][0]["title"], SAFARI, "{added}");
+    let shown = mcp
+        .ok("rekall_show", serde_json::json!({ "id": added["id"] }))
+        .await;
+    assert_eq!(
+        shown["embeddings"],
+        serde_json::json!({"summary": true, "context": true})
+    );
+    mcp.close().await;
+}
+
+/// A model that cannot be loaded: the memory works by words, and what needs the model
+/// says why; turned off, it says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_usable_model_words_still_work_and_reindexing_vectors_says_why() {
+    let home = TestHome::new();
+    let missing = home.path().join("no-such-model");
+    let missing = missing.to_str().unwrap();
+    let run = |model: &str, args: &[&str]| {
+        let out = home
+            .std_command()
+            .env("TANDEM_EMBEDDING_MODEL", model)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, out, err) = run(
+        missing,
+        &[
+            "memory",
+            "add",
+            "--type",
+            "bug",
+            "--title",
+            SAFARI,
+            "--content",
+            "Invalid Date",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(missing, &["memory", "search", "Safari"]);
+    assert!(ok && out.contains(SAFARI), "{out}{err}");
+
+    let (ok, out, err) = run(missing, &["memory", "reindex", "--embeddings"]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("MODEL_NOT_AVAILABLE") || err.contains("is not available"),
+        "{err}"
+    );
+    assert!(
+        err.contains("no-such-model"),
+        "the reason names the folder: {err}"
+    );
+
+    let (ok, out, err) = run("off", &["memory", "reindex", "--embeddings"]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("turned off"), "{err}");
+
+    let (ok, out, err) = run(&model_dir(), &["memory", "reindex", "--embeddings"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("embedded 1 entries"), "{out}");
+}

@@ -113,8 +113,11 @@ impl Drop for FakeHub {
     }
 }
 
+/// `tandem ARGS` with `env`; the model setting comes from the config file unless `env`
+/// sets it (the test home sets `off`).
 fn tandem(home: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Output {
     home.std_command()
+        .env_remove("TANDEM_EMBEDDING_MODEL")
         .envs(env.iter().copied())
         .args(args)
         .output()

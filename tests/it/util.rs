@@ -78,7 +78,10 @@ impl TestHome {
             .env("XDG_CONFIG_HOME", root.join("xdg/config"))
             .env("XDG_STATE_HOME", root.join("xdg/state"))
             .env("XDG_CACHE_HOME", root.join("xdg/cache"))
-            .env("TANDEM_LOG", "debug");
+            .env("TANDEM_LOG", "debug")
+            // No model unless a test asks for one: nothing is fetched, nothing changes with
+            // when a model finishes loading.
+            .env("TANDEM_EMBEDDING_MODEL", "off");
     }
 
     /// Starts `tandem mcp --standalone` (the data dir in that process, its pid in `pid`) and

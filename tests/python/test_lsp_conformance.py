@@ -36,6 +36,7 @@ ENV = {
     "XDG_DATA_HOME": str(ROOT / "xdg/data"),
     "XDG_CONFIG_HOME": str(ROOT / "xdg/config"),
     "XDG_STATE_HOME": str(ROOT / "xdg/state"),
+    "TANDEM_EMBEDDING_MODEL": "off",
     "GIT_CONFIG_GLOBAL": "/dev/null",
     "GIT_CONFIG_NOSYSTEM": "1",
     # A daemon the stop below missed goes by itself.

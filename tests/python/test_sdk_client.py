@@ -28,6 +28,7 @@ def params():
             "XDG_DATA_HOME": os.path.join(root, "xdg/data"),
             "XDG_CONFIG_HOME": os.path.join(root, "xdg/config"),
             "XDG_STATE_HOME": os.path.join(root, "xdg/state"),
+            "TANDEM_EMBEDDING_MODEL": "off",
             # A daemon the stop below missed goes by itself.
             "TANDEM_DAEMON_IDLE_SECS": "30",
         }
