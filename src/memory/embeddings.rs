@@ -204,10 +204,14 @@ impl Embedder {
         };
         // Beyond the table's size (checked above), model2vec-rs refuses only a tokenizer whose
         // unknown token is not in its vocabulary.
-        let model = built.map_err(|e| EmbedError::BadTokenizer {
-            path: files.tokenizer.clone(),
-            reason: format!("{e:#}"),
-        })?;
+        let model = built
+            .map_err(|e| EmbedError::BadTokenizer {
+                path: files.tokenizer.clone(),
+                reason: format!("{e:#}"),
+            })?
+            // The table kept as int8 with a scale per row: a quarter of the memory (7.8 MB
+            // instead of 31 MB for a 30k × 256 model), cosines within about 0.01.
+            .quantize_int8();
 
         tracing::debug!(
             folder = %folder.display(),
