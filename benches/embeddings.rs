@@ -10,7 +10,9 @@
 //!   (`instant-distance`, a dev-dependency: its build time, query time and recall@10
 //!   against the exact answer), which is how the brute force was chosen;
 //! - in process: `search` hybrid and BM25 alone (the labelled set's queries, round robin),
-//!   and `add` with both embeddings, similarity, suggestions and durability.
+//!   and `add` with both embeddings, similarity, suggestions and durability;
+//! - the daemon's resident memory, idle after an agent's session, with no model, with the
+//!   model, and with the model and the 100,000 entries' vectors.
 //!
 //! Run with `cargo bench --bench embeddings`.
 
@@ -32,7 +34,7 @@ use tandem::store::Store;
 use ulid::Ulid;
 
 mod common;
-use common::home::env_usize;
+use common::home::{DaemonGuard, Home, env_usize};
 use common::{Stats, ms};
 
 const SEARCHES: usize = 1000;
@@ -88,6 +90,59 @@ impl instant_distance::Point for Point {
     fn distance(&self, other: &Self) -> f32 {
         1.0 - self.0.iter().zip(&other.0).map(|(a, b)| a * b).sum::<f32>()
     }
+}
+
+/// The resident memory of the daemon of `home` with the embedding model `model`, once an
+/// agent's session has seen its adds embedded (or, with no model, made one add) and ended.
+async fn daemon_rss(home: &Home, model: &str) -> u64 {
+    let ws = home.workspace.display().to_string();
+    let mut cmd = home.tandem(&["mcp", "--workspace", &ws]);
+    cmd.env("TANDEM_EMBEDDING_MODEL", model);
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let mut guard = DaemonGuard { home, pid: None };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for i in 0.. {
+        let args = json!({
+            "type": "bug",
+            "title": format!("Warm-up entry {i}"),
+            "content": "An entry the bench adds until the daemon embeds what it is given.",
+        });
+        let serde_json::Value::Object(args) = args else {
+            unreachable!()
+        };
+        let added = client
+            .call_tool(rmcp::model::CallToolRequestParams::new("rekall_add").with_arguments(args))
+            .await
+            .unwrap()
+            .structured_content
+            .unwrap();
+        if model == "off" || added["embeddings_calculated"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the daemon never loaded {model}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.cancel().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = home.daemon_pid().expect("the daemon runs");
+    guard.pid = Some(pid);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    drop(guard);
+    // The next daemon of this home opens its data dir: wait for this one to let it go.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kb
 }
 
 fn main() {
@@ -230,8 +285,8 @@ fn main() {
 
     // ---- the memory ---------------------------------------------------------------------
     eprintln!("bench: {n} entries: loading the memory");
-    let dir = tempfile::tempdir().unwrap();
-    let export = dir.path().join("entries.jsonl");
+    let big = Home::new("tandem-bench-embeddings");
+    let export = big.dir.path().join("entries.jsonl");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&export).unwrap());
         for e in &entries {
@@ -241,7 +296,7 @@ fn main() {
         }
     }
     let memory = Memory::open(
-        Arc::new(Store::open(&dir.path().join("home")).unwrap()),
+        Arc::new(Store::open(&big.tandem_home()).unwrap()),
         &NoProgress,
     )
     .unwrap();
@@ -260,7 +315,7 @@ fn main() {
     // Opened again, the vectors are read, not made.
     drop(memory);
     let memory = Memory::open(
-        Arc::new(Store::open(&dir.path().join("home")).unwrap()),
+        Arc::new(Store::open(&big.tandem_home()).unwrap()),
         &NoProgress,
     )
     .unwrap();
@@ -321,6 +376,36 @@ fn main() {
         ),
         format!("{} / {}", ms(a.p50), ms(a.p99)),
     ));
+
+    drop(memory);
+
+    // ---- the daemon's memory ------------------------------------------------------------
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let empty = Home::new("tandem-bench-embeddings-empty");
+    for (what, home, model) in [
+        (
+            "an empty memory, no model (`off`)",
+            &empty,
+            "off".to_string(),
+        ),
+        (
+            "an empty memory, the model loaded",
+            &empty,
+            model_dir.display().to_string(),
+        ),
+        (
+            &*format!("{n} entries, the model and their vectors loaded"),
+            &big,
+            model_dir.display().to_string(),
+        ),
+    ] {
+        eprintln!("bench: daemon resident memory: {what}");
+        let kb = runtime.block_on(daemon_rss(home, &model));
+        rows.push((
+            format!("daemon resident memory, idle after a session: {what}"),
+            format!("{:.1} MB", kb as f64 / 1024.0),
+        ));
+    }
 
     println!("\n## Embeddings ({n} entries, the test model)\n");
     println!("| figure | value |");

@@ -20,7 +20,8 @@ use super::backend::Backend;
 pub enum MemoryCommand {
     /// Add an entry. The content comes from --content, --content-file, or stdin when piped.
     Add(AddArgs),
-    /// Search the knowledge base (BM25 over title, tags, content and context).
+    /// Search the knowledge base: by words (BM25 over title, tags, content and context) and,
+    /// with the embedding model loaded, by meaning.
     Search(SearchArgs),
     /// Show an entry in full, with its links (records an access).
     Show {
