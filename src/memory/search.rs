@@ -221,18 +221,6 @@ impl Memory {
                 (Some(_), Ranking::Semantic) => meaning(cosines[&id]),
                 (Some(_), _) => fuse(lexical, cosines[&id]),
             };
-            let texts: HashMap<TextField, &str> = [
-                (TextField::Title, entry.title.as_str()),
-                (TextField::Content, entry.content.as_str()),
-                (TextField::Context, entry_context),
-                (TextField::Tags, tags.as_str()),
-            ]
-            .into_iter()
-            .collect();
-            let snippet = match index::best_snippet(&generators, &texts) {
-                Some((_, s)) => squash(s.fragment()),
-                None => lead(&entry.content, &entry.title),
-            };
             // BM25 alone ranks by the score as shown, then by BM25; by meaning, the score
             // itself decides (rounding it would hand ties to incidental words).
             let rank = if embedder.is_some() {
@@ -240,8 +228,27 @@ impl Memory {
             } else {
                 round2(score)
             };
-            results.push((
-                (rank, bm25_score),
+            results.push(((rank, bm25_score), score, entry));
+        }
+        results.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
+        results.truncate(limit);
+        // Snippets for the results shown only.
+        let results = results
+            .into_iter()
+            .map(|(_, score, entry)| {
+                let tags = entry.tags.join(" ");
+                let texts: HashMap<TextField, &str> = [
+                    (TextField::Title, entry.title.as_str()),
+                    (TextField::Content, entry.content.as_str()),
+                    (TextField::Context, entry.context.as_deref().unwrap_or("")),
+                    (TextField::Tags, tags.as_str()),
+                ]
+                .into_iter()
+                .collect();
+                let snippet = match index::best_snippet(&generators, &texts) {
+                    Some((_, s)) => squash(s.fragment()),
+                    None => lead(&entry.content, &entry.title),
+                };
                 SearchResult {
                     id: entry.id.to_string(),
                     entry_type: entry.entry_type.to_string(),
@@ -249,15 +256,10 @@ impl Memory {
                     score: round2(score),
                     snippet,
                     tags: entry.tags,
-                },
-            ));
-        }
-        results.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
-        results.truncate(limit);
-        Ok(outcome(
-            total as u64,
-            results.into_iter().map(|(_, r)| r).collect(),
-        ))
+                }
+            })
+            .collect();
+        Ok(outcome(total as u64, results))
     }
 }
 

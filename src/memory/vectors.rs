@@ -12,8 +12,11 @@
 //! ```
 //!
 //! [`VectorIndex`] holds every summary vector in one contiguous table with each row's entry
-//! type and project, so a filtered search is one pass over it. At 100,000 entries of 256
-//! dimensions the table is 25.6 MB and a pass reads it once (see `benches/memory.rs`).
+//! type and project, and the signs of its values (one bit a dimension). A small table is
+//! searched exactly; a large one (100,000 entries of 256 dimensions is 25.6 MB of int8,
+//! which one pass could not read in under 2 ms here) by the signs first (3.2 MB), then
+//! exactly among the few hundred nearest by signs (`benches/embeddings.rs` measured both,
+//! and an HNSW index, whose build took minutes and found fewer of the exact nearest).
 
 use std::collections::{BinaryHeap, HashMap};
 
@@ -121,13 +124,13 @@ pub fn dot(a: &[i8], b: &[i8]) -> i32 {
     a.iter().zip(b).map(|(&x, &y)| x as i32 * y as i32).sum()
 }
 
-/// One row's filter fields.
+/// One row's entry and filter fields.
 #[derive(Debug, Clone)]
 struct Row {
     id: Ulid,
     entry_type: EntryType,
-    /// [`project_key`] of the entry's project: the filter the index applies.
-    project: Option<String>,
+    /// The number of the entry's [`project_key`] in [`VectorIndex::projects`], 0 for none.
+    project: u32,
 }
 
 /// A search's filters, as `rekall_search` gives them.
@@ -136,6 +139,16 @@ pub struct Filter<'a> {
     pub entry_type: Option<EntryType>,
     pub project: Option<&'a str>,
 }
+
+/// Up to this many rows, a search scores every row by its int8 dot product.
+const EXACT_UP_TO: usize = 4096;
+/// Beyond, the rows nearest by the signs of their values (a Hamming distance over one bit
+/// a dimension, a sixteenth of the bytes) are scored again by their int8 dot product: this
+/// many per result asked for...
+const RESCORE_PER_RESULT: usize = 20;
+/// ...and at least this many. On the embeddings bench (100,000 entries) this finds 9 of
+/// the 10 exact nearest or more (`benches/embeddings.rs` prints it).
+const RESCORE_MIN: usize = 400;
 
 /// Every entry's summary vector in one table, with what filters need.
 #[derive(Debug, Default)]
@@ -146,12 +159,34 @@ pub struct VectorIndex {
     scales: Vec<f32>,
     /// `rows.len() × dims` values, row after row.
     values: Vec<i8>,
+    /// `rows.len() × words` sign bits (bit set: the value is positive), row after row.
+    signs: Vec<u64>,
+    /// Project keys by number (number 0 is no project).
+    projects: Vec<String>,
+    project_numbers: HashMap<String, u32>,
+}
+
+/// How many `u64` hold the sign bits of `dims` values.
+fn words(dims: usize) -> usize {
+    dims.div_ceil(64)
+}
+
+/// The sign bits of a vector.
+fn signs_of(values: &[i8]) -> impl Iterator<Item = u64> + '_ {
+    values.chunks(64).map(|chunk| {
+        chunk
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v > 0)
+            .fold(0u64, |bits, (i, _)| bits | (1 << i))
+    })
 }
 
 impl VectorIndex {
     pub fn new(dims: usize) -> VectorIndex {
         VectorIndex {
             dims,
+            projects: vec![String::new()],
             ..VectorIndex::default()
         }
     }
@@ -168,25 +203,46 @@ impl VectorIndex {
         self.at.contains_key(id)
     }
 
+    fn project_number(&mut self, project: Option<&str>) -> u32 {
+        let Some(key) = project.map(project_key) else {
+            return 0;
+        };
+        if let Some(&n) = self.project_numbers.get(&key) {
+            return n;
+        }
+        let n = self.projects.len() as u32;
+        self.projects.push(key.clone());
+        self.project_numbers.insert(key, n);
+        n
+    }
+
     /// Adds or replaces `entry`'s summary vector.
     pub fn upsert(&mut self, entry: &Entry, summary: &Quantised) {
         debug_assert_eq!(summary.values.len(), self.dims);
         let row = Row {
             id: entry.id,
             entry_type: entry.entry_type,
-            project: entry.project.as_deref().map(project_key),
+            project: self.project_number(entry.project.as_deref()),
         };
+        let (dims, words) = (self.dims, words(self.dims));
         match self.at.get(&entry.id) {
             Some(&i) => {
                 self.rows[i] = row;
                 self.scales[i] = summary.scale;
-                self.values[i * self.dims..(i + 1) * self.dims].copy_from_slice(&summary.values);
+                self.values[i * dims..(i + 1) * dims].copy_from_slice(&summary.values);
+                for (slot, bits) in self.signs[i * words..(i + 1) * words]
+                    .iter_mut()
+                    .zip(signs_of(&summary.values))
+                {
+                    *slot = bits;
+                }
             }
             None => {
                 self.at.insert(entry.id, self.rows.len());
                 self.rows.push(row);
                 self.scales.push(summary.scale);
                 self.values.extend_from_slice(&summary.values);
+                self.signs.extend(signs_of(&summary.values));
             }
         }
     }
@@ -200,9 +256,67 @@ impl VectorIndex {
         })
     }
 
+    /// The rows the filter keeps, `skip` left out.
+    fn kept<'a>(
+        &'a self,
+        filter: Filter<'_>,
+        skip: Option<&'a Ulid>,
+    ) -> Option<impl Iterator<Item = usize> + 'a> {
+        let project = match filter.project {
+            None => None,
+            Some(p) => Some(*self.project_numbers.get(&project_key(p))?),
+        };
+        let entry_type = filter.entry_type;
+        Some(self.rows.iter().enumerate().filter_map(move |(i, row)| {
+            (entry_type.is_none_or(|t| t == row.entry_type)
+                && project.is_none_or(|p| p == row.project)
+                && skip != Some(&row.id))
+            .then_some(i)
+        }))
+    }
+
     /// The `k` entries whose summary is nearest `query` (cosine, best first) among those
-    /// the filter keeps, `skip` left out.
+    /// the filter keeps, `skip` left out: exact up to [`EXACT_UP_TO`] rows, beyond by the
+    /// signs first, then exact among the [`RESCORE_MIN`] or more nearest by signs.
     pub fn nearest(
+        &self,
+        query: &Quantised,
+        k: usize,
+        filter: Filter<'_>,
+        skip: Option<&Ulid>,
+    ) -> Vec<(Ulid, f32)> {
+        if self.rows.len() <= EXACT_UP_TO {
+            return self.nearest_exact(query, k, filter, skip);
+        }
+        if k == 0 || query.values.len() != self.dims {
+            return Vec::new();
+        }
+        let Some(kept) = self.kept(filter, skip) else {
+            return Vec::new();
+        };
+        let words = words(self.dims);
+        let mine: Vec<u64> = signs_of(&query.values).collect();
+        let mut by_signs: Vec<(u32, u32)> = kept
+            .map(|i| {
+                let theirs = &self.signs[i * words..(i + 1) * words];
+                let distance: u32 = mine
+                    .iter()
+                    .zip(theirs)
+                    .map(|(a, b)| (a ^ b).count_ones())
+                    .sum();
+                (distance, i as u32)
+            })
+            .collect();
+        let rescore = (k * RESCORE_PER_RESULT).max(RESCORE_MIN);
+        if by_signs.len() > rescore {
+            by_signs.select_nth_unstable(rescore);
+            by_signs.truncate(rescore);
+        }
+        self.best(query, k, by_signs.into_iter().map(|(_, i)| i as usize))
+    }
+
+    /// [`Self::nearest`] by the int8 dot product of every row the filter keeps.
+    pub fn nearest_exact(
         &self,
         query: &Quantised,
         k: usize,
@@ -212,19 +326,23 @@ impl VectorIndex {
         if k == 0 || query.values.len() != self.dims || self.dims == 0 {
             return Vec::new();
         }
-        let project = filter.project.map(project_key);
+        match self.kept(filter, skip) {
+            Some(kept) => self.best(query, k, kept),
+            None => Vec::new(),
+        }
+    }
+
+    /// The `k` of `rows` with the greatest int8 dot product with `query`, best first.
+    fn best(
+        &self,
+        query: &Quantised,
+        k: usize,
+        rows: impl Iterator<Item = usize>,
+    ) -> Vec<(Ulid, f32)> {
         // A min-heap of the best k: (score, row), the worst on top.
         let mut best: BinaryHeap<std::cmp::Reverse<(Score, usize)>> =
             BinaryHeap::with_capacity(k + 1);
-        for (i, row) in self.rows.iter().enumerate() {
-            if filter.entry_type.is_some_and(|t| t != row.entry_type)
-                || project
-                    .as_deref()
-                    .is_some_and(|p| row.project.as_deref() != Some(p))
-                || skip == Some(&row.id)
-            {
-                continue;
-            }
+        for i in rows {
             let values = &self.values[i * self.dims..(i + 1) * self.dims];
             let score = Score(dot(&query.values, values) as f32 * self.scales[i]);
             if best.len() < k {
@@ -380,5 +498,56 @@ mod tests {
         );
         assert_eq!(index.len(), 4);
         assert_eq!(ids(index.nearest(&q, 2, Filter::default(), None)), [2, 3]);
+    }
+
+    #[test]
+    fn a_large_table_is_searched_by_signs_then_exactly() {
+        let dims = 64;
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+        };
+        let mut index = VectorIndex::new(dims);
+        let mut kept = Vec::new();
+        for id in 0..(EXACT_UP_TO as u128 + 1000) {
+            let v = unit(&(0..dims).map(|_| next()).collect::<Vec<_>>());
+            let t = if id % 2 == 0 {
+                EntryType::Bug
+            } else {
+                EntryType::Pattern
+            };
+            index.upsert(&entry(id, t, None), &Quantised::of(&v));
+            if id % 500 == 3 {
+                kept.push((id, v));
+            }
+        }
+        for (id, v) in &kept {
+            // Each vector, a little moved, finds itself first, as the exact search does.
+            let moved: Vec<f32> = v.iter().map(|x| x + 0.02 * next()).collect();
+            let q = Quantised::of(&unit(&moved));
+            let found = index.nearest(&q, 5, Filter::default(), None);
+            let exact = index.nearest_exact(&q, 5, Filter::default(), None);
+            assert_eq!(found[0].0, Ulid::from(*id));
+            assert_eq!(found[0], exact[0]);
+            // The filter applies before the signs: an odd id is no bug.
+            let bugs = Filter {
+                entry_type: Some(EntryType::Bug),
+                project: None,
+            };
+            assert!(
+                index
+                    .nearest(&q, 5, bugs, None)
+                    .iter()
+                    .all(|(id, _)| u128::from(*id) % 2 == 0)
+            );
+            let unknown = Filter {
+                entry_type: None,
+                project: Some("nowhere"),
+            };
+            assert!(index.nearest(&q, 5, unknown, None).is_empty());
+        }
     }
 }
