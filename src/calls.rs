@@ -25,8 +25,8 @@ use serde_json::Value;
 
 use crate::core::Core;
 use crate::memory::{
-    self, AddOutcome, EntryDetails, ExportReport, GeneralizeOutcome, GeneralizeSuggestions,
-    ImportReport, LinkSuggestions, MemoryError, NewEntry, SearchQuery,
+    self, AddOutcome, EntryDetails, EntrySuggestions, ExportReport, GeneralizeOutcome,
+    GeneralizeSuggestions, ImportReport, LinkSuggestions, MemoryError, NewEntry, SearchQuery,
 };
 use crate::tasks::{self, TaskError, TaskRecord, WorkflowRecord};
 use params::*;
@@ -232,6 +232,7 @@ static METHODS: &[&dyn Erased] = &[
     &MEMORY_LINK,
     &MEMORY_LINK_SUGGESTIONS,
     &MEMORY_GENERALIZE_SUGGESTIONS,
+    &MEMORY_ENTRY_SUGGESTIONS,
     &MEMORY_SUGGESTIONS,
     &MEMORY_ACCEPT,
     &MEMORY_REJECT,
@@ -348,34 +349,46 @@ pub const MEMORY_GENERALIZE_SUGGESTIONS: Method<SuggestParams, GeneralizeSuggest
         Ok(core.memory.generalize_suggestions(p.limit)?)
     });
 
-/// Pending suggestions of either kind, or both (`memory/suggestions`).
+/// Pending entry suggestions: entries learned from completed tasks, to accept or reject.
+pub const MEMORY_ENTRY_SUGGESTIONS: Method<SuggestParams, EntrySuggestions> =
+    Method::new("memory/entry_suggestions", |core, _, p| {
+        Ok(core.memory.entry_suggestions(p.limit)?)
+    });
+
+/// Pending suggestions of one kind, or of every kind (`memory/suggestions`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Suggestions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub links: Option<LinkSuggestions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generalize: Option<GeneralizeSuggestions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<EntrySuggestions>,
 }
 
 pub const MEMORY_SUGGESTIONS: Method<SuggestionsParams, Suggestions> =
     Method::new("memory/suggestions", |core, _, p| {
-        let (links, generalize) = match p.kind.as_deref().unwrap_or("all") {
-            "link" => (true, false),
-            "generalize" => (false, true),
-            "all" => (true, true),
-            other => {
-                return Err(CallError::invalid_argument(
+        let kind = p.kind.as_deref().unwrap_or("all");
+        let all = kind == "all";
+        let wanted: memory::SuggestionKind = match kind {
+            "all" => memory::SuggestionKind::Link,
+            other => other.parse().map_err(|_| {
+                CallError::invalid_argument(
                     "kind",
-                    format!("'{other}'; expected one of: link, generalize, all"),
-                ));
-            }
+                    format!("'{other}'; expected one of: link, generalize, entry, all"),
+                )
+            })?,
         };
+        let asked = |k: memory::SuggestionKind| all || wanted == k;
         Ok(Suggestions {
-            links: links
+            links: asked(memory::SuggestionKind::Link)
                 .then(|| core.memory.link_suggestions(p.limit))
                 .transpose()?,
-            generalize: generalize
+            generalize: asked(memory::SuggestionKind::Generalize)
                 .then(|| core.memory.generalize_suggestions(p.limit))
+                .transpose()?,
+            entries: asked(memory::SuggestionKind::Entry)
+                .then(|| core.memory.entry_suggestions(p.limit))
                 .transpose()?,
         })
     });
@@ -576,7 +589,9 @@ pub const TASKS_LOG_MILESTONE: Method<LogMilestoneParams, tasks::Logged> =
         })?)
     });
 
-pub const TASKS_COMPLETE_TASK: Method<CompleteTaskParams, tasks::TaskCompleted> =
+/// Completes a task, then suggests its decisions and issues to the memory
+/// ([`crate::learn`], where memory and tasks meet).
+pub const TASKS_COMPLETE_TASK: Method<CompleteTaskParams, crate::learn::TaskCompletion> =
     Method::new("tasks/complete_task", |core, _, p| {
         let status: tasks::CompletionStatus = p.status.parse()?;
         let metadata = match p.metadata {
@@ -588,7 +603,7 @@ pub const TASKS_COMPLETE_TASK: Method<CompleteTaskParams, tasks::TaskCompleted> 
             }),
             None => None,
         };
-        Ok(core.tasks.complete_task(tasks::Completion {
+        let completion = tasks::Completion {
             task_id: p.task_id,
             status,
             outcome: tasks::Outcome {
@@ -600,7 +615,12 @@ pub const TASKS_COMPLETE_TASK: Method<CompleteTaskParams, tasks::TaskCompleted> 
                 next_steps: p.outcome.next_steps.unwrap_or_default(),
             },
             metadata,
-        })?)
+        };
+        Ok(crate::learn::complete_task(
+            &core.tasks,
+            &core.memory,
+            completion,
+        )?)
     });
 
 // ---- hub ------------------------------------------------------------------------------

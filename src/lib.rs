@@ -12,6 +12,7 @@ pub mod core;
 pub mod daemon;
 pub mod events;
 pub mod hub;
+pub mod learn;
 pub mod lsp;
 pub mod mcp;
 pub mod memory;

@@ -117,7 +117,7 @@ pub struct LinkParams {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuggestionsParams {
-    /// Which suggestions: `link`, `generalize` or `all` (the default).
+    /// Which suggestions: `link`, `generalize`, `entry` or `all` (the default).
     pub kind: Option<String>,
     /// Maximum number of suggestions of each kind.
     pub limit: Option<i64>,

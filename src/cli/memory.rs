@@ -39,7 +39,7 @@ pub enum MemoryCommand {
         #[command(flatten)]
         out: Output,
     },
-    /// List pending link and generalisation suggestions.
+    /// List pending suggestions: links, generalisations, entries learned from tasks.
     Suggestions {
         #[arg(long, value_enum, default_value_t = KindArg::All)]
         kind: KindArg,
@@ -48,7 +48,7 @@ pub enum MemoryCommand {
         #[command(flatten)]
         out: Output,
     },
-    /// Accept a suggestion (creates its link, or prints the generalize command).
+    /// Accept a suggestion (creates its link or its entry, or prints the generalize command).
     Accept {
         suggestion_id: String,
         #[command(flatten)]
@@ -206,6 +206,7 @@ arg_enum!(RelationArg => RelationType { Related, Supersedes, DerivedFrom, Contra
 pub enum KindArg {
     Link,
     Generalize,
+    Entry,
     All,
 }
 
@@ -409,7 +410,7 @@ fn search(backend: &mut Backend, a: SearchArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Pending link and generalisation suggestions, a table of each kind asked for.
+/// Pending suggestions, a table of each kind asked for.
 fn render_suggestions(both: &calls::Suggestions) -> String {
     let mut s = String::new();
     if let Some(l) = &both.links {
@@ -445,6 +446,25 @@ fn render_suggestions(both: &calls::Suggestions) -> String {
                     x.id.clone(),
                     entries.join("\n"),
                     format!("{:.2}", x.score),
+                    x.reason.clone(),
+                ]);
+            }
+            s.push_str(&format!("{t}\n"));
+        }
+    }
+    if let Some(e) = &both.entries {
+        s.push_str(&format!(
+            "entry suggestions, learned from tasks ({} pending)\n",
+            e.total_pending
+        ));
+        if !e.suggestions.is_empty() {
+            let mut t = table(&["id", "type", "title", "tags", "reason"]);
+            for x in &e.suggestions {
+                t.add_row(vec![
+                    x.id.clone(),
+                    x.entry.entry_type.clone(),
+                    x.entry.title.clone(),
+                    x.entry.tags.join(", "),
                     x.reason.clone(),
                 ]);
             }

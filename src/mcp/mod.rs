@@ -1,4 +1,4 @@
-//! The MCP face: Tandem's fifteen tools (the memory's nine `rekall_*`, task tracking's
+//! The MCP face: Tandem's sixteen tools (the memory's ten `rekall_*`, task tracking's
 //! six), the gateway's five (`mcp_*`, `gateway.rs`) and the session's proxied
 //! `server__tool` tools, the memory's entries as resources, and Tandem's own conventional
 //! prompts; served with rmcp.
@@ -219,6 +219,11 @@ static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
             "Pending generalisation suggestions: groups of similar entries that could become one semantic entry.",
             &calls::MEMORY_GENERALIZE_SUGGESTIONS,
         )),
+        read_only(tool(
+            "rekall_suggest_entries",
+            "Pending entry suggestions: entries learned from completed tasks' decisions and issues. Accept one to add it as an ordinary entry, or reject it.",
+            &calls::MEMORY_ENTRY_SUGGESTIONS,
+        )),
         tool(
             "rekall_link",
             "Create a link between two entries.",
@@ -226,7 +231,7 @@ static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
         ),
         tool(
             "rekall_accept_suggestion",
-            "Accept a suggestion: creates the link, or returns the command that generalises.",
+            "Accept a suggestion: creates the link, returns the command that generalises, or adds the suggested entry (its id in entry_created).",
             &calls::MEMORY_ACCEPT,
         ),
         tool(
@@ -261,7 +266,7 @@ static TOOLS: LazyLock<Vec<McpTool>> = LazyLock::new(|| {
         ),
         tool(
             "complete_task",
-            "Complete a task: computes the files changed since start_task (commits, uncommitted and untracked changes) and checks them against the declared areas",
+            "Complete a task: computes the files changed since start_task (commits, uncommitted and untracked changes) and checks them against the declared areas; its decisions and issues become memory suggestions to review (memory_suggestions)",
             &calls::TASKS_COMPLETE_TASK,
         ),
     ]

@@ -26,6 +26,47 @@ pub struct NewEntry {
     pub memory_type: Option<MemoryType>,
 }
 
+/// An entry proposed to the memory from outside it (a completed task's decision or issue),
+/// as [`crate::memory::Memory::suggest_entries`] takes it: suggested for review, unless the
+/// memory already says the same thing.
+#[derive(Debug, Clone, Default)]
+pub struct NewProposal {
+    /// What accepting the suggestion adds, checked as an add checks it.
+    pub entry: NewEntry,
+    /// Where it comes from, in a line (the suggestion's reason starts with it).
+    pub source: String,
+    /// What the entry says beyond its subject (a decision's choice and reasoning, an
+    /// issue's resolution): an existing entry on the same subject is the same entry only
+    /// if it says this too. `None`: the subject is the whole entry.
+    pub answer: Option<String>,
+}
+
+/// What [`crate::memory::Memory::suggest_entries`] did with each proposal.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProposalsOutcome {
+    /// The entry suggestions made, in the order proposed.
+    pub suggested: Vec<SuggestedEntry>,
+    /// The proposals not suggested, each with why: the memory already has an entry saying
+    /// the same thing, or the same entry was suggested before (whatever became of it).
+    pub skipped: Vec<SkippedProposal>,
+}
+
+/// An entry suggestion just made: `{suggestion_id, type, title}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SuggestedEntry {
+    pub suggestion_id: String,
+    #[serde(rename = "type")]
+    pub entry_type: String,
+    pub title: String,
+}
+
+/// A proposal that was not suggested, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkippedProposal {
+    pub title: String,
+    pub because: String,
+}
+
 /// A search, as `rekall_search` and `tandem memory search` take it.
 #[derive(Debug, Clone, Default)]
 pub struct SearchQuery {
@@ -91,8 +132,8 @@ pub struct AddOutcome {
     #[serde(rename = "type")]
     pub entry_type: String,
     pub created: bool,
-    /// Always false in this version: similarity is lexical (BM25 / tf-idf); semantic
-    /// embeddings are not computed.
+    /// Whether the entry's vectors were made (the embedding model was ready); if not, they
+    /// are made once it is.
     pub embeddings_calculated: bool,
     pub similar_entries: Vec<SimilarEntry>,
     pub suggestions_created: u32,
@@ -221,6 +262,39 @@ pub struct GeneralizeSuggestions {
     pub total_pending: u64,
 }
 
+/// The entry an entry suggestion proposes, as its review shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProposedEntry {
+    #[serde(rename = "type")]
+    pub entry_type: String,
+    pub title: String,
+    pub content: String,
+    pub tags: Vec<String>,
+    /// Where it was learned: the task, its workflow, the files it changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    pub confidence: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EntrySuggestionView {
+    pub id: String,
+    /// What accepting it adds.
+    pub entry: ProposedEntry,
+    /// 0..1: how new it is to the memory (1 − its similarity to the closest entry).
+    pub score: f64,
+    pub reason: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EntrySuggestions {
+    pub suggestions: Vec<EntrySuggestionView>,
+    pub total_pending: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LinkCreated {
     pub source_id: String,
@@ -230,7 +304,7 @@ pub struct LinkCreated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AcceptOutcome {
     pub accepted: bool,
-    /// `link` or `generalize`.
+    /// `link`, `generalize` or `entry`.
     pub suggestion_type: String,
     pub action_taken: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -238,6 +312,10 @@ pub struct AcceptOutcome {
     /// For a generalisation: the command that creates the semantic entry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generalize_command: Option<String>,
+    /// For an entry suggestion: the entry added, as `rekall_add` answers (its id, its
+    /// similar entries, the suggestions it made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry_created: Option<AddOutcome>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

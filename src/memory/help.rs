@@ -43,7 +43,10 @@ const LINKS: &str = "## Links and suggestions
   - `rekall_suggest_links(limit?)`: pairs that look related.
   - `rekall_suggest_generalize(limit?)`: 3+ similar entries of one type that could become one semantic entry.
   - An entry keeps at most 5 pending link suggestions and 3 generalisations, the strongest; a weaker one gives way.
-- `rekall_accept_suggestion(suggestion_id)` creates the link, or returns the `generalize_command` to run.
+- When you complete a task (`complete_task`), its decisions and issues become entry suggestions, listed in its `memory_suggestions`:
+  review them with `rekall_suggest_entries(limit?)` (the proposed entry, with the task, workflow and files in its context) and accept or reject each.
+  What the memory already says is not suggested again.
+- `rekall_accept_suggestion(suggestion_id)` creates the link, returns the `generalize_command` to run, or adds the suggested entry (`entry_created`).
 - `rekall_reject_suggestion(suggestion_id)`: the suggestion never comes back.
 ";
 

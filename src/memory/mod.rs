@@ -11,6 +11,7 @@ pub mod help;
 pub mod index;
 pub mod model;
 pub mod model_source;
+mod proposals;
 mod review;
 mod search;
 mod semantic;
@@ -29,8 +30,8 @@ use ulid::Ulid;
 pub use api::*;
 pub use error::MemoryError;
 pub use model::{
-    Entry, EntryStatus, EntryType, Link, MemoryType, RelationType, Suggestion, SuggestionKind,
-    SuggestionStatus,
+    Entry, EntryStatus, EntryType, Link, MemoryType, Proposal, RelationType, Suggestion,
+    SuggestionKind, SuggestionStatus,
 };
 
 use index::{IndexState, MemoryIndex};
@@ -61,6 +62,21 @@ pub const SEMANTIC_SIMILAR_MIN: f32 = 0.7;
 pub const SEMANTIC_LINK_MIN: f32 = 0.77;
 /// ...and count towards a generalisation.
 pub const SEMANTIC_GENERALIZE_MIN: f32 = 0.75;
+/// A proposed entry (an entry suggestion) is the same as an existing entry, and is not
+/// suggested, when the entry is at least this similar to it by words... (Measured with a
+/// decision proposed from a task against entries on its question, with the test model: the
+/// same decision in other words scores 0.70 by words and 0.91 by meaning; the same question
+/// with another choice 0.82 and 0.89; another decision of the same task 0.42 and 0.80.)
+pub const DUPLICATE_MIN: f32 = 0.5;
+/// ...or by meaning...
+pub const SEMANTIC_DUPLICATE_MIN: f32 = 0.85;
+/// ...and, for a proposal with an answer (a decision's choice and reasoning, an issue's
+/// resolution), when the answer alone is at least this similar to the entry, by words...
+/// (The same decision in other words: 0.43 by words, 0.68 by meaning; another choice: 0.04
+/// and 0.51; another decision: 0.07 and 0.59.)
+pub const SAME_ANSWER_MIN: f32 = 0.25;
+/// ...or by meaning.
+pub const SEMANTIC_SAME_ANSWER_MIN: f32 = 0.6;
 /// An add's answer lists at most this many similar entries.
 const MAX_SIMILAR_SHOWN: usize = 5;
 
@@ -420,61 +436,47 @@ impl Memory {
     }
 
     fn add_inner(&self, new: NewEntry, no_suggest: &[Ulid]) -> Result<AddOutcome> {
-        let entry_type = new
-            .entry_type
-            .ok_or_else(|| MemoryError::invalid_argument("type", "the entry type is required"))?;
-        let title = new.title.trim().to_string();
-        if title.is_empty() {
-            return Err(MemoryError::invalid_argument("title", "the title is empty"));
-        }
-        let title_chars = title.chars().count();
-        if title_chars > MAX_TITLE_CHARS {
-            return Err(MemoryError::invalid_argument(
-                "title",
-                format!("the title has {title_chars} characters; the maximum is {MAX_TITLE_CHARS}"),
-            ));
-        }
-        let confidence = check_range("confidence", new.confidence, (0, 5, 3))? as u8;
-        let tags = model::normalize_tags(&new.tags);
-        let (context, context_truncated) = match new.context {
-            Some(c) if !c.trim().is_empty() => {
-                let (c, cut) = model::limit_context(c);
-                (Some(c), cut)
-            }
-            _ => (None, false),
-        };
-        let project = new
-            .project
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty());
-
+        let valid = validate(new)?;
         let mut guard = self.lock_writes();
+        self.add_locked(&mut guard, valid, no_suggest, None)
+    }
+
+    /// Adds a validated entry: its similar entries, its suggestions, the durable write,
+    /// its vectors and its indexing. `accepting`, the entry suggestion this add accepts,
+    /// is written in the same transaction, naming the new entry. Caller holds the write
+    /// lock (`cache` is what it guards).
+    fn add_locked(
+        &self,
+        cache: &mut similarity::SimilarityCache,
+        valid: Valid,
+        no_suggest: &[Ulid],
+        accepting: Option<Suggestion>,
+    ) -> Result<AddOutcome> {
+        let Valid {
+            mut entry,
+            context_truncated,
+        } = valid;
         let now = now();
-        let id = next_id();
         let seq = self.current_seq()? + 1;
-        let entry = Entry {
-            id,
-            entry_type,
-            title,
-            content: new.content,
-            tags,
-            context,
-            project,
-            confidence,
-            memory_type: new.memory_type.unwrap_or(MemoryType::Episodic),
-            status: EntryStatus::Active,
-            created_at: now,
-            updated_at: now,
-            last_accessed: None,
-            access_count: 0,
-            seq,
-        };
+        entry.seq = seq;
+        entry.created_at = now;
+        entry.updated_at = now;
+        let accepting = accepting.map(|mut s| {
+            s.entries = vec![entry.id];
+            s
+        });
 
         let vectors = self
             .semantic
             .embedder()
             .map(|e| semantic::Semantic::vectors_of(&e, &entry));
-        let similar = similarity::find_similar(self, &mut guard, &entry, vectors.as_ref())?;
+        let similar = similarity::find_similar(
+            self,
+            cache,
+            &entry,
+            vectors.as_ref(),
+            similarity::Weighed::Added,
+        )?;
         let suggestions = suggestions::plan(self, &entry, &similar, no_suggest, now)?;
         let created = suggestions.new.len() as u32;
 
@@ -492,7 +494,12 @@ impl Memory {
                 by_seq.insert(&seq.to_be_bytes(), entry.id.to_string().as_bytes())?;
                 meta.insert(META_SEQ, &seq.to_be_bytes())?;
                 meta.insert(META_COUNT, &count.to_be_bytes())?;
-                for s in suggestions.new.iter().chain(&suggestions.superseded) {
+                for s in suggestions
+                    .new
+                    .iter()
+                    .chain(&suggestions.superseded)
+                    .chain(&accepting)
+                {
                     suggestions::put(sugg, keys, by_entry, s)?;
                 }
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
@@ -502,7 +509,6 @@ impl Memory {
         }
         self.store.flush()?;
         self.index_after_write(&entry);
-        drop(guard);
 
         Ok(AddOutcome {
             id: entry.id.to_string(),
@@ -620,6 +626,67 @@ impl Memory {
     pub fn index_size(&self) -> u64 {
         self.idx().size_on_disk()
     }
+}
+
+/// An entry that passed an add's checks, not yet stored: its sequence number and times are
+/// set when it is written.
+struct Valid {
+    entry: Entry,
+    /// `context` was over 10,000 characters and only its first 8,000 were kept.
+    context_truncated: bool,
+}
+
+/// An add's checks, made before the write lock is taken: the type, the title (not empty,
+/// at most 100 characters), the confidence; tags normalised, the context cut.
+fn validate(new: NewEntry) -> Result<Valid> {
+    let entry_type = new
+        .entry_type
+        .ok_or_else(|| MemoryError::invalid_argument("type", "the entry type is required"))?;
+    let title = new.title.trim().to_string();
+    if title.is_empty() {
+        return Err(MemoryError::invalid_argument("title", "the title is empty"));
+    }
+    let title_chars = title.chars().count();
+    if title_chars > MAX_TITLE_CHARS {
+        return Err(MemoryError::invalid_argument(
+            "title",
+            format!("the title has {title_chars} characters; the maximum is {MAX_TITLE_CHARS}"),
+        ));
+    }
+    let confidence = check_range("confidence", new.confidence, (0, 5, 3))? as u8;
+    let tags = model::normalize_tags(&new.tags);
+    let (context, context_truncated) = match new.context {
+        Some(c) if !c.trim().is_empty() => {
+            let (c, cut) = model::limit_context(c);
+            (Some(c), cut)
+        }
+        _ => (None, false),
+    };
+    let project = new
+        .project
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty());
+    let now = now();
+    Ok(Valid {
+        entry: Entry {
+            id: next_id(),
+            entry_type,
+            title,
+            content: new.content,
+            tags,
+            context,
+            project,
+            confidence,
+            memory_type: new.memory_type.unwrap_or(MemoryType::Episodic),
+            status: EntryStatus::Active,
+            created_at: now,
+            updated_at: now,
+            last_accessed: None,
+            access_count: 0,
+            seq: 0,
+        },
+        context_truncated,
+    })
 }
 
 fn link_key(a: &Ulid, b: &Ulid, relation: RelationType) -> String {

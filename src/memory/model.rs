@@ -118,12 +118,14 @@ string_enum!(
 );
 
 string_enum!(
-    /// What accepting a suggestion does: create a link, or generalise a group of entries.
+    /// What accepting a suggestion does: create a link, generalise a group of entries, or
+    /// add the entry it proposes (learned from a completed task).
     SuggestionKind,
-    |value| MemoryError::invalid_argument("kind", format!("unknown suggestion kind '{value}'; expected link or generalize")),
+    |value| MemoryError::invalid_argument("kind", format!("unknown suggestion kind '{value}'; expected link, generalize or entry")),
     {
         Link => "link",
         Generalize => "generalize",
+        Entry => "entry",
     }
 );
 
@@ -179,13 +181,15 @@ pub struct Link {
     pub created_at: Timestamp,
 }
 
-/// A pending (or resolved) proposal computed when an entry is added.
+/// A pending (or resolved) proposal: computed when an entry is added (a link, a
+/// generalisation), or when a task completes (an entry).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Suggestion {
     pub id: Ulid,
     pub kind: SuggestionKind,
     /// Two entries for a link suggestion (new entry first), three or more for a
-    /// generalisation.
+    /// generalisation; none for an entry suggestion until it is accepted, then the entry
+    /// it made.
     pub entries: Vec<Ulid>,
     pub score: f32,
     pub reason: String,
@@ -193,6 +197,9 @@ pub struct Suggestion {
     pub created_at: Timestamp,
     #[serde(default)]
     pub resolved_at: Option<Timestamp>,
+    /// The entry an `entry` suggestion proposes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<Proposal>,
 }
 
 impl Suggestion {
@@ -202,6 +209,61 @@ impl Suggestion {
         ids.sort();
         format!("{}:{}", kind.as_str(), ids.join(","))
     }
+
+    /// The key this suggestion is remembered by in `memory.suggestion_keys`: an entry
+    /// suggestion's is its proposal's ([`Proposal::key`]), any other's [`Suggestion::key`].
+    pub fn identity(&self) -> String {
+        match (&self.kind, &self.proposal) {
+            (SuggestionKind::Entry, Some(p)) => p.key(),
+            _ => Suggestion::key(self.kind, &self.entries),
+        }
+    }
+}
+
+/// The entry an `entry` suggestion proposes, validated and normalised as an add would
+/// (tags in kebab-case, the context cut): accepting it adds exactly this.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proposal {
+    #[serde(rename = "type")]
+    pub entry_type: EntryType,
+    pub title: String,
+    #[serde(default)]
+    pub content: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    pub confidence: u8,
+}
+
+impl Proposal {
+    /// What the proposal says, independent of where it came from: its type, title and
+    /// content, lower-cased with runs of whitespace as one space, hashed. The same
+    /// decision logged by two tasks has one key (their contexts differ), so it is
+    /// suggested once.
+    pub fn key(&self) -> String {
+        let said = format!(
+            "{}\n{}\n{}",
+            self.entry_type,
+            fold_text(&self.title),
+            fold_text(&self.content)
+        );
+        format!(
+            "{}:{:032x}",
+            SuggestionKind::Entry.as_str(),
+            xxhash_rust::xxh3::xxh3_128(said.as_bytes())
+        )
+    }
+}
+
+/// Lower case, with every run of whitespace one space.
+fn fold_text(text: &str) -> String {
+    text.split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Normalises one tag to kebab-case: lowercase ASCII letters and digits joined by single

@@ -1,7 +1,8 @@
 //! Suggestions reviewed: the pending lists (`rekall_suggest_links`,
-//! `rekall_suggest_generalize`), accepting and rejecting one, and the generalisation an
-//! accepted one's command runs (`tandem memory generalize`). `suggestions.rs` makes them on
-//! add.
+//! `rekall_suggest_generalize`, `rekall_suggest_entries`), accepting and rejecting one, and
+//! the generalisation an accepted one's command runs (`tandem memory generalize`).
+//! `suggestions.rs` makes links and generalisations on add, `proposals.rs` entry
+//! suggestions.
 
 use std::collections::HashMap;
 
@@ -11,10 +12,11 @@ use ulid::Ulid;
 
 use super::model::{MAX_TITLE_CHARS, normalize_id_input};
 use super::{
-    AcceptOutcome, Entry, EntryRef, EntryType, GeneralizeOutcome, GeneralizeSuggestionView,
-    GeneralizeSuggestions, LinkCreated, LinkSuggestionView, LinkSuggestions, Memory, MemoryError,
-    MemoryType, NewEntry, RejectOutcome, RelationType, Result, Suggestion, SuggestionKind,
-    SuggestionStatus, check_range, decode, now, round2, squash, suggestions,
+    AcceptOutcome, Entry, EntryRef, EntrySuggestionView, EntrySuggestions, EntryType,
+    GeneralizeOutcome, GeneralizeSuggestionView, GeneralizeSuggestions, LinkCreated,
+    LinkSuggestionView, LinkSuggestions, Memory, MemoryError, MemoryType, NewEntry, ProposedEntry,
+    RejectOutcome, RelationType, Result, Suggestion, SuggestionKind, SuggestionStatus, check_range,
+    decode, now, round2, squash, suggestions, validate,
 };
 use crate::store::{IdLookup, lookup_id};
 
@@ -94,6 +96,33 @@ impl Memory {
         })
     }
 
+    /// Pending entry suggestions (learned from completed tasks), most novel first
+    /// (`rekall_suggest_entries`).
+    pub fn entry_suggestions(&self, limit: Option<i64>) -> Result<EntrySuggestions> {
+        let (suggestions, total_pending) = self.pending(SuggestionKind::Entry, limit, |s| {
+            let p = proposal_of(&s)?;
+            Ok(EntrySuggestionView {
+                id: s.id.to_string(),
+                entry: ProposedEntry {
+                    entry_type: p.entry_type.to_string(),
+                    title: p.title.clone(),
+                    content: p.content.clone(),
+                    tags: p.tags.clone(),
+                    context: p.context.clone(),
+                    project: p.project.clone(),
+                    confidence: p.confidence,
+                },
+                score: round2(s.score),
+                reason: s.reason,
+                created_at: s.created_at.to_string(),
+            })
+        })?;
+        Ok(EntrySuggestions {
+            suggestions,
+            total_pending,
+        })
+    }
+
     fn suggestion(&self, id: &str) -> Result<Suggestion> {
         let wanted = normalize_id_input(id);
         let not_found = || MemoryError::SuggestionNotFound {
@@ -134,9 +163,11 @@ impl Memory {
         Ok(())
     }
 
-    /// Accepts a suggestion: creates its link, or returns the command that generalises.
+    /// Accepts a suggestion: creates its link, returns the command that generalises, or
+    /// adds the entry it proposes (through the add: checked, stored, indexed, with its own
+    /// similar entries and suggestions; the suggestion is marked accepted in the same write).
     pub fn accept(&self, suggestion_id: &str) -> Result<AcceptOutcome> {
-        let _guard = self.lock_writes();
+        let mut guard = self.lock_writes();
         let s = self.resolve_pending(suggestion_id, SuggestionStatus::Accepted)?;
         let outcome = match s.kind {
             SuggestionKind::Link => {
@@ -170,6 +201,7 @@ impl Memory {
                         target_id: b.id.to_string(),
                     }),
                     generalize_command: None,
+                    entry_created: None,
                 }
             }
             SuggestionKind::Generalize => AcceptOutcome {
@@ -180,11 +212,45 @@ impl Memory {
                         .into(),
                 link_created: None,
                 generalize_command: Some(generalize_command(&s.entries)),
+                entry_created: None,
             },
+            SuggestionKind::Entry => return self.accept_entry(&mut guard, s),
         };
         self.store_suggestion(&s)?;
         self.store.flush()?;
         Ok(outcome)
+    }
+
+    /// Adds the entry an entry suggestion proposes, the suggestion marked accepted in the
+    /// same write. Caller holds the write lock (`cache` is what it guards).
+    fn accept_entry(
+        &self,
+        cache: &mut super::similarity::SimilarityCache,
+        s: Suggestion,
+    ) -> Result<AcceptOutcome> {
+        let p = proposal_of(&s)?;
+        let valid = validate(NewEntry {
+            entry_type: Some(p.entry_type),
+            title: p.title.clone(),
+            content: p.content.clone(),
+            tags: p.tags.clone(),
+            context: p.context.clone(),
+            project: p.project.clone(),
+            confidence: Some(p.confidence.into()),
+            memory_type: Some(MemoryType::Episodic),
+        })?;
+        let added = self.add_locked(cache, valid, &[], Some(s))?;
+        Ok(AcceptOutcome {
+            accepted: true,
+            suggestion_type: SuggestionKind::Entry.to_string(),
+            action_taken: format!(
+                "created entry {} [{}] {}",
+                added.id, added.entry_type, added.title
+            ),
+            link_created: None,
+            generalize_command: None,
+            entry_created: Some(added),
+        })
     }
 
     /// Rejects a suggestion; it is remembered so it never comes back.
@@ -306,6 +372,13 @@ impl Memory {
             derived_from,
         })
     }
+}
+
+/// The entry an entry suggestion proposes.
+fn proposal_of(s: &Suggestion) -> Result<&super::Proposal> {
+    s.proposal
+        .as_ref()
+        .ok_or_else(|| MemoryError::Corrupt(format!("entry suggestion {} has no proposal", s.id)))
 }
 
 /// The command a generalisation suggestion hands back.

@@ -26,8 +26,9 @@ use super::index::MemoryIndex;
 use super::model::{Entry, EntryType, MemoryType};
 use super::vectors::{EntryVectors, Filter};
 use super::{
-    GENERALIZE_MIN, LINK_SUGGESTION_MIN, Memory, MemoryError, SEMANTIC_GENERALIZE_MIN,
-    SEMANTIC_LINK_MIN, SEMANTIC_SIMILAR_MIN, SIMILAR_MIN,
+    DUPLICATE_MIN, GENERALIZE_MIN, LINK_SUGGESTION_MIN, Memory, MemoryError, SAME_ANSWER_MIN,
+    SEMANTIC_DUPLICATE_MIN, SEMANTIC_GENERALIZE_MIN, SEMANTIC_LINK_MIN, SEMANTIC_SAME_ANSWER_MIN,
+    SEMANTIC_SIMILAR_MIN, SIMILAR_MIN,
 };
 
 /// How many BM25 candidates are scored.
@@ -82,13 +83,23 @@ impl Similar {
     /// The least score at which this similarity counts for `kind`: the semantic threshold
     /// when it is by meaning, else the lexical one.
     pub fn counts_for(&self, kind: Threshold) -> bool {
-        let min = match (kind, self.by_meaning) {
+        self.score >= kind.min(self.by_meaning)
+    }
+}
+
+impl Threshold {
+    /// The least score that counts: by meaning (a cosine of summary vectors) or by words.
+    pub fn min(self, by_meaning: bool) -> f32 {
+        match (self, by_meaning) {
             (Threshold::Link, false) => LINK_SUGGESTION_MIN,
             (Threshold::Link, true) => SEMANTIC_LINK_MIN,
             (Threshold::Generalize, false) => GENERALIZE_MIN,
             (Threshold::Generalize, true) => SEMANTIC_GENERALIZE_MIN,
-        };
-        self.score >= min
+            (Threshold::Duplicate, false) => DUPLICATE_MIN,
+            (Threshold::Duplicate, true) => SEMANTIC_DUPLICATE_MIN,
+            (Threshold::SameAnswer, false) => SAME_ANSWER_MIN,
+            (Threshold::SameAnswer, true) => SEMANTIC_SAME_ANSWER_MIN,
+        }
     }
 }
 
@@ -99,6 +110,18 @@ pub enum Threshold {
     Link,
     /// A member of a generalisation.
     Generalize,
+    /// The same thing said again: a proposed entry is not suggested...
+    Duplicate,
+    /// ...when the entry also says what it answers (a decision's choice and reasoning).
+    SameAnswer,
+}
+
+/// Whether the entry weighed is about to be stored, so the caches keep it for the adds
+/// that follow, or only proposed (an entry suggestion), so they forget it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weighed {
+    Added,
+    Proposed,
 }
 
 /// A term's number in the cache's vocabulary.
@@ -223,11 +246,77 @@ impl SimilarityCache {
         Ok(self.recent.iter().copied().collect())
     }
 
+    /// Keeps what was read of an entry about to be added; forgets a proposed one.
+    fn weighed(&mut self, entry: &Entry, tf: Tf, weighed: Weighed) {
+        if weighed == Weighed::Added {
+            self.remember(entry, tf);
+            self.note_added(entry.id);
+        }
+    }
+
     fn note_added(&mut self, id: Ulid) {
         if self.recent.len() >= RECENT {
             self.recent.pop_front();
         }
         self.recent.push_back(id);
+    }
+
+    /// An entry's terms with their tf-idf weight and idf (among `n_docs` documents), by
+    /// term number, and the length of that vector.
+    fn weights(
+        &mut self,
+        idx: &MemoryIndex,
+        searcher: &Searcher,
+        n_docs: u64,
+        tf: &Tf,
+    ) -> (Vec<(TermId, f32, f32)>, f32) {
+        let mine: Vec<(TermId, f32, f32)> = tf
+            .iter()
+            .map(|&(t, f)| {
+                let idf = idf(n_docs, self.doc_freq(idx, searcher, t));
+                (t, weight(f, idf), idf)
+            })
+            .collect();
+        let norm = mine.iter().map(|(_, w, _)| w * w).sum::<f32>().sqrt();
+        (mine, norm)
+    }
+
+    /// A stored entry as the cache keeps it (read and kept on first use); `None` when it
+    /// is gone.
+    fn entry(
+        &mut self,
+        memory: &Memory,
+        idx: &MemoryIndex,
+        id: Ulid,
+    ) -> Result<Option<Arc<Cached>>, MemoryError> {
+        if let Some(cached) = self.entries.get(&id) {
+            return Ok(Some(cached.clone()));
+        }
+        let Some(other) = memory.get(&id)? else {
+            return Ok(None);
+        };
+        let tf = self.term_freqs(idx, &other).0;
+        Ok(Some(self.remember(&other, tf)))
+    }
+
+    /// The tf-idf cosine of an entry (`mine`, of length `my_norm`, from [`Self::weights`])
+    /// and a stored one; `None` when they share no term. The dot product only needs the
+    /// shared terms, whose idf is already known.
+    fn cosine(
+        &mut self,
+        idx: &MemoryIndex,
+        searcher: &Searcher,
+        mine: &[(TermId, f32, f32)],
+        my_norm: f32,
+        id: Ulid,
+        other: &Cached,
+    ) -> Option<f32> {
+        let dot: f32 = shared(mine, &other.tf).map(|(_, c)| c).sum();
+        if dot <= 0.0 {
+            return None;
+        }
+        let their_norm = self.norm(idx, searcher, id, &other.tf);
+        Some((dot / (my_norm * their_norm.max(f32::EPSILON))).clamp(0.0, 1.0))
     }
 
     /// The length of an entry's tf-idf vector.
@@ -283,14 +372,16 @@ fn shared<'a>(
 
 /// Entries similar to `entry` (which need not be stored yet), best first: by meaning when
 /// `vectors` (the entry's, under the memory's ready model) are given, else by words; each
-/// at least its threshold. The entry's term frequencies are cached for the adds that follow.
+/// at least its threshold. An entry being added has its term frequencies cached for the
+/// adds that follow; a proposed one leaves no trace.
 pub fn find_similar(
     memory: &Memory,
     cache: &mut SimilarityCache,
     entry: &Entry,
     vectors: Option<&EntryVectors>,
+    weighed: Weighed,
 ) -> Result<Vec<Similar>, MemoryError> {
-    let lexical = find_similar_lexically(memory, cache, entry, vectors.is_some())?;
+    let lexical = find_similar_lexically(memory, cache, entry, vectors.is_some(), weighed)?;
     let Some(vectors) = vectors else {
         return Ok(lexical);
     };
@@ -348,6 +439,44 @@ pub fn find_similar(
     Ok(out)
 }
 
+/// How similar `entry` (not stored) is to each of the stored entries `ids`, 0..1: the
+/// cosine of the summary vectors when `vectors` (the entry's, under the memory's ready
+/// model) are given, else the tf-idf cosine; 0 for an entry with no vector, or gone.
+/// Nothing of `entry` is cached.
+pub fn scores_against(
+    memory: &Memory,
+    cache: &mut SimilarityCache,
+    entry: &Entry,
+    vectors: Option<&EntryVectors>,
+    ids: &[Ulid],
+) -> Result<Vec<f32>, MemoryError> {
+    if let Some(vectors) = vectors {
+        return Ok(memory
+            .semantic
+            .cosines(&vectors.summary, ids)
+            .into_iter()
+            .map(|c| c.unwrap_or(0.0).clamp(0.0, 1.0))
+            .collect());
+    }
+    let idx = memory.idx();
+    let searcher = idx.committed_searcher();
+    let n_docs = idx.num_docs(&searcher) + idx.pending().len() as u64 + 1;
+    cache.begin(n_docs);
+    let (my_tf, _) = cache.term_freqs(idx, entry);
+    let (mine, my_norm) = cache.weights(idx, &searcher, n_docs, &my_tf);
+    let mut scores = Vec::with_capacity(ids.len());
+    for &id in ids {
+        let score = match cache.entry(memory, idx, id)? {
+            Some(other) if my_norm > 0.0 => cache
+                .cosine(idx, &searcher, &mine, my_norm, id, &other)
+                .unwrap_or(0.0),
+            _ => 0.0,
+        };
+        scores.push(score);
+    }
+    Ok(scores)
+}
+
 /// Entries sharing words with `entry`, best first: at least [`SIMILAR_MIN`], or every
 /// candidate sharing a word when `all` (their meaning decides then).
 fn find_similar_lexically(
@@ -355,6 +484,7 @@ fn find_similar_lexically(
     cache: &mut SimilarityCache,
     entry: &Entry,
     all: bool,
+    weighed: Weighed,
 ) -> Result<Vec<Similar>, MemoryError> {
     let idx = memory.idx();
     let searcher = idx.committed_searcher();
@@ -362,18 +492,9 @@ fn find_similar_lexically(
     let n_docs = idx.num_docs(&searcher) + pending.len() as u64 + 1;
     cache.begin(n_docs);
     let (my_tf, words) = cache.term_freqs(idx, entry);
-    // The new entry's terms with their tf-idf weight and idf, by term number.
-    let mine: Vec<(TermId, f32, f32)> = my_tf
-        .iter()
-        .map(|&(t, f)| {
-            let idf = idf(n_docs, cache.doc_freq(idx, &searcher, t));
-            (t, weight(f, idf), idf)
-        })
-        .collect();
-    let my_norm = mine.iter().map(|(_, w, _)| w * w).sum::<f32>().sqrt();
+    let (mine, my_norm) = cache.weights(idx, &searcher, n_docs, &my_tf);
     if mine.is_empty() || my_norm == 0.0 {
-        cache.remember(entry, my_tf);
-        cache.note_added(entry.id);
+        cache.weighed(entry, my_tf, weighed);
         return Ok(Vec::new());
     }
     let mut heaviest: Vec<(TermId, f32)> = mine.iter().map(|&(t, w, _)| (t, w)).collect();
@@ -412,23 +533,12 @@ fn find_similar_lexically(
         if !seen.insert(id) {
             continue;
         }
-        let other = match cache.entries.get(&id) {
-            Some(cached) => cached.clone(),
-            None => {
-                let Some(other) = memory.get(&id)? else {
-                    continue;
-                };
-                let tf = cache.term_freqs(idx, &other).0;
-                cache.remember(&other, tf)
-            }
-        };
-        // The dot product only needs the shared terms, whose idf is already known.
-        let dot: f32 = shared(&mine, &other.tf).map(|(_, c)| c).sum();
-        if dot <= 0.0 {
+        let Some(other) = cache.entry(memory, idx, id)? else {
             continue;
-        }
-        let their_norm = cache.norm(idx, &searcher, id, &other.tf);
-        let score = (dot / (my_norm * their_norm.max(f32::EPSILON))).clamp(0.0, 1.0);
+        };
+        let Some(score) = cache.cosine(idx, &searcher, &mine, my_norm, id, &other) else {
+            continue;
+        };
         if score < SIMILAR_MIN && !all {
             continue;
         }
@@ -452,8 +562,7 @@ fn find_similar_lexically(
             by_meaning: false,
         });
     }
-    cache.remember(entry, my_tf);
-    cache.note_added(entry.id);
+    cache.weighed(entry, my_tf, weighed);
     out.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)

@@ -2,8 +2,8 @@
 //! suggestions without a scan.
 //!
 //! Three trees: `memory.suggestions` (id → record) holds every suggestion ever made;
-//! `memory.suggestion_keys` (kind and sorted ids → id) what each is about, so nothing is
-//! suggested twice; `memory.suggestions_by_entry` (`{entry}/{suggestion}` → kind, status,
+//! `memory.suggestion_keys` (kind and sorted ids → id; for an entry suggestion, made in
+//! `proposals.rs`, its proposal's key) what each is about, so nothing is suggested twice; `memory.suggestions_by_entry` (`{entry}/{suggestion}` → kind, status,
 //! score) the suggestions touching each entry that are not superseded: what an add weighs,
 //! read by prefix, so an add costs the same with ten suggestions stored or a million.
 //!
@@ -75,10 +75,7 @@ pub(super) fn put(
 ) -> std::result::Result<(), UnabortableTransactionError> {
     let id = s.id.to_string();
     suggestions.insert(id.as_bytes(), encode(s))?;
-    keys.insert(
-        Suggestion::key(s.kind, &s.entries).as_bytes(),
-        id.as_bytes(),
-    )?;
+    keys.insert(s.identity().as_bytes(), id.as_bytes())?;
     for e in &s.entries {
         let key = by_entry_key(e, &s.id);
         if s.status == SuggestionStatus::Superseded {
@@ -258,6 +255,7 @@ impl Planner<'_> {
                 status: SuggestionStatus::Pending,
                 created_at: self.now,
                 resolved_at: None,
+                proposal: None,
             };
             self.create(suggestion)?;
         }
@@ -374,6 +372,7 @@ impl Planner<'_> {
             status: SuggestionStatus::Pending,
             created_at: self.now,
             resolved_at: None,
+            proposal: None,
         };
         self.create(suggestion)
     }
@@ -445,6 +444,8 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
         let cap = match s.kind {
             SuggestionKind::Link => MAX_PENDING_LINKS,
             SuggestionKind::Generalize => MAX_PENDING_GENERALIZATIONS,
+            // A pending entry suggestion touches no entry.
+            SuggestionKind::Entry => continue,
         };
         if s.entries
             .iter()

@@ -351,6 +351,11 @@ impl Tasks {
         self.find(&self.tasks, id, "tasks")
     }
 
+    /// A workflow by id.
+    pub fn workflow(&self, id: &Ulid) -> Result<Workflow> {
+        self.find(&self.workflows, &id.to_string(), "workflows")
+    }
+
     /// A task's decisions, issues and milestones, oldest first.
     pub fn events_of(&self, task: &Ulid) -> Result<Vec<TaskEvent>> {
         self.events

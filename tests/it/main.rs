@@ -11,6 +11,7 @@ mod hub;
 mod mcp_stdio;
 mod memory_core;
 mod memory_embeddings;
+mod memory_learns_from_tasks;
 mod memory_model;
 mod memory_suggestions;
 mod nvim;

@@ -5,13 +5,14 @@ use serde_json::json;
 
 use crate::util::{McpClient, TestHome};
 
-const TOOLS: [&str; 20] = [
+const TOOLS: [&str; 21] = [
     "rekall_help",
     "rekall_search",
     "rekall_add",
     "rekall_show",
     "rekall_suggest_links",
     "rekall_suggest_generalize",
+    "rekall_suggest_entries",
     "rekall_link",
     "rekall_accept_suggestion",
     "rekall_reject_suggestion",

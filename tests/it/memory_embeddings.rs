@@ -9,7 +9,7 @@ use tandem::memory::{EntryType, MemoryError, NewEntry, Ranking, SearchQuery};
 
 use crate::util::{TestHome, entry};
 
-fn test_model() -> Embedder {
+pub(crate) fn test_model() -> Embedder {
     let dir = std::env::var_os("TANDEM_TEST_MODEL")
         .map(PathBuf::from)
         .expect(

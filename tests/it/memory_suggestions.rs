@@ -59,10 +59,7 @@ fn check_invariants(store: &Store) {
     let mut pending: HashMap<(Ulid, SuggestionKind), usize> = HashMap::new();
     let mut want_rows = HashSet::new();
     for s in &all {
-        assert!(
-            keys.insert(Suggestion::key(s.kind, &s.entries)),
-            "suggested twice: {s:?}"
-        );
+        assert!(keys.insert(s.identity()), "suggested twice: {s:?}");
         let distinct: HashSet<&Ulid> = s.entries.iter().collect();
         assert_eq!(distinct.len(), s.entries.len(), "an entry twice in {s:?}");
         if s.kind == SuggestionKind::Generalize {
@@ -81,6 +78,7 @@ fn check_invariants(store: &Store) {
         let cap = match kind {
             SuggestionKind::Link => MAX_PENDING_LINKS,
             SuggestionKind::Generalize => MAX_PENDING_GENERALIZATIONS,
+            SuggestionKind::Entry => usize::MAX,
         };
         assert!(*n <= cap, "{entry} has {n} pending {kind} suggestions");
     }
@@ -198,6 +196,7 @@ fn a_data_dir_without_the_index_by_entry_gets_it_at_open() {
             status: SuggestionStatus::Pending,
             created_at: jiff::Timestamp::now(),
             resolved_at: None,
+            proposal: None,
         };
         suggestions
             .insert(s.id.to_string(), serde_json::to_vec(&s).unwrap())

@@ -462,3 +462,129 @@ async fn a_detached_head_is_tracked_like_a_branch() {
     assert_eq!(done["verification"]["warnings"], json!([]));
     c.close().await;
 }
+
+/// Issue 12 through the real binary: `complete_task` answers with the memory suggestions
+/// its decisions and issues made and says how to review them; `rekall_suggest_entries`
+/// lists them with the proposed entries; accepting one adds it (`rekall_show` finds it),
+/// rejecting one takes it off the list; the CLI lists them by kind.
+#[tokio::test]
+async fn completed_tasks_suggest_memory_entries_to_review() {
+    let home = TestHome::new();
+    let repo = home.path().join("repo");
+    repo_with(&repo, &[("auth.ts", "a\n")]);
+    let c = home.mcp_in(&repo).await;
+    let (wid, task) = start(&c, &["auth"]).await;
+    let task_id = task["task_id"].as_str().unwrap();
+    c.ok("log_decision", json!({"task_id": task_id, "category": "library_choice",
+        "question": "Which JWT library should verify tokens?", "options_considered": ["jsonwebtoken", "jose"],
+        "chosen": "jose", "reasoning": "Typed API and works in edge runtimes"}))
+        .await;
+    c.ok("log_issue", json!({"task_id": task_id, "type": "dependency_conflict",
+        "description": "Two versions of the crypto package were installed", "resolution": "Pinned one in the lockfile"}))
+        .await;
+    write_files(&repo, &[("auth.ts", "a2\n")]);
+
+    let done = complete(&c, task_id).await;
+    assert_eq!(strings(&done["files_changed"]["modified"]), ["auth.ts"]);
+    let mut suggested: Vec<(String, String)> = done["memory_suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            assert!(s["suggestion_id"].as_str().unwrap().len() == 26, "{s}");
+            (
+                s["type"].as_str().unwrap().to_string(),
+                s["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    suggested.sort();
+    assert_eq!(
+        suggested,
+        [
+            (
+                "decision".to_string(),
+                "Which JWT library should verify tokens? → jose".to_string()
+            ),
+            (
+                "pitfall".to_string(),
+                "Two versions of the crypto package were installed".to_string()
+            ),
+        ]
+    );
+    assert!(
+        done["hint"]
+            .as_str()
+            .unwrap()
+            .contains("review them with rekall_suggest_entries"),
+        "{done}"
+    );
+
+    let review = c.ok("rekall_suggest_entries", json!({"limit": 10})).await;
+    assert_eq!(review["total_pending"], 2, "{review}");
+    let find = |title: &str| {
+        review["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["entry"]["title"].as_str().unwrap().contains(title))
+            .unwrap_or_else(|| panic!("no {title} in {review}"))
+            .clone()
+    };
+    let decision = find("JWT");
+    let context = decision["entry"]["context"].as_str().unwrap();
+    assert!(
+        context.contains(task_id) && context.contains(&wid) && context.contains("modified auth.ts"),
+        "{context}"
+    );
+    assert_eq!(
+        decision["entry"]["tags"],
+        json!(["library-choice", "add-authentication", "auth"])
+    );
+    assert_eq!(
+        c.err("rekall_suggest_entries", json!({"limit": 0})).await,
+        "INVALID_ARGUMENT"
+    );
+
+    // Accepted: an entry like any other.
+    let accepted = c
+        .ok(
+            "rekall_accept_suggestion",
+            json!({"suggestion_id": decision["id"]}),
+        )
+        .await;
+    assert_eq!(accepted["suggestion_type"], "entry");
+    let id = accepted["entry_created"]["id"].as_str().unwrap();
+    let shown = c.ok("rekall_show", json!({"id": id})).await;
+    assert_eq!(shown["type"], "decision");
+    assert_eq!(shown["title"], decision["entry"]["title"]);
+    assert_eq!(shown["content"], decision["entry"]["content"]);
+    let found = c.ok("rekall_search", json!({"query": "JWT library"})).await;
+    assert_eq!(found["results"][0]["id"], id, "{found}");
+
+    // Rejected: off the list.
+    let pitfall = find("crypto");
+    c.ok(
+        "rekall_reject_suggestion",
+        json!({"suggestion_id": pitfall["id"]}),
+    )
+    .await;
+    let review = c.ok("rekall_suggest_entries", json!({})).await;
+    assert_eq!(review["total_pending"], 0, "{review}");
+    c.close().await;
+
+    // The CLI lists entry suggestions by kind (none pending now).
+    let out = home
+        .std_command()
+        .args(["memory", "suggestions", "--kind", "entry", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["entries"]["total_pending"], 0, "{listed}");
+    assert!(listed.get("links").is_none(), "{listed}");
+}

@@ -58,7 +58,14 @@ async function main() {
   await call(client, 'log_decision', { task_id: t.task_id, category: 'library_choice', question: 'Which?', chosen: 'jose', reasoning: 'Typed' });
   await call(client, 'log_issue', { task_id: t.task_id, type: 'other', description: 'Slow CI', resolution: 'Cached' });
   await call(client, 'log_milestone', { task_id: t.task_id, message: 'Tests', progress: 50 });
-  await call(client, 'complete_task', { task_id: t.task_id, status: 'success', outcome: { summary: 'Done' } });
+  const done = await call(client, 'complete_task', { task_id: t.task_id, status: 'success', outcome: { summary: 'Done' } });
+  const learned = await call(client, 'rekall_suggest_entries', {});
+  const entrySuggestion = (learned.suggestions || [])[0];
+  if (entrySuggestion && (done.memory_suggestions || []).length > 0) {
+    await call(client, 'rekall_accept_suggestion', { suggestion_id: entrySuggestion.id });
+  } else {
+    failed.push('no entry suggestion from the completed task');
+  }
   await call(client, 'mcp_environment', {});
   await call(client, 'mcp_discover', { intent: 'read files' });
   await client.close();

@@ -54,7 +54,8 @@ async def test_tools_listed_and_instructions(params):
         tools = (await session.list_tools()).tools
         assert [t.name for t in tools] == [
             "rekall_help", "rekall_search", "rekall_add", "rekall_show",
-            "rekall_suggest_links", "rekall_suggest_generalize", "rekall_link",
+            "rekall_suggest_links", "rekall_suggest_generalize", "rekall_suggest_entries",
+            "rekall_link",
             "rekall_accept_suggestion", "rekall_reject_suggestion",
             "start_workflow", "start_task", "log_decision", "log_issue", "log_milestone",
             "complete_task",
