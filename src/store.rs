@@ -17,6 +17,9 @@ pub const FORMAT_VERSION: u32 = 1;
 const LOCK_FILE: &str = "tandem.lock";
 const FORMAT_FILE: &str = "format.json";
 const DB_DIR: &str = "db";
+/// sled's page cache (its default is 1 GiB): a long-running daemon that once read every
+/// entry (a reindex, the vectors' load) would keep them all. The OS keeps the file's pages.
+const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -81,6 +84,7 @@ impl Store {
         check_format(dir)?;
         let db = sled::Config::new()
             .path(dir.join(DB_DIR))
+            .cache_capacity(SLED_CACHE_BYTES)
             .flush_every_ms(Some(500))
             .open()?;
         Ok(Store {

@@ -41,9 +41,9 @@ const CONTEXT_TERM_WEIGHT: f32 = 0.35;
 const COVERAGE_SHARE: f32 = 0.8;
 /// With an embedding model, each side (BM25 and vectors) brings this many candidates per
 /// result asked for...
-const POOL_PER_RESULT: usize = 4;
+const POOL_PER_RESULT: usize = 2;
 /// ...and at least this many.
-const POOL_MIN: usize = 20;
+const POOL_MIN: usize = 10;
 /// Entries whose summary's cosine with the query is below this are no match by meaning.
 const SEARCH_COSINE_MIN: f32 = 0.25;
 /// A search's context is mixed into the query's vector at this weight.

@@ -148,7 +148,7 @@ const EXACT_UP_TO: usize = 4096;
 const RESCORE_PER_RESULT: usize = 20;
 /// ...and at least this many. On the embeddings bench (100,000 entries) this finds 9 of
 /// the 10 exact nearest or more (`benches/embeddings.rs` prints it).
-const RESCORE_MIN: usize = 400;
+const RESCORE_MIN: usize = 2000;
 
 /// Every entry's summary vector in one table, with what filters need.
 #[derive(Debug, Default)]
