@@ -296,23 +296,38 @@ impl VectorIndex {
         };
         let words = words(self.dims);
         let mine: Vec<u64> = signs_of(&query.values).collect();
-        let mut by_signs: Vec<(u32, u32)> = kept
-            .map(|i| {
-                let theirs = &self.signs[i * words..(i + 1) * words];
-                let distance: u32 = mine
-                    .iter()
-                    .zip(theirs)
-                    .map(|(a, b)| (a ^ b).count_ones())
-                    .sum();
-                (distance, i as u32)
-            })
-            .collect();
-        let rescore = (k * RESCORE_PER_RESULT).max(RESCORE_MIN);
-        if by_signs.len() > rescore {
-            by_signs.select_nth_unstable(rescore);
-            by_signs.truncate(rescore);
+        // Each kept row's Hamming distance to the query's signs (at most `dims`), and how
+        // many rows have each distance: the rows to rescore are those up to the distance at
+        // which the count reaches the number wanted (a counting sort, no comparison).
+        let mut distances: Vec<(u16, u32)> = Vec::with_capacity(self.rows.len());
+        let mut counts = vec![0usize; self.dims + 1];
+        for i in kept {
+            let theirs = &self.signs[i * words..(i + 1) * words];
+            let distance: u32 = mine
+                .iter()
+                .zip(theirs)
+                .map(|(a, b)| (a ^ b).count_ones())
+                .sum();
+            counts[distance as usize] += 1;
+            distances.push((distance as u16, i as u32));
         }
-        self.best(query, k, by_signs.into_iter().map(|(_, i)| i as usize))
+        let rescore = (k * RESCORE_PER_RESULT).max(RESCORE_MIN);
+        let mut seen = 0;
+        let within = counts
+            .iter()
+            .position(|&n| {
+                seen += n;
+                seen >= rescore
+            })
+            .unwrap_or(self.dims) as u16;
+        self.best(
+            query,
+            k,
+            distances
+                .into_iter()
+                .filter(|(d, _)| *d <= within)
+                .map(|(_, i)| i as usize),
+        )
     }
 
     /// [`Self::nearest`] by the int8 dot product of every row the filter keeps.
