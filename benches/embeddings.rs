@@ -30,6 +30,7 @@ use tandem::memory::embeddings::Embedder;
 use tandem::memory::vectors::{Filter, Quantised, VectorIndex};
 use tandem::memory::{
     Entry, EntryStatus, EntryType, Memory, MemoryType, NewEntry, NoProgress, Ranking, SearchQuery,
+    summary_text,
 };
 use tandem::store::Store;
 use ulid::Ulid;
@@ -212,7 +213,7 @@ fn main() {
         .collect();
     let texts: Vec<String> = entries
         .iter()
-        .map(|e| format!("{}\n{}\n{}", e.title, e.tags.join(" "), e.content))
+        .map(|e| summary_text(&e.title, &e.tags, &e.content))
         .collect();
     let per_text: Vec<Duration> = texts
         .iter()

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use tandem::memory::embeddings::Embedder;
-use tandem::memory::{EntryType, Memory, NewEntry, NoProgress, Ranking, SearchQuery};
+use tandem::memory::{EntryType, Memory, NewEntry, NoProgress, Ranking, SearchQuery, summary_text};
 use tandem::store::Store;
 
 /// Results looked at per query.
@@ -177,7 +177,7 @@ fn main() {
         .entries
         .iter()
         .map(|e| {
-            let text = format!("{}\n{}\n{}", e.title, e.tags.join(" "), e.content);
+            let text = summary_text(&e.title, &e.tags, &e.content);
             (e.key.as_str(), embedder.embed(&text))
         })
         .collect();

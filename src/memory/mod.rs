@@ -38,7 +38,7 @@ use index::{IndexState, MemoryIndex};
 use model::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
 pub use review::{SUGGESTION_LIMIT, generalize_command};
 pub use search::SEARCH_LIMIT;
-pub use semantic::ModelState;
+pub use semantic::{ModelState, summary_text};
 pub use suggestions::{MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS};
 
 use crate::store::{IdLookup, Store, lookup_id};

@@ -53,14 +53,10 @@ pub struct Semantic {
     tree: sled::Tree,
 }
 
-/// The text a summary vector is made of: title, tags, content.
-fn summary_text(entry: &Entry) -> String {
-    format!(
-        "{}\n{}\n{}",
-        entry.title,
-        entry.tags.join(" "),
-        entry.content
-    )
+/// The text an entry's summary vector is made of: title, tags, content. Public so the
+/// benches embed exactly what the memory does.
+pub fn summary_text(title: &str, tags: &[String], content: &str) -> String {
+    format!("{title}\n{}\n{content}", tags.join(" "))
 }
 
 impl Semantic {
@@ -135,7 +131,11 @@ impl Semantic {
     /// An entry's vectors under `embedder`.
     pub fn vectors_of(embedder: &Embedder, entry: &Entry) -> EntryVectors {
         EntryVectors {
-            summary: Quantised::of(&embedder.embed(&summary_text(entry))),
+            summary: Quantised::of(&embedder.embed(&summary_text(
+                &entry.title,
+                &entry.tags,
+                &entry.content,
+            ))),
             context: entry
                 .context
                 .as_deref()

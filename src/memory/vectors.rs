@@ -199,10 +199,6 @@ impl VectorIndex {
         self.rows.is_empty()
     }
 
-    pub fn contains(&self, id: &Ulid) -> bool {
-        self.at.contains_key(id)
-    }
-
     fn project_number(&mut self, project: Option<&str>) -> u32 {
         let Some(key) = project.map(project_key) else {
             return 0;
