@@ -29,8 +29,7 @@ use serde_json::json;
 use tandem::memory::embeddings::Embedder;
 use tandem::memory::vectors::{Filter, Quantised, VectorIndex};
 use tandem::memory::{
-    Entry, EntryStatus, EntryType, Memory, MemoryType, NewEntry, NoProgress, Ranking, SearchQuery,
-    summary_text,
+    Entry, EntryType, Memory, NewEntry, NoProgress, Ranking, SearchQuery, summary_text,
 };
 use tandem::store::Store;
 use ulid::Ulid;
@@ -191,24 +190,15 @@ fn main() {
             let body = &set.entries[(i / m) % m];
             let other = &set.entries[(i * 7 + 3) % m];
             let extra: Vec<&str> = other.content.split_whitespace().take(3).collect();
-            let now = jiff::Timestamp::now();
-            Entry {
-                id: Ulid::new(),
-                entry_type: e.entry_type.parse::<EntryType>().unwrap(),
-                title: format!("{} ({i})", e.title).chars().take(100).collect(),
-                content: format!("{} {}", body.content, extra.join(" ")),
-                tags: e.tags.clone(),
-                context: None,
-                project: None,
-                confidence: 3,
-                memory_type: MemoryType::Episodic,
-                status: EntryStatus::Active,
-                created_at: now,
-                updated_at: now,
-                last_accessed: None,
-                access_count: 0,
-                seq: 0,
-            }
+            Entry::new(
+                e.entry_type.parse::<EntryType>().unwrap(),
+                format!("{} ({i})", e.title)
+                    .chars()
+                    .take(100)
+                    .collect::<String>(),
+                format!("{} {}", body.content, extra.join(" ")),
+                e.tags.clone(),
+            )
         })
         .collect();
     let texts: Vec<String> = entries

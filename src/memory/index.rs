@@ -355,6 +355,36 @@ impl MemoryIndex {
             .collect()
     }
 
+    /// Which of the terms `wanted` the `texts` contain, one flag each: tokens are compared,
+    /// not kept, and the reading stops once every term is found.
+    pub fn contains_terms(&self, texts: &[&str], wanted: &[&str]) -> Vec<bool> {
+        let mut found = vec![false; wanted.len()];
+        let mut missing = wanted.len();
+        let mut analyzer = self
+            .index
+            .tokenizers()
+            .get(ANALYZER)
+            .expect("the analyzer is registered at open");
+        for text in texts {
+            if missing == 0 {
+                break;
+            }
+            let mut stream = analyzer.token_stream(text);
+            while let Some(token) = stream.next() {
+                if let Some(i) = wanted.iter().position(|w| *w == token.text)
+                    && !found[i]
+                {
+                    found[i] = true;
+                    missing -= 1;
+                    if missing == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// Analyses `text` into `(term, the word as written)` pairs: terms are stemmed, and
     /// what a person reads is the word.
     pub fn terms_with_words<'t>(&self, text: &'t str) -> Vec<(String, &'t str)> {

@@ -670,20 +670,13 @@ fn validate(new: NewEntry) -> Result<Valid> {
     Ok(Valid {
         entry: Entry {
             id: next_id(),
-            entry_type,
-            title,
-            content: new.content,
-            tags,
             context,
             project,
             confidence,
             memory_type: new.memory_type.unwrap_or(MemoryType::Episodic),
-            status: EntryStatus::Active,
             created_at: now,
             updated_at: now,
-            last_accessed: None,
-            access_count: 0,
-            seq: 0,
+            ..Entry::new(entry_type, title, new.content, tags)
         },
         context_truncated,
     })

@@ -171,6 +171,36 @@ pub struct Entry {
     pub seq: u64,
 }
 
+impl Entry {
+    /// An active, episodic entry of confidence 3 written now, with a new id and no context,
+    /// project or use yet: what validation, imports and tests start from.
+    pub fn new(
+        entry_type: EntryType,
+        title: impl Into<String>,
+        content: impl Into<String>,
+        tags: Vec<String>,
+    ) -> Entry {
+        let now = Timestamp::now();
+        Entry {
+            id: Ulid::new(),
+            entry_type,
+            title: title.into(),
+            content: content.into(),
+            tags,
+            context: None,
+            project: None,
+            confidence: 3,
+            memory_type: MemoryType::Episodic,
+            status: EntryStatus::Active,
+            created_at: now,
+            updated_at: now,
+            last_accessed: None,
+            access_count: 0,
+            seq: 0,
+        }
+    }
+}
+
 /// A directed, typed link between two entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Link {

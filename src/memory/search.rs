@@ -16,6 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 use ulid::Ulid;
 
+use super::embeddings::Embedder;
 use super::index::{self, TextField};
 use super::vectors::Filter;
 use super::{
@@ -132,10 +133,40 @@ impl Memory {
         };
         let plan = (!weighted.is_empty() && ranking != Ranking::Semantic)
             .then(|| idx.plan(&weighted, q.entry_type, q.project.as_deref()));
-        let (hits, mut total) = match &plan {
-            Some(plan) => idx.search(&searcher, plan, pool)?,
-            None => (Vec::new(), 0),
+        let filter = Filter {
+            entry_type: q.entry_type,
+            project: q.project.as_deref(),
         };
+        let by_meaning = |embedder: &Embedder| {
+            let vector =
+                semantic::Semantic::query_vector(embedder, query, context, CONTEXT_VECTOR_WEIGHT);
+            let nearest = self.semantic.nearest(&vector, pool, filter, None);
+            (vector, nearest)
+        };
+        // The two sides are independent: with both and a large table, the vectors are
+        // searched on a second thread while BM25 runs on this one.
+        let (lexical, by_vectors) = std::thread::scope(|scope| {
+            let meaning = match (&embedder, &plan) {
+                (Some(embedder), Some(_)) if self.semantic.is_large() => {
+                    Some(scope.spawn(|| by_meaning(embedder)))
+                }
+                _ => None,
+            };
+            let lexical = match &plan {
+                Some(plan) => idx.search(&searcher, plan, pool),
+                None => Ok((Vec::new(), 0)),
+            };
+            let meaning = match meaning {
+                Some(thread) => Some(
+                    thread
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                ),
+                None => embedder.as_deref().map(by_meaning),
+            };
+            (lexical, meaning)
+        });
+        let (hits, mut total) = lexical?;
         let bm25: HashMap<Ulid, f32> = hits.iter().map(|h| (h.id, h.score)).collect();
         let top = hits
             .first()
@@ -145,14 +176,8 @@ impl Memory {
         let mut candidates: Vec<Ulid> = hits.iter().map(|h| h.id).collect();
 
         let mut cosines: HashMap<Ulid, f32> = HashMap::new();
-        if let Some(embedder) = &embedder {
-            let vector =
-                semantic::Semantic::query_vector(embedder, query, context, CONTEXT_VECTOR_WEIGHT);
-            let filter = Filter {
-                entry_type: q.entry_type,
-                project: q.project.as_deref(),
-            };
-            for (id, cosine) in self.semantic.nearest(&vector, pool, filter, None) {
+        if let Some((vector, nearest)) = by_vectors {
+            for (id, cosine) in nearest {
                 if cosine < SEARCH_COSINE_MIN {
                     continue;
                 }
@@ -187,28 +212,26 @@ impl Memory {
         let query_idf: Vec<(String, f32)> =
             query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
         let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
+        let query_words: Vec<&str> = query_terms.iter().map(String::as_str).collect();
         let mut results = Vec::with_capacity(candidates.len());
         for id in candidates {
             let Some(entry) = self.get(&id)? else {
                 continue;
             };
-            let entry_context = entry.context.as_deref().unwrap_or("");
-            let tags = entry.tags.join(" ");
             // Coverage: the idf-weighted share of the query's words this entry contains.
             let coverage = if idf_total > 0.0 {
-                let mut present: HashSet<String> = idx
-                    .terms(&entry.title)
+                let tags = entry.tags.join(" ");
+                let texts = [
+                    entry.title.as_str(),
+                    tags.as_str(),
+                    entry.content.as_str(),
+                    entry.context.as_deref().unwrap_or(""),
+                ];
+                idx.contains_terms(&texts, &query_words)
                     .into_iter()
-                    .chain(idx.terms(&tags))
-                    .chain(idx.terms(&entry.content))
-                    .collect();
-                if query_idf.iter().any(|(t, _)| !present.contains(t)) {
-                    present.extend(idx.terms(entry_context));
-                }
-                query_idf
-                    .iter()
-                    .filter(|(t, _)| present.contains(t))
-                    .map(|(_, w)| w)
+                    .zip(&query_idf)
+                    .filter(|(present, _)| *present)
+                    .map(|(_, (_, w))| w)
                     .sum::<f32>()
                     / idf_total
             } else {

@@ -185,6 +185,14 @@ impl Semantic {
         })
     }
 
+    /// Whether a search of the vectors is worth a thread of its own ([`VectorIndex::is_large`]).
+    pub fn is_large(&self) -> bool {
+        self.index
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_large()
+    }
+
     /// The `k` entries nearest `query`, best first, with their cosine.
     pub fn nearest(
         &self,

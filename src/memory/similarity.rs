@@ -381,21 +381,39 @@ pub fn find_similar(
     vectors: Option<&EntryVectors>,
     weighed: Weighed,
 ) -> Result<Vec<Similar>, MemoryError> {
-    let lexical = find_similar_lexically(memory, cache, entry, vectors.is_some(), weighed)?;
     let Some(vectors) = vectors else {
-        return Ok(lexical);
+        return find_similar_lexically(memory, cache, entry, false, weighed);
     };
     let semantic = &memory.semantic;
-    let mut words: HashMap<Ulid, (Card, Vec<String>)> = lexical
+    let nearest = || {
+        semantic.nearest(
+            &vectors.summary,
+            CANDIDATES,
+            Filter::default(),
+            Some(&entry.id),
+        )
+    };
+    // In a large table, the nearest by meaning are found on a second thread while the
+    // words are weighed.
+    let (lexical, mut scored) = if semantic.is_large() {
+        std::thread::scope(|scope| {
+            let nearest = scope.spawn(nearest);
+            let lexical = find_similar_lexically(memory, cache, entry, true, weighed);
+            let nearest = nearest
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (lexical, nearest)
+        })
+    } else {
+        (
+            find_similar_lexically(memory, cache, entry, true, weighed),
+            nearest(),
+        )
+    };
+    let mut words: HashMap<Ulid, (Card, Vec<String>)> = lexical?
         .into_iter()
         .map(|s| (s.entry.id, (s.entry, s.shared_terms)))
         .collect();
-    let mut scored: Vec<(Ulid, f32)> = semantic.nearest(
-        &vectors.summary,
-        CANDIDATES,
-        Filter::default(),
-        Some(&entry.id),
-    );
     let lexical_only: Vec<Ulid> = words
         .keys()
         .filter(|id| !scored.iter().any(|(s, _)| s == *id))

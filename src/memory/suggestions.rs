@@ -488,30 +488,13 @@ mod tests {
     use sled::transaction::ConflictableTransactionError;
 
     use super::*;
-    use crate::memory::model::{EntryStatus, EntryType};
+    use crate::memory::model::EntryType;
     use crate::memory::similarity::Card;
     use crate::memory::{MemoryError, NoProgress};
     use crate::store::Store;
 
     fn entry(entry_type: EntryType) -> Entry {
-        let now = jiff::Timestamp::now();
-        Entry {
-            id: Ulid::new(),
-            entry_type,
-            title: "t".into(),
-            content: String::new(),
-            tags: Vec::new(),
-            context: None,
-            project: None,
-            confidence: 3,
-            memory_type: MemoryType::Episodic,
-            status: EntryStatus::Active,
-            created_at: now,
-            updated_at: now,
-            last_accessed: None,
-            access_count: 0,
-            seq: 0,
-        }
+        Entry::new(entry_type, "t", "", Vec::new())
     }
 
     fn similar(e: &Entry, score: f32) -> Similar {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use tandem::memory::embeddings::Embedder;
-use tandem::memory::{EntryType, MemoryError, NewEntry, Ranking, SearchQuery};
+use tandem::memory::{Entry, EntryType, Memory, MemoryError, NewEntry, Ranking, SearchQuery};
 
 use crate::util::{TestHome, entry};
 
@@ -89,23 +89,37 @@ fn hybrid_search_finds_a_paraphrase_that_words_miss() {
     let by_meaning = memory.search_ranked(&q, Ranking::Semantic).unwrap();
     assert_eq!(by_meaning.results[0].title, SAFARI);
 
-    // Keywords still work, and the keyword match stays first.
+    keywords_and_filters_still_work(&memory);
+}
+
+/// With `knowledge()` and the model: a keyword match stays first, and a type filter
+/// applies to matches by meaning too.
+fn keywords_and_filters_still_work(memory: &Memory) {
     let keyword = memory.search(&search("nginx timeout")).unwrap();
     assert_eq!(
         keyword.results[0].title,
         "Increase nginx proxy read timeout for slow uploads"
     );
-    // Filters apply to matches by meaning too.
     let filtered = memory
         .search(&SearchQuery {
             entry_type: Some(EntryType::Config),
-            ..q.clone()
+            ..search(PARAPHRASE)
         })
         .unwrap();
     assert!(
-        filtered.results.iter().all(|r| r.entry_type == "config"),
+        !filtered.results.is_empty() && filtered.results.iter().all(|r| r.entry_type == "config"),
         "{filtered:#?}"
     );
+}
+
+/// The Safari entry's knowledge in other words.
+fn safari_in_other_words() -> NewEntry {
+    entry(
+        EntryType::Bug,
+        "iPhone web view shows Invalid Date for API timestamps",
+        "Mobile Apple browsers refuse '2024-01-02 10:00'; the server now sends RFC 3339 with a T.",
+        &["ios", "datetime"],
+    )
 }
 
 #[test]
@@ -164,14 +178,7 @@ fn the_same_knowledge_in_other_words_is_similar_and_suggested_as_a_link() {
     for e in knowledge() {
         memory.add(e).unwrap();
     }
-    let again = memory
-        .add(entry(
-            EntryType::Bug,
-            "iPhone web view shows Invalid Date for API timestamps",
-            "Mobile Apple browsers refuse '2024-01-02 10:00'; the server now sends RFC 3339 with a T.",
-            &["ios", "datetime"],
-        ))
-        .unwrap();
+    let again = memory.add(safari_in_other_words()).unwrap();
     let similar: Vec<&str> = again
         .similar_entries
         .iter()
@@ -185,6 +192,43 @@ fn the_same_knowledge_in_other_words_is_similar_and_suggested_as_a_link() {
             .iter()
             .all(|t| !unrelated.iter().any(|u| t.contains(u))),
         "{similar:?}"
+    );
+}
+
+/// More entries than the vector table searches exactly (4,096): search and similarity then
+/// search the vectors by signs, on a thread of their own beside the words.
+#[test]
+fn a_large_memory_finds_by_meaning_beside_the_words() {
+    let home = TestHome::new();
+    let memory = home.memory();
+    let mut jsonl = String::new();
+    for i in 0..5000 {
+        // Numbers: nothing a question about software means.
+        let filler = Entry::new(
+            EntryType::Reference,
+            format!("{i} {}", i * 7919 % 10007),
+            format!("{} {} {}", i * 31 % 997, i * 17 % 613, i % 89),
+            Vec::new(),
+        );
+        let mut record = serde_json::to_value(&filler).unwrap();
+        record["record"] = "entry".into();
+        jsonl.push_str(&format!("{record}\n"));
+    }
+    memory.import(&mut jsonl.as_bytes()).unwrap();
+    for e in knowledge() {
+        memory.add(e).unwrap();
+    }
+    assert_eq!(memory.use_embedder(test_model()).unwrap(), 5004);
+
+    let found = memory.search(&search(PARAPHRASE)).unwrap();
+    assert_eq!(found.results[0].title, SAFARI, "{found:#?}");
+    keywords_and_filters_still_work(&memory);
+    let again = memory.add(safari_in_other_words()).unwrap();
+    assert!(again.embeddings_calculated);
+    assert_eq!(
+        again.similar_entries.first().map(|s| s.title.as_str()),
+        Some(SAFARI),
+        "{again:#?}"
     );
 }
 
