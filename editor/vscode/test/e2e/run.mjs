@@ -1,0 +1,420 @@
+// End to end in real VS Code: code-server (VS Code in the browser, extensions on a Node host)
+// driven by playwright-core and Debian's chromium. The packaged .vsix is installed into a
+// fresh code-server (its own user data and extensions dirs) that opens a temporary git
+// repository; an agent (the official MCP TypeScript SDK over `tandem mcp`) starts a task and
+// edits files; everything is asserted through the UI: the Problems panel, the code lens, the
+// Tandem view, the status bar, memory search and the prompt command with server-everything's
+// prompts downstream. Screenshots and code-server's logs go to test-artifacts/. Prints the
+// activation time and the milestone → status bar latency.
+//
+// Environment: CODE_SERVER (the binary), CHROMIUM (default /usr/bin/chromium), TANDEM_BIN,
+// TANDEM_TEST_EVERYTHING (mcp-server-everything), MCP_SDK (the SDK's package folder), VSIX.
+
+import { execFileSync, spawn } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+import { chromium } from "playwright-core";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const ext = path.resolve(here, "../..");
+const need = (name) => {
+    const v = process.env[name];
+    if (!v) throw new Error(`${name} is not set (see the header of test/e2e/run.mjs)`);
+    return path.resolve(v);
+};
+const CODE_SERVER = need("CODE_SERVER");
+const TANDEM = need("TANDEM_BIN");
+const EVERYTHING = need("TANDEM_TEST_EVERYTHING");
+const SDK = need("MCP_SDK");
+const VSIX = need("VSIX");
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const ARTIFACTS = path.join(ext, "test-artifacts");
+const WAIT = 30_000;
+
+const { Client } = await import(pathToFileURL(path.join(SDK, "dist/esm/client/index.js")).href);
+const { StdioClientTransport } = await import(pathToFileURL(path.join(SDK, "dist/esm/client/stdio.js")).href);
+
+const root = mkdtempSync(path.join(os.tmpdir(), "tandem-vscode-e2e-"));
+const dirs = {
+    home: path.join(root, "home"),
+    tandemHome: path.join(root, "tandem-home"),
+    userData: path.join(root, "user-data"),
+    extensions: path.join(root, "extensions"),
+    repo: path.join(root, "repo"),
+};
+for (const d of Object.values(dirs)) mkdirSync(d, { recursive: true });
+const env = {
+    PATH: process.env.PATH,
+    HOME: dirs.home,
+    TANDEM_HOME: dirs.tandemHome,
+    XDG_DATA_HOME: path.join(root, "xdg/data"),
+    XDG_CONFIG_HOME: path.join(root, "xdg/config"),
+    XDG_STATE_HOME: path.join(root, "xdg/state"),
+    XDG_CACHE_HOME: path.join(root, "xdg/cache"),
+    TANDEM_EMBEDDING_MODEL: "off",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_CONFIG_NOSYSTEM: "1",
+    // A daemon the stop below missed goes by itself.
+    TANDEM_DAEMON_IDLE_SECS: "60",
+    // code-server's extension host takes this environment instead of a login shell's.
+    VSCODE_CLI: "1",
+};
+
+const started = []; // processes to stop: {name, child}
+let browser;
+let agent;
+const figures = {};
+
+function log(msg) {
+    console.log(`[e2e ${new Date().toISOString().slice(11, 23)}] ${msg}`);
+}
+
+function git(...args) {
+    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@e", ...args], { cwd: dirs.repo, env, stdio: "pipe" });
+}
+
+function makeRepo() {
+    const files = {
+        "src/auth/jwt.ts": "export function verify() {}\n\nexport function sign() {}\n",
+        "src/utils.ts": "export function helper() {}\n",
+        "notes.md": "# Notes\n",
+        ".mcp.json": JSON.stringify({ mcpServers: { everything: { command: EVERYTHING, args: ["stdio"] } } }, null, 2) + "\n",
+    };
+    for (const [p, text] of Object.entries(files)) {
+        mkdirSync(path.dirname(path.join(dirs.repo, p)), { recursive: true });
+        writeFileSync(path.join(dirs.repo, p), text);
+    }
+    git("init", "-q");
+    git("add", ".");
+    git("commit", "-qm", "init");
+}
+
+function freePort() {
+    return new Promise((resolve, reject) => {
+        const s = createServer();
+        s.once("error", reject);
+        s.listen(0, "127.0.0.1", () => {
+            const { port } = s.address();
+            s.close(() => resolve(port));
+        });
+    });
+}
+
+async function startCodeServer() {
+    const settings = {
+        "tandem.path": TANDEM,
+        "workbench.startupEditor": "none",
+        "security.workspace.trust.enabled": false,
+        "chat.disableAIFeatures": true,
+        "workbench.tips.enabled": false,
+        "extensions.ignoreRecommendations": true,
+        "extensions.autoCheckUpdates": false,
+        "extensions.autoUpdate": false,
+        "telemetry.telemetryLevel": "off",
+        "update.mode": "none",
+        "window.restoreWindows": "none",
+        "editor.codeLens": true,
+    };
+    mkdirSync(path.join(dirs.userData, "User"), { recursive: true });
+    writeFileSync(path.join(dirs.userData, "User/settings.json"), JSON.stringify(settings, null, 2));
+    const config = path.join(root, "code-server.yaml");
+    writeFileSync(config, "auth: none\ncert: false\n");
+    const common = ["--config", config, "--user-data-dir", dirs.userData, "--extensions-dir", dirs.extensions];
+    execFileSync(CODE_SERVER, [...common, "--install-extension", VSIX], { env, stdio: "pipe", timeout: 120_000 });
+    const port = await freePort();
+    const child = spawn(
+        CODE_SERVER,
+        [...common, "--bind-addr", `127.0.0.1:${port}`, "--auth", "none", "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", dirs.repo],
+        { env, stdio: ["ignore", "pipe", "pipe"], detached: true },
+    );
+    started.push({ name: "code-server", child });
+    let output = "";
+    child.stdout.on("data", (d) => (output += d));
+    child.stderr.on("data", (d) => (output += d));
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+        if (child.exitCode !== null) throw new Error(`code-server exited (${child.exitCode}):\n${output}`);
+        try {
+            const r = await fetch(`http://127.0.0.1:${port}/healthz`);
+            if (r.ok) return port;
+        } catch {
+            // not listening yet
+        }
+        await sleep(100);
+    }
+    throw new Error(`code-server did not answer on port ${port} within 60 s:\n${output}`);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function shot(page, name) {
+    await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`) });
+}
+
+/// Runs a palette command by its title.
+async function palette(page, title) {
+    await page.keyboard.press("F1");
+    const input = page.locator(".quick-input-widget input.input");
+    await input.waitFor({ state: "visible", timeout: WAIT });
+    await input.fill(`>${title}`);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: WAIT });
+    await page.keyboard.press("Enter");
+}
+
+/// Types into the open quick input (replacing what is there).
+async function quickType(page, text) {
+    const input = page.locator(".quick-input-widget input.input");
+    await input.waitFor({ state: "visible", timeout: WAIT });
+    await input.fill(text);
+}
+
+async function quickRow(page, text) {
+    const row = page.locator(".quick-input-list .monaco-list-row", { hasText: text }).first();
+    await row.waitFor({ timeout: WAIT });
+    return row;
+}
+
+async function quickTitle(page, text) {
+    await page.locator(".quick-input-title", { hasText: text }).waitFor({ timeout: WAIT });
+}
+
+/// The text of the active editor's visible lines.
+async function editorText(page) {
+    return page.locator(".editor-group-container.active .monaco-editor .view-lines").first().innerText();
+}
+
+async function waitEditorText(page, text) {
+    const deadline = Date.now() + WAIT;
+    let last = "";
+    while (Date.now() < deadline) {
+        last = await editorText(page).catch(() => "");
+        if (last.replace(/\u00a0/g, " ").includes(text)) return last;
+        await sleep(100);
+    }
+    throw new Error(`the active editor never showed "${text}"; it shows:\n${last}`);
+}
+
+async function tool(name, args) {
+    const r = await agent.callTool({ name, arguments: args });
+    if (r.isError) throw new Error(`${name} failed: ${JSON.stringify(r.content)}`);
+    return r.structuredContent ?? JSON.parse(r.content[0].text);
+}
+
+const STATUS = '[id="tandem.tandem.status"]';
+
+async function statusText(page) {
+    return (await page.locator(STATUS).innerText().catch(() => "")).replace(/\u00a0/g, " ");
+}
+
+async function waitStatus(page, text, timeout = WAIT) {
+    await page.waitForFunction(
+        ([sel, want]) => (document.querySelector(sel)?.textContent ?? "").replace(/\u00a0/g, " ").includes(want),
+        [STATUS, text],
+        { timeout, polling: "raf" },
+    );
+}
+
+async function main() {
+    rmSync(ARTIFACTS, { recursive: true, force: true });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    makeRepo();
+    log("starting code-server");
+    const port = await startCodeServer();
+    browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        headless: true,
+        args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+    });
+    const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+    const opened = Date.now();
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.repo)}`);
+
+    // Activation: from opening the window to the client running (the status bar says ready).
+    await page.locator(`${STATUS}[aria-label="Tandem: ready"], ${STATUS} [aria-label="Tandem: ready"]`).first().waitFor({ timeout: 60_000 });
+    figures.activation = Date.now() - opened;
+    log(`activation (window open → client running): ${figures.activation} ms`);
+    await shot(page, "01-ready");
+
+    // The server asks to trust the workspace's .mcp.json (window/showMessageRequest).
+    const trust = page.locator(".notification-toast .monaco-button", { hasText: /^Trust$/ }).first();
+    await trust.waitFor({ timeout: WAIT });
+    await shot(page, "02-trust-question");
+    await trust.click();
+    log("trusted .mcp.json from the server's question");
+
+    // The agent starts a task and edits files, in scope and out of it.
+    agent = new Client({ name: "e2e-agent", version: "1.0.0" });
+    await agent.connect(new StdioClientTransport({ command: TANDEM, args: ["mcp"], env, cwd: dirs.repo, stderr: "pipe" }));
+    const wf = await tool("start_workflow", { name: "Auth", description: "JWT auth" });
+    const task = await tool("start_task", { workflow_id: wf.workflow_id, name: "Setup JWT middleware", goal: "verify tokens", areas: ["src/auth"] });
+    writeFileSync(path.join(dirs.repo, "src/auth/jwt.ts"), "export function verify() {}\nexport function parse() {}\n\nexport function sign() {}\n");
+    writeFileSync(path.join(dirs.repo, "src/utils.ts"), "export function helper() {}\nexport function extra() {}\n");
+    await tool("log_milestone", { task_id: task.task_id, message: "Running tests", progress: 75 });
+    log(`agent started task ${task.task_id} and edited two files`);
+
+    // The status bar: the running task, its progress and milestone.
+    await waitStatus(page, "Setup JWT middleware · 75% · Running tests");
+    await shot(page, "03-status-bar");
+
+    // The file the task changed: its code lens.
+    await page.locator(".monaco-workbench").click({ position: { x: 800, y: 500 } });
+    await page.keyboard.press("Control+P");
+    await quickType(page, "jwt.ts");
+    await quickRow(page, "jwt.ts");
+    await page.keyboard.press("Enter");
+    await page.locator(".monaco-editor .codelens-decoration", { hasText: "Task: Setup JWT middleware" }).first().waitFor({ timeout: WAIT });
+    const lenses = await page.locator(".monaco-editor .codelens-decoration").allInnerTexts();
+    log(`code lenses: ${JSON.stringify(lenses)}`);
+    if (!lenses.some((l) => l.includes("75%") && l.includes("Running tests"))) throw new Error(`no lens with the milestone: ${lenses}`);
+    await shot(page, "04-code-lens");
+
+    // The Problems panel: the in-scope change and the out-of-scope warning.
+    await page.keyboard.press("Control+Shift+M");
+    const markers = page.locator(".markers-panel");
+    await markers.locator(".monaco-list-row", { hasText: "Changed by task" }).first().waitFor({ timeout: WAIT });
+    await markers.locator(".monaco-list-row", { hasText: "Outside declared scope (src/auth)" }).first().waitFor({ timeout: WAIT });
+    await shot(page, "05-problems");
+
+    // The Tandem view: the workflow and its task with state and progress.
+    await page.locator('.activitybar .action-item a[aria-label^="Tandem"], .activitybar .action-item[aria-label^="Tandem"]').first().click();
+    const sidebar = page.locator('[id="workbench.parts.sidebar"]');
+    const row = sidebar.locator(".monaco-list-row", { hasText: "Setup JWT middleware" }).first();
+    await row.waitFor({ timeout: WAIT });
+    const rowText = (await row.innerText()).replace(/\s+/g, " ");
+    if (!rowText.includes("in progress · 75%")) throw new Error(`the view's task row says "${rowText}"`);
+    await sidebar.locator(".monaco-list-row", { hasText: "Auth" }).first().waitFor({ timeout: WAIT });
+    await shot(page, "06-tandem-view");
+    // A task opens as its tandem:// document.
+    await row.click();
+    await waitEditorText(page, "verify tokens");
+    await shot(page, "07-task-document");
+
+    // Milestone → status bar: the time from the agent's call to the status bar's new text.
+    const latencies = [];
+    for (let i = 0; i < 5; i++) {
+        const message = `Step ${i + 1} of 5`;
+        const t0 = performance.now();
+        await tool("log_milestone", { task_id: task.task_id, message, progress: 80 + i });
+        await waitStatus(page, `${80 + i}% · ${message}`, 10_000);
+        latencies.push(Math.round(performance.now() - t0));
+    }
+    latencies.sort((a, b) => a - b);
+    figures.milestone = latencies;
+    log(`milestone → status bar: median ${latencies[2]} ms (min ${latencies[0]}, max ${latencies[4]}) over 5`);
+    // The view follows too.
+    await sidebar.locator(".monaco-list-row", { hasText: "84%" }).first().waitFor({ timeout: WAIT });
+
+    // Memory search: a QuickPick that searches as you type, an entry opens as a document.
+    const entry = await tool("rekall_add", { type: "pitfall", title: "Tokens expire at midnight UTC", content: "Check the clock skew before comparing exp." });
+    await palette(page, "Tandem: Search Memory");
+    await quickType(page, "midnight tokens");
+    await quickRow(page, "Tokens expire at midnight UTC");
+    await shot(page, "08-memory-search");
+    await page.keyboard.press("Enter");
+    await waitEditorText(page, "Check the clock skew");
+    log(`memory search found and opened entry ${entry.id}`);
+    await shot(page, "09-memory-entry");
+
+    // The prompt command: /everything:args-prompt, one input per argument.
+    await palette(page, "Tandem: Run Prompt");
+    await quickType(page, "args-prompt");
+    await quickRow(page, "/everything:args-prompt");
+    await page.keyboard.press("Enter");
+    await quickTitle(page, "city (required)");
+    await quickType(page, "Paris");
+    await quickRow(page, "Paris");
+    await shot(page, "10-prompt-argument");
+    await page.keyboard.press("Enter");
+    await quickTitle(page, "state (optional)");
+    await quickRow(page, "(leave empty)");
+    await page.keyboard.press("Enter");
+    await waitEditorText(page, "Paris");
+    await shot(page, "11-prompt-messages");
+    log("ran /everything:args-prompt city=Paris");
+
+    // Values complete through the server's completion/complete: department "E" → Engineering.
+    await palette(page, "Tandem: Run Prompt");
+    await quickType(page, "completable-prompt");
+    await quickRow(page, "/everything:completable-prompt");
+    await page.keyboard.press("Enter");
+    await quickTitle(page, "department");
+    await quickType(page, "E");
+    const engineering = await quickRow(page, "Engineering");
+    await shot(page, "12-prompt-completion");
+    await engineering.click();
+    await quickTitle(page, "name");
+    await quickType(page, "Alice");
+    await quickRow(page, "Alice");
+    await page.keyboard.press("Enter");
+    await waitEditorText(page, "Engineering");
+    log("completable-prompt: department completed to Engineering by the server");
+
+    // Completion ends the task: the status bar goes back to ready, the view shows success.
+    await tool("complete_task", { task_id: task.task_id, status: "success", outcome: { summary: "tokens verified" } });
+    await page.locator(`${STATUS}[aria-label="Tandem: ready"], ${STATUS} [aria-label="Tandem: ready"]`).first().waitFor({ timeout: WAIT });
+    await sidebar.locator(".monaco-list-row", { hasText: "success" }).first().waitFor({ timeout: WAIT });
+    await shot(page, "13-completed");
+    log(`status bar after completion: "${await statusText(page)}"`);
+}
+
+async function cleanup() {
+    await agent?.close().catch(() => {});
+    await browser?.close().catch(() => {});
+    for (const { name, child } of started) {
+        if (child.exitCode === null) {
+            try {
+                process.kill(-child.pid, "SIGTERM");
+            } catch (e) {
+                log(`stopping ${name}: ${e.message}`);
+            }
+        }
+    }
+    await sleep(500);
+    for (const { child } of started) {
+        if (child.exitCode === null) {
+            try {
+                process.kill(-child.pid, "SIGKILL");
+            } catch {
+                // already gone
+            }
+        }
+    }
+    try {
+        execFileSync(TANDEM, ["daemon", "stop"], { env, stdio: "pipe", timeout: 30_000 });
+    } catch (e) {
+        log(`tandem daemon stop: ${e.message}`);
+    }
+    // code-server's logs (the extension host's, the Tandem output channel) are artefacts too.
+    try {
+        cpSync(path.join(dirs.userData, "logs"), path.join(ARTIFACTS, "code-server-logs"), { recursive: true });
+    } catch {
+        // none written
+    }
+    rmSync(root, { recursive: true, force: true });
+}
+
+let failed = false;
+try {
+    await main();
+} catch (e) {
+    failed = true;
+    console.error(`[e2e] FAILED: ${e.stack ?? e}`);
+    try {
+        const pages = browser?.contexts().flatMap((c) => c.pages()) ?? [];
+        if (pages[0]) await shot(pages[0], "failure");
+    } catch {
+        // no page to show
+    }
+} finally {
+    await cleanup();
+}
+if (!failed) {
+    console.log(`activation time: ${figures.activation} ms`);
+    console.log(`milestone → status bar latency: median ${figures.milestone[2]} ms (min ${figures.milestone[0]}, max ${figures.milestone[4]})`);
+    console.log(`screenshots: ${ARTIFACTS}`);
+}
+process.exit(failed ? 1 : 0);
