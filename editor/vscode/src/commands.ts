@@ -59,7 +59,7 @@ export function middleware(ctx: Ctx): Middleware {
                 case Cmd.memorySaveSelection: {
                     const a = (args[0] ?? {}) as { uri?: string; range?: unknown; type?: string };
                     if (a.type) return next(command, args);
-                    const asked = await askEntry(a.uri ? undefined : "");
+                    const asked = await askEntry();
                     if (!asked) return undefined;
                     return reportErrors(command, async () => saved(await next(command, [{ ...a, ...asked }])));
                 }
@@ -128,13 +128,12 @@ async function searchMemory(ctx: Ctx): Promise<void> {
 }
 
 /// The entry's type and title, asked; undefined when cancelled.
-async function askEntry(defaultTitle: string | undefined): Promise<{ type: string; title?: string } | undefined> {
+async function askEntry(): Promise<{ type: string; title?: string } | undefined> {
     const type = await vscode.window.showQuickPick([...ENTRY_TYPES], { title: "Tandem: Save to Memory", placeHolder: "The entry's type" });
     if (!type) return undefined;
     const title = await vscode.window.showInputBox({
         title: "Tandem: Save to Memory",
         prompt: "A title (empty: the selection's first line)",
-        value: defaultTitle,
     });
     if (title === undefined) return undefined;
     return title.trim() ? { type, title: title.trim() } : { type };
@@ -147,7 +146,7 @@ async function saveSelection(ctx: Ctx): Promise<void> {
         void vscode.window.showWarningMessage("Tandem: select the text to save first.");
         return;
     }
-    const asked = await askEntry(undefined);
+    const asked = await askEntry();
     if (!asked) return;
     const args = { uri: editor.document.uri.toString(), range: ctx.protocolRange(editor.selection), ...asked };
     saved(await ctx.exec(Cmd.memorySaveSelection, args));
