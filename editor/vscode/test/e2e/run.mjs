@@ -83,6 +83,9 @@ function makeRepo() {
         "src/utils.ts": "export function helper() {}\n",
         "notes.md": "# Notes\n",
         ".mcp.json": JSON.stringify({ mcpServers: { everything: { command: EVERYTHING, args: ["stdio"] } } }, null, 2) + "\n",
+        // For the JSON schemas the extension contributes (Tandem reads neither file).
+        "sub/.mcp.json": JSON.stringify({ mcpServers: { slow: { command: "x", timeoutMs: "slow" } } }, null, 2) + "\n",
+        "tandem/config.json": JSON.stringify({ conventionalPrompts: { servers: { x: { bogus: true } } } }, null, 2) + "\n",
     };
     for (const [p, text] of Object.entries(files)) {
         mkdirSync(path.dirname(path.join(dirs.repo, p)), { recursive: true });
@@ -379,11 +382,56 @@ async function main() {
     await waitEditorText(page, "Engineering");
     log("completable-prompt: department completed to Engineering by the server");
 
+    // The injection preview, a tandem:// document of its own.
+    await palette(page, "Tandem: Preview Prompt Injection");
+    await waitEditorText(page, "Injected context");
+
+    // The servers: server-everything, running since the trust.
+    await palette(page, "Tandem: Servers");
+    const everything = (await (await quickRow(page, "everything")).innerText()).replace(/\s+/g, " ");
+    await shot(page, "13-servers");
+    await page.keyboard.press("Escape");
+    if (!everything.includes("ready")) throw new Error(`server-everything is not ready: "${everything}"`);
+    log(`servers: ${everything}`);
+
+    // Save selection to memory: the type and title asked, then the entry added.
+    await page.keyboard.press("Control+P");
+    await typeAndSee(page, "notes.md");
+    await page.keyboard.press("Enter");
+    await waitEditorText(page, "# Notes");
+    await page.locator(".editor-group-container.active .monaco-editor .view-lines").first().click();
+    await page.keyboard.press("Control+A");
+    await palette(page, "Tandem: Save Selection to Memory");
+    await typeAndSee(page, "reference");
+    await page.keyboard.press("Enter");
+    await quickType(page, "The notes heading");
+    await page.keyboard.press("Enter");
+    await page.locator(".notification-toast", { hasText: "Tandem: saved to memory as [" }).first().waitFor({ timeout: WAIT });
+    const found = await tool("rekall_search", { query: "notes heading" });
+    if (!found.results.some((r) => r.title === "The notes heading" && r.type === "reference")) throw new Error(`the saved selection is not in memory: ${JSON.stringify(found)}`);
+    log("saved the selection of notes.md to memory");
+
+    // The JSON schemas: VS Code's JSON language server validates both files with them.
+    for (const file of ["sub/.mcp.json", "tandem/config.json"]) {
+        await page.keyboard.press("Control+P");
+        await typeAndSee(page, file, path.basename(file));
+        await page.keyboard.press("Enter");
+        await waitEditorText(page, "{");
+    }
+    await page.keyboard.press("Control+Shift+M");
+    await markers.locator(".monaco-list-row", { hasText: 'Incorrect type. Expected "integer"' }).first().waitFor({ timeout: WAIT });
+    await markers.locator(".monaco-list-row", { hasText: "Property bogus is not allowed" }).first().waitFor({ timeout: WAIT });
+    await shot(page, "14-json-schemas");
+    log("the JSON schemas flag a bad timeoutMs in .mcp.json and an unknown member in config.json");
+
     // Completion ends the task: the status bar goes back to ready, the view shows success.
     await tool("complete_task", { task_id: task.task_id, status: "success", outcome: { summary: "tokens verified" } });
     await page.locator(`${STATUS}[aria-label="Tandem: ready"], ${STATUS} [aria-label="Tandem: ready"]`).first().waitFor({ timeout: WAIT });
     await sidebar.locator(".monaco-list-row", { hasText: "success" }).first().waitFor({ timeout: WAIT });
-    await shot(page, "13-completed");
+    await shot(page, "15-completed");
+    // The completed task's warnings can be dismissed.
+    await palette(page, "Tandem: Dismiss Review Warnings");
+    await page.locator(".notification-toast", { hasText: `dismissed the review warnings of task ${task.task_id.slice(0, 8)}` }).first().waitFor({ timeout: WAIT });
     log(`status bar after completion: "${await statusText(page)}"`);
 }
 
