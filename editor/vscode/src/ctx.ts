@@ -2,7 +2,7 @@
 // (`tandem lsp`), starts, restarts and stops it, and runs the server's commands.
 
 import * as vscode from "vscode";
-import { ExecuteCommandRequest, LanguageClient, type LanguageClientOptions, type Middleware, type ServerOptions } from "vscode-languageclient/node";
+import { ExecuteCommandRequest, LanguageClient, type LanguageClientOptions, type Middleware, type ServerOptions, State } from "vscode-languageclient/node";
 
 import { BootstrapError, bootstrap, type Server } from "./bootstrap.ts";
 import { Config } from "./config.ts";
@@ -92,6 +92,17 @@ export class Ctx {
         for (const n of this.notifications) {
             this.clientDisposables.push(client.onNotification(n.method, n.handler));
         }
+        // The server going away (and vscode-languageclient starting it again) shows too.
+        this.clientDisposables.push(
+            client.onDidChangeState((e) => {
+                if (this.client !== client) return;
+                if (e.newState === State.Stopped && this._state.kind === "running") {
+                    this.setState({ kind: "failed", message: "tandem lsp stopped; Tandem: Show Log says why, Tandem: Restart starts it again" });
+                } else if (e.newState === State.Running && this._state.kind === "failed") {
+                    this.setState({ kind: "running", server });
+                }
+            }),
+        );
         try {
             await client.start();
         } catch (e) {

@@ -373,7 +373,12 @@ async function main() {
     // Values complete through the server's completion/complete: department "E" → Engineering.
     await startPrompt(page, "completable-prompt");
     await quickTitle(page, "department");
-    const engineering = await typeAndSee(page, "E", "Engineering");
+    // The list for "E" is the one with the typed value and the server's answer for it (the
+    // list for the empty value, all four departments, may show first).
+    await typeAndSee(page, "E", "as typed");
+    const engineering = await quickRow(page, "Engineering");
+    const offered = (await page.locator(".quick-input-list .monaco-list-row").allInnerTexts()).map((t) => t.split("\n")[0]);
+    if (offered.some((t) => t.startsWith("Marketing") || t.startsWith("Sales"))) throw new Error(`completion of "E" offered ${offered}`);
     await shot(page, "12-prompt-completion");
     await engineering.click();
     await quickTitle(page, "name");
@@ -432,6 +437,19 @@ async function main() {
     // The completed task's warnings can be dismissed.
     await palette(page, "Tandem: Dismiss Review Warnings");
     await page.locator(".notification-toast", { hasText: `dismissed the review warnings of task ${task.task_id.slice(0, 8)}` }).first().waitFor({ timeout: WAIT });
+
+    // Tandem: Restart: the status bar goes through "starting" back to "ready".
+    await page.evaluate((sel) => {
+        window.__labels = [];
+        new MutationObserver(() => {
+            const item = document.querySelector(sel);
+            const label = item?.getAttribute("aria-label") ?? item?.querySelector("[aria-label]")?.getAttribute("aria-label");
+            if (label && window.__labels.at(-1) !== label) window.__labels.push(label);
+        }).observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+    }, STATUS);
+    await palette(page, "Tandem: Restart");
+    await page.waitForFunction(() => window.__labels.includes("Tandem: starting") && window.__labels.at(-1) === "Tandem: ready", null, { timeout: WAIT });
+    log(`restart: the status bar went ${JSON.stringify(await page.evaluate(() => window.__labels))}`);
     log(`status bar after completion: "${await statusText(page)}"`);
 }
 
