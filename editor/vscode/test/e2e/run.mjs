@@ -82,6 +82,9 @@ function makeRepo() {
         "src/auth/jwt.ts": "export function verify() {}\n\nexport function sign() {}\n",
         "src/utils.ts": "export function helper() {}\n",
         "notes.md": "# Notes\n",
+        // Cites the memory entry the agent adds (written then); here from the start, so that
+        // Quick Open knows it.
+        "cite.md": "No citation yet.\n",
         ".mcp.json": JSON.stringify({ mcpServers: { everything: { command: EVERYTHING, args: ["stdio"] } } }, null, 2) + "\n",
         // For the JSON schemas the extension contributes (Tandem reads neither file).
         "sub/.mcp.json": JSON.stringify({ mcpServers: { slow: { command: "x", timeoutMs: "slow" } } }, null, 2) + "\n",
@@ -356,6 +359,22 @@ async function main() {
     await waitEditorText(page, "Check the clock skew");
     log(`memory search found and opened entry ${entry.id}`);
     await shot(page, "09-memory-entry");
+
+    // Workspace symbols (Ctrl+T) search memory too; hover on a citation shows the entry.
+    await page.keyboard.press("Control+T");
+    await typeAndSee(page, "#midnight", "Tokens expire at midnight UTC");
+    await page.keyboard.press("Enter");
+    await waitEditorText(page, "Check the clock skew");
+    writeFileSync(path.join(dirs.repo, "cite.md"), `See [${entry.id.slice(0, 8)}] first.\n`);
+    await page.keyboard.press("Control+P");
+    await typeAndSee(page, "cite.md");
+    await page.keyboard.press("Enter");
+    await waitEditorText(page, "See [");
+    await page.locator(".editor-group-container.active .view-line span", { hasText: entry.id.slice(0, 8) }).first().hover();
+    await page.locator(".monaco-hover", { hasText: "Tokens expire at midnight UTC" }).first().waitFor({ timeout: WAIT });
+    await shot(page, "09-citation-hover");
+    await page.keyboard.press("Escape");
+    log("workspace symbols and the hover on a citation show the entry");
 
     // The prompt command: /everything:args-prompt, one input per argument.
     await startPrompt(page, "args-prompt");
