@@ -11,7 +11,7 @@
 // TANDEM_TEST_EVERYTHING (mcp-server-everything), MCP_SDK (the SDK's package folder), VSIX.
 
 import { execFileSync, spawn } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -110,9 +110,11 @@ function freePort() {
     });
 }
 
-async function startCodeServer() {
+/// Writes the settings: the test's own, then `own` (code-server's window is a remote one:
+/// settings of machine scope, such as tandem.path, are read from the server's Machine
+/// settings, the rest from the User settings). VS Code follows the files as they change.
+function writeSettings(own) {
     const settings = {
-        "tandem.path": TANDEM,
         "workbench.startupEditor": "none",
         "security.workspace.trust.enabled": false,
         "chat.disableAIFeatures": true,
@@ -124,13 +126,16 @@ async function startCodeServer() {
         "update.mode": "none",
         "window.restoreWindows": "none",
         "editor.codeLens": true,
+        ...own,
     };
-    // code-server's window is a remote one: settings of machine scope (tandem.path) are read
-    // from the server's Machine settings, the rest from the User settings.
     for (const scope of ["User", "Machine"]) {
         mkdirSync(path.join(dirs.userData, scope), { recursive: true });
         writeFileSync(path.join(dirs.userData, scope, "settings.json"), JSON.stringify(settings, null, 2));
     }
+}
+
+async function startCodeServer() {
+    writeSettings({ "tandem.path": TANDEM });
     const config = path.join(root, "code-server.yaml");
     writeFileSync(config, "auth: none\ncert: false\n");
     const common = ["--config", config, "--user-data-dir", dirs.userData, "--extensions-dir", dirs.extensions];
@@ -470,6 +475,18 @@ async function main() {
     await page.waitForFunction(() => window.__labels.includes("Tandem: starting") && window.__labels.at(-1) === "Tandem: ready", null, { timeout: WAIT });
     log(`restart: the status bar went ${JSON.stringify(await page.evaluate(() => window.__labels))}`);
     log(`status bar after completion: "${await statusText(page)}"`);
+
+    // A binary too old for the extension: the setting changes, the client restarts, and the
+    // user is told what to do.
+    const old = path.join(root, "old-tandem");
+    writeFileSync(old, "#!/bin/sh\necho 'tandem 0.0.1'\n");
+    chmodSync(old, 0o755);
+    writeSettings({ "tandem.path": old });
+    await page.locator(".notification-toast", { hasText: "is tandem 0.0.1; this extension needs" }).first().waitFor({ timeout: WAIT });
+    await page.locator(`${STATUS}[aria-label="Tandem: failed"], ${STATUS} [aria-label="Tandem: failed"]`).first().waitFor({ timeout: WAIT });
+    await page.locator(".notification-toast .monaco-button", { hasText: "Open Settings" }).first().waitFor({ timeout: WAIT });
+    await shot(page, "16-too-old");
+    log("a tandem 0.0.1 on tandem.path: the status bar says failed, a notification says what to do");
 }
 
 let cleaning;
