@@ -248,6 +248,14 @@ async def test_a_task_reaches_the_editor_as_typed_lsp_messages(client: LanguageC
         context=types.CodeActionContext(diagnostics=[]),
     ))
     assert [a.title for a in actions] == ["Save selection to memory"]
+    # The actions have no kind: a request for quick fixes only (VS Code's on a diagnostic)
+    # gets none, not actions the client would drop.
+    quickfixes = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri("notes.md")),
+        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=3)),
+        context=types.CodeActionContext(diagnostics=[], only=[types.CodeActionKind.QuickFix]),
+    ))
+    assert not quickfixes
 
 
 @pytest.mark.asyncio(loop_scope="module")
