@@ -176,7 +176,8 @@ async function palette(page, title) {
     const input = page.locator(".quick-input-widget input.input");
     await input.waitFor({ state: "visible", timeout: WAIT });
     await input.fill(`>${title}`);
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: WAIT });
+    // Enter once the list is filtered: the focused row is the command.
+    await page.locator(".quick-input-list .monaco-list-row.focused", { hasText: title }).first().waitFor({ timeout: WAIT });
     await page.keyboard.press("Enter");
 }
 
@@ -476,6 +477,32 @@ async function main() {
     log(`restart: the status bar went ${JSON.stringify(await page.evaluate(() => window.__labels))}`);
     log(`status bar after completion: "${await statusText(page)}"`);
 
+    // Tandem as an MCP server for VS Code's own agent (its AI features on now: their chat
+    // panel takes the keyboard focus): VS Code lists it from the provider and starts it.
+    writeSettings({ "tandem.path": TANDEM, "chat.disableAIFeatures": false });
+    await page.waitForTimeout(1000);
+    await palette(page, "MCP: List Servers");
+    await (await quickRow(page, "Tandem")).click();
+    await shot(page, "16-mcp-server-actions");
+    await (await quickRow(page, "Start Server")).click();
+    await page.waitForTimeout(500);
+    const deadline = Date.now() + WAIT;
+    let listed = "";
+    while (!/Tandem\s*Running/.test(listed)) {
+        if (Date.now() > deadline) throw new Error(`VS Code never ran Tandem's MCP server: ${listed}`);
+        await page.keyboard.press("Escape");
+        await palette(page, "MCP: List Servers");
+        listed = (await (await quickRow(page, "Tandem")).innerText()).replace(/\s+/g, " ");
+    }
+    await page.keyboard.press("Escape");
+    // Its output channel (shown as it starts) says it answered: the tools it lists.
+    // (Monaco renders spaces as no-break spaces: \s matches both.)
+    const line = page.locator(".part.panel .view-line", { hasText: /Discovered\s\d+\stools/ }).first();
+    await line.waitFor({ timeout: WAIT });
+    const discovered = (await line.innerText()).replace(/\s+/g, " ").trim();
+    await shot(page, "17-mcp-server-running");
+    log(`VS Code's MCP servers: ${listed}; Tandem's: ${discovered}`);
+
     // A binary too old for the extension: the setting changes, the client restarts, and the
     // user is told what to do.
     const old = path.join(root, "old-tandem");
@@ -485,7 +512,7 @@ async function main() {
     await page.locator(".notification-toast", { hasText: "is tandem 0.0.1; this extension needs" }).first().waitFor({ timeout: WAIT });
     await page.locator(`${STATUS}[aria-label="Tandem: failed"], ${STATUS} [aria-label="Tandem: failed"]`).first().waitFor({ timeout: WAIT });
     await page.locator(".notification-toast .monaco-button", { hasText: "Open Settings" }).first().waitFor({ timeout: WAIT });
-    await shot(page, "16-too-old");
+    await shot(page, "18-too-old");
     log("a tandem 0.0.1 on tandem.path: the status bar says failed, a notification says what to do");
 }
 
