@@ -297,6 +297,16 @@ impl TandemLsp {
     /// The code actions on `params`' range: "Save selection to memory" on a selection, and
     /// running the prompt command of its line.
     pub(super) fn code_actions(&self, params: &CodeActionParams) -> Option<CodeActionResponse> {
+        // These actions have no kind: a request for some kinds only (VS Code asks for
+        // `quickfix` on a diagnostic) gets none, rather than actions the client must drop.
+        if params
+            .context
+            .only
+            .as_ref()
+            .is_some_and(|only| !only.is_empty())
+        {
+            return None;
+        }
         let r = params.range;
         let run = self.prompt_action(&params.text_document.uri, r.start.line);
         if r.start == r.end {

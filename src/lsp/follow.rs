@@ -35,6 +35,38 @@ impl Notification for PromptsChanged {
     const METHOD: &'static str = "tandem/promptsChanged";
 }
 
+/// `tandem/taskChanged` (server → client): `{task_id, change, progress?, message?}`, one per
+/// event of a task of the workspace, sent as the event arrives (before the refresh).
+enum TaskChanged {}
+
+impl Notification for TaskChanged {
+    type Params = Value;
+    const METHOD: &'static str = "tandem/taskChanged";
+}
+
+/// The params of `tandem/taskChanged` for `change` of the task `task_id`.
+fn task_changed(task_id: ulid::Ulid, change: &TaskChange) -> Value {
+    let kind = match change {
+        TaskChange::Started => "started",
+        TaskChange::Decision => "decision",
+        TaskChange::Issue { .. } => "issue",
+        TaskChange::Milestone { .. } => "milestone",
+        TaskChange::Completed => "completed",
+    };
+    let mut params = json!({"task_id": task_id.to_string(), "change": kind});
+    match change {
+        TaskChange::Milestone { progress, message } => {
+            params["progress"] = json!(progress);
+            params["message"] = json!(message);
+        }
+        TaskChange::Issue {
+            requires_human_review,
+        } => params["requires_human_review"] = json!(requires_human_review),
+        _ => {}
+    }
+    params
+}
+
 /// Aborts a background task when its owner ends.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -116,6 +148,9 @@ impl TandemLsp {
                         // A new task takes the focus from a dismissed one.
                         self.session.state.lock().await.dismissed = None;
                     }
+                    self.client
+                        .send_notification::<TaskChanged>(task_changed(task_id, &change))
+                        .await;
                     self.progress(task_id, &change).await;
                     self.session.request_refresh();
                 }
@@ -319,4 +354,50 @@ fn lens_key(focus: Option<&Focus>) -> Option<String> {
             .collect();
         format!("{} {} {} {:?}", f.task.id, f.headline(), f.decisions, hunks)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_events_become_task_changed_params() {
+        let id = ulid::Ulid::from_string("01HX0000000000000000000000").unwrap();
+        let cases = [
+            (
+                TaskChange::Started,
+                json!({"task_id": "01HX0000000000000000000000", "change": "started"}),
+            ),
+            (
+                TaskChange::Milestone {
+                    progress: Some(75.0),
+                    message: "Running tests".into(),
+                },
+                json!({"task_id": "01HX0000000000000000000000", "change": "milestone",
+                       "progress": 75.0, "message": "Running tests"}),
+            ),
+            (
+                TaskChange::Milestone {
+                    progress: None,
+                    message: "Half way".into(),
+                },
+                json!({"task_id": "01HX0000000000000000000000", "change": "milestone",
+                       "progress": null, "message": "Half way"}),
+            ),
+            (
+                TaskChange::Issue {
+                    requires_human_review: true,
+                },
+                json!({"task_id": "01HX0000000000000000000000", "change": "issue",
+                       "requires_human_review": true}),
+            ),
+            (
+                TaskChange::Completed,
+                json!({"task_id": "01HX0000000000000000000000", "change": "completed"}),
+            ),
+        ];
+        for (change, want) in cases {
+            assert_eq!(task_changed(id, &change), want, "{change:?}");
+        }
+    }
 }

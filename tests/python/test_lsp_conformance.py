@@ -86,10 +86,15 @@ def stop_the_daemon():
 )
 async def client(lsp_client: LanguageClient):
     lsp_client.lens_refreshes = 0
+    lsp_client.task_changes = []
 
     @lsp_client.feature(types.WORKSPACE_CODE_LENS_REFRESH)
     def lens_refresh(_params):
         lsp_client.lens_refreshes += 1
+
+    @lsp_client.feature("tandem/taskChanged")
+    def task_changed(params):
+        lsp_client.task_changes.append(params)
 
     result = await lsp_client.initialize_session(
         types.InitializeParams(
@@ -175,6 +180,14 @@ async def test_a_task_reaches_the_editor_as_typed_lsp_messages(client: LanguageC
         )
         assert reports[-1].percentage == 75 and reports[-1].message == "Running tests"
         assert client.progress_reports[token][0].kind == "begin"
+        # The same events as `tandem/taskChanged`, in order, the milestone with its figures.
+        changes = await until(
+            "the milestone's tandem/taskChanged",
+            lambda: [c for c in client.task_changes if c.change == "milestone"],
+        )
+        assert [c.change for c in client.task_changes][:2] == ["started", "milestone"]
+        assert all(c.task_id == task_id for c in client.task_changes)
+        assert (changes[-1].progress, changes[-1].message) == (75, "Running tests")
 
         # Code lenses: the task on line 1 (asked again after the server's refresh request, as
         # clients do), the hunk's own lenses, with commands.
@@ -197,6 +210,10 @@ async def test_a_task_reaches_the_editor_as_typed_lsp_messages(client: LanguageC
         await until(
             "the end of the progress",
             lambda: any(r.kind == "end" for r in client.progress_reports[token]),
+        )
+        await until(
+            "the completion's tandem/taskChanged",
+            lambda: client.task_changes[-1].change == "completed",
         )
         for path in ["src/auth/jwt.rs", "src/utils.rs"]:
             await until(f"{path} cleared", lambda: len(client.diagnostics[uri(path)]) == 0)
@@ -231,6 +248,14 @@ async def test_a_task_reaches_the_editor_as_typed_lsp_messages(client: LanguageC
         context=types.CodeActionContext(diagnostics=[]),
     ))
     assert [a.title for a in actions] == ["Save selection to memory"]
+    # The actions have no kind: a request for quick fixes only (VS Code's on a diagnostic)
+    # gets none, not actions the client would drop.
+    quickfixes = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri("notes.md")),
+        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=3)),
+        context=types.CodeActionContext(diagnostics=[], only=[types.CodeActionKind.QuickFix]),
+    ))
+    assert not quickfixes
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -1,0 +1,167 @@
+// The LSP face's extensions, as `docs/lsp-extensions.md` documents them and `src/lsp/` serves
+// them (Rust): the custom requests and notifications (`commands.rs`, `follow.rs`), the
+// `workspace/executeCommand` commands (the table in `commands.rs`) and the JSON they answer
+// (`src/tasks/records.rs`, `src/memory/api.rs`, `src/hub/`). Only what this extension reads is
+// typed here; keep it in step with those files.
+
+/// `tandem/document` (`commands.rs`): a memory entry or a task record as Markdown.
+export const DOCUMENT = "tandem/document";
+export interface DocumentParams {
+    uri: string;
+}
+export interface DocumentResult {
+    uri: string;
+    title: string;
+    filetype: string;
+    text: string;
+}
+
+/// `tandem/status` (`commands.rs`).
+export const STATUS = "tandem/status";
+export interface StatusResult {
+    version: string;
+    pid: number;
+    home: string;
+    log_file: string;
+    workspace: string;
+    daemon: boolean;
+    focus_task: string | null;
+}
+
+/// `tandem/inject` (`prompts.rs`): the conventional prompts' injection.
+export const INJECT = "tandem/inject";
+export interface InjectResult {
+    total_tokens: number;
+    warnings: string[];
+    preview: string;
+}
+
+/// `tandem/taskChanged` (server → client, `follow.rs`): one per event of a task of the
+/// workspace.
+export const TASK_CHANGED = "tandem/taskChanged";
+export interface TaskChanged {
+    task_id: string;
+    change: "started" | "decision" | "issue" | "milestone" | "completed";
+    progress?: number | null;
+    message?: string;
+    requires_human_review?: boolean;
+}
+
+/// `tandem/promptsChanged` (server → client, `follow.rs`).
+export const PROMPTS_CHANGED = "tandem/promptsChanged";
+
+/// The `workspace/executeCommand` commands this extension runs or intercepts (`commands.rs`).
+export const Cmd = {
+    tasksList: "tandem.tasks.list",
+    taskShow: "tandem.task.show",
+    taskDecisions: "tandem.task.decisions",
+    memorySearch: "tandem.memory.search",
+    memorySaveSelection: "tandem.memory.saveSelection",
+    dismiss: "tandem.diagnostics.dismiss",
+    promptsList: "tandem.prompts.list",
+    promptRun: "tandem.prompt.run",
+    promptComplete: "tandem.prompt.complete",
+    promptParse: "tandem.prompt.parse",
+    servers: "tandem.servers",
+    trust: "tandem.trust",
+} as const;
+
+/// `TaskRecord` (`src/tasks/records.rs`).
+export interface TaskRecord {
+    task_id: string;
+    workflow_id: string;
+    parent_task_id: string | null;
+    name: string;
+    goal: string;
+    status: "running" | "success" | "partial_success" | "failed";
+    started_at: string;
+    completed_at: string | null;
+    duration_seconds: number;
+    progress: number | null;
+    last_message: string | null;
+    subtasks: TaskRecord[];
+}
+
+/// `WorkflowRecord` (`src/tasks/records.rs`).
+export interface WorkflowRecord {
+    workflow_id: string;
+    name: string;
+    description: string | null;
+    created_at: string;
+    tasks: TaskRecord[];
+}
+
+/// `SearchOutcome` (`src/memory/api.rs`), the answer of `tandem.memory.search`.
+export interface SearchOutcome {
+    query: string;
+    total: number;
+    results: SearchResult[];
+}
+export interface SearchResult {
+    id: string;
+    type: string;
+    title: string;
+    score: number;
+    snippet: string;
+    tags: string[];
+}
+
+/// An item of `tandem.prompts.list` (`src/hub/`).
+export interface PromptInfo {
+    server: string;
+    name: string;
+    command: string;
+    title?: string | null;
+    description?: string | null;
+    arguments: { name: string; description?: string | null; required: boolean }[];
+    remembered?: boolean;
+}
+
+/// An item of `tandem.prompt.complete`.
+export interface Completion {
+    label: string;
+    insert_text: string;
+    kind: "command" | "argument" | "value";
+    detail?: string | null;
+}
+
+/// The answer of `tandem.prompt.parse`.
+export interface ParsedCommand {
+    server: string;
+    prompt: string;
+    command: string;
+    arguments: Record<string, string>;
+    line: string;
+}
+
+/// The answer of `tandem.prompt.run`: MCP's `prompts/get` messages, content as MCP gives it.
+export interface PromptMessages {
+    server: string;
+    prompt: string;
+    description?: string | null;
+    messages: { role: string; content: PromptContent }[];
+}
+export type PromptContent =
+    | { type: "text"; text: string }
+    | { type: "resource"; resource: { uri: string; text?: string; mimeType?: string } }
+    | { type: string; [key: string]: unknown };
+
+/// The answer of `tandem.servers` (`src/hub/mod.rs`); each server as `hub/server.rs` reports it.
+export interface ServersReport {
+    workspace: string;
+    files: string[];
+    errors: string[];
+    servers: { name: string; state?: string; last_error?: string | null; [field: string]: unknown }[];
+}
+
+/// The answer of `tandem.trust`.
+export interface TrustReport {
+    file: string | null;
+    sha256: string | null;
+    trusted: boolean;
+    servers: { name: string; runs: string | null; error?: string | null }[];
+    done: string | null;
+}
+
+/// The memory's entry types (`src/memory/model.rs`), as `tandem.memory.saveSelection` takes them.
+export const ENTRY_TYPES = ["pattern", "pitfall", "decision", "bug", "config", "reference"] as const;
