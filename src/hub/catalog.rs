@@ -16,7 +16,7 @@ use tantivy::schema::{IndexRecordOption, Schema, TextFieldIndexing, TextOptions,
 use tantivy::{Index, TantivyDocument, doc};
 
 use super::config::Transport;
-use super::inject::count_tokens;
+use super::inject::fits_in_tokens;
 
 /// How ready a server is for an agent session (spec 001's readiness, and `untrusted` for a
 /// workspace file not yet approved).
@@ -255,11 +255,11 @@ pub const CATALOG_TOKENS: usize = 600;
 /// approval, as Markdown tables within [`CATALOG_TOKENS`].
 pub fn render(servers: &[ServerInfo]) -> String {
     let full = render_with(servers, Detail::Full);
-    if count_tokens(&full) <= CATALOG_TOKENS {
+    if fits_in_tokens(&full, CATALOG_TOKENS) {
         return full;
     }
     let grouped = render_with(servers, Detail::Grouped);
-    if count_tokens(&grouped) <= CATALOG_TOKENS {
+    if fits_in_tokens(&grouped, CATALOG_TOKENS) {
         return grouped;
     }
     render_with(servers, Detail::Counts)
@@ -733,6 +733,7 @@ fn full_text(intent: &str, servers: &[Searchable]) -> Vec<(usize, f32, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hub::inject::count_tokens;
 
     #[test]
     fn placeholders_are_recognised_and_real_values_are_not() {

@@ -219,6 +219,13 @@ pub fn count_tokens(text: &str) -> usize {
         .len()
 }
 
+/// Whether `text` takes at most `budget` tokens. A token is at least one byte, so a text of
+/// no more bytes than the budget fits without loading the vocabulary (~37 MB resident once
+/// loaded, kept for the process's life).
+pub fn fits_in_tokens(text: &str, budget: usize) -> bool {
+    text.len() <= budget || count_tokens(text) <= budget
+}
+
 impl ChatMessage {
     /// Tokens of the text this message carries: content, tool calls' names and arguments.
     pub fn tokens(&self) -> usize {
