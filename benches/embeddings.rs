@@ -208,6 +208,7 @@ fn main() {
                 last_accessed: None,
                 access_count: 0,
                 seq: 0,
+                author: None,
             }
         })
         .collect();

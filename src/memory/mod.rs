@@ -341,6 +341,7 @@ impl Memory {
             },
             links: EntryLinks { outgoing, incoming },
             context: entry.context.clone(),
+            author: entry.author.clone(),
         })
     }
 
@@ -684,6 +685,10 @@ fn validate(new: NewEntry) -> Result<Valid> {
             last_accessed: None,
             access_count: 0,
             seq: 0,
+            author: new
+                .author
+                .map(|a| a.trim().to_string())
+                .filter(|a| !a.is_empty()),
         },
         context_truncated,
     })

@@ -169,6 +169,10 @@ pub struct Entry {
     /// records the highest one it holds, which is how a stale index is detected.
     #[serde(default)]
     pub seq: u64,
+    /// Who wrote it: a token's user on a shared server (the HTTP face); absent for local
+    /// writes and in entries made before authors were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 /// A directed, typed link between two entries.

@@ -238,6 +238,7 @@ impl Memory {
             project: p.project.clone(),
             confidence: Some(p.confidence.into()),
             memory_type: Some(MemoryType::Episodic),
+            author: None,
         })?;
         let added = self.add_locked(cache, valid, &[], Some(s))?;
         Ok(AcceptOutcome {
@@ -340,6 +341,7 @@ impl Memory {
                         .unwrap_or(DEFAULT_CONFIDENCE),
                 ),
                 memory_type: Some(MemoryType::Semantic),
+                author: None,
             },
             &source_ids,
         )?;

@@ -511,6 +511,7 @@ mod tests {
             last_accessed: None,
             access_count: 0,
             seq: 0,
+            author: None,
         }
     }
 
