@@ -141,6 +141,14 @@ async fn both_generations_and_a_stdio_agent_share_one_core() {
     let home = TestHome::new();
     let _daemon = DaemonGuard(&home);
     let server = Server::start(&home, &[]).await;
+    // It is the data dir's daemon: a second one is refused, saying which runs.
+    let second = tandem(&home, &["serve", "--http", "127.0.0.1:0"]);
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("already serves") && err.contains("tandem daemon stop"),
+        "{err}"
+    );
 
     let legacy = server.client(None, false).await;
     let info = legacy.client.peer_info().unwrap();
