@@ -419,8 +419,8 @@ pub const MEMORY_SUGGESTIONS: Method<SuggestionsParams, Suggestions> =
     });
 
 pub const MEMORY_ACCEPT: Method<SuggestionParams, memory::AcceptOutcome> =
-    Method::new("memory/accept", |core, _, p| {
-        Ok(core.memory.accept(&p.suggestion_id)?)
+    Method::new("memory/accept", |core, session, p| {
+        Ok(core.memory.accept_by(&p.suggestion_id, session.author)?)
     });
 
 pub const MEMORY_REJECT: Method<SuggestionParams, memory::RejectOutcome> =

@@ -244,6 +244,30 @@ async fn tokens_authenticate_name_authors_and_limit_rights() {
         )
         .await;
     let task_id = task["task_id"].as_str().unwrap();
+    // An entry learned from the task and accepted over HTTP is the accepter's.
+    writer
+        .ok(
+            "log_decision",
+            json!({"task_id": task_id, "category": "library_choice", "question": "Which HTTP server for the team face?",
+                   "options_considered": ["axum", "hyper"], "chosen": "hyper", "reasoning": "Already built for reqwest."}),
+        )
+        .await;
+    let done = writer
+        .ok(
+            "complete_task",
+            json!({"task_id": task_id, "status": "success", "outcome": {"summary": "Authors recorded."}, "metadata": {"tests_status": "passed"}}),
+        )
+        .await;
+    let suggestion = done["memory_suggestions"][0]["suggestion_id"].as_str();
+    let accepted = writer
+        .ok(
+            "rekall_accept_suggestion",
+            json!({"suggestion_id": suggestion.unwrap_or_else(|| panic!("no suggestion: {done}"))}),
+        )
+        .await;
+    let learned = accepted["entry_created"]["id"].as_str().unwrap();
+    let learned = writer.ok("rekall_show", json!({"id": learned})).await;
+    assert_eq!(learned["author"], "ada", "{learned}");
     // The CLI (through the daemon) shows who wrote them.
     let out = tandem(&home, &["memory", "show", &id]);
     assert!(
