@@ -136,16 +136,39 @@ impl From<TaskError> for CallError {
     }
 }
 
+/// Where a call comes from: the session's workspace root (for the methods that snapshot or
+/// filter by it) and who makes it (a user named by the HTTP face's token; `None` for the
+/// local user), which the methods that write entries and tasks record as their author.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Session<'a> {
+    pub workspace: Option<&'a Path>,
+    pub author: Option<&'a str>,
+}
+
+impl<'a> Session<'a> {
+    /// The local user's session in `workspace`.
+    pub fn local(workspace: Option<&'a Path>) -> Session<'a> {
+        Session {
+            workspace,
+            author: None,
+        }
+    }
+
+    fn author(&self) -> Option<String> {
+        self.author.map(str::to_string)
+    }
+}
+
 /// One operation: its name, what it takes (`P`) and what it gives (`R`).
 pub struct Method<P, R> {
     pub name: &'static str,
-    run: fn(&Core, Option<&Path>, P) -> Result<R, CallError>,
+    run: fn(&Core, &Session, P) -> Result<R, CallError>,
 }
 
 impl<P, R> Method<P, R> {
     const fn new(
         name: &'static str,
-        run: fn(&Core, Option<&Path>, P) -> Result<R, CallError>,
+        run: fn(&Core, &Session, P) -> Result<R, CallError>,
     ) -> Method<P, R> {
         Method { name, run }
     }
@@ -153,19 +176,14 @@ impl<P, R> Method<P, R> {
     /// Runs the method with its own types: the same operation, result and errors as
     /// [`call`] by name, for a face that has the parameters as `P` and wants an `R`.
     pub fn run(&self, core: &Core, workspace: Option<&Path>, params: P) -> Result<R, CallError> {
-        (self.run)(core, workspace, params)
+        (self.run)(core, &Session::local(workspace), params)
     }
 }
 
 /// A method with its types erased, for the table.
 trait Erased: Sync {
     fn name(&self) -> &'static str;
-    fn call(
-        &self,
-        core: &Core,
-        workspace: Option<&Path>,
-        params: Value,
-    ) -> Result<Value, CallError>;
+    fn call(&self, core: &Core, session: &Session, params: Value) -> Result<Value, CallError>;
 }
 
 impl<P: DeserializeOwned, R: Serialize> Erased for Method<P, R> {
@@ -173,13 +191,8 @@ impl<P: DeserializeOwned, R: Serialize> Erased for Method<P, R> {
         self.name
     }
 
-    fn call(
-        &self,
-        core: &Core,
-        workspace: Option<&Path>,
-        params: Value,
-    ) -> Result<Value, CallError> {
-        let result = (self.run)(core, workspace, parse(params)?)?;
+    fn call(&self, core: &Core, session: &Session, params: Value) -> Result<Value, CallError> {
+        let result = (self.run)(core, session, parse(params)?)?;
         Ok(serde_json::to_value(result).expect("core results serialise to JSON"))
     }
 }
@@ -192,8 +205,18 @@ pub fn call(
     method: &str,
     params: Value,
 ) -> Result<Value, CallError> {
+    call_in(core, &Session::local(workspace), method, params)
+}
+
+/// [`call`] in a session: its workspace, and its author.
+pub fn call_in(
+    core: &Core,
+    session: &Session,
+    method: &str,
+    params: Value,
+) -> Result<Value, CallError> {
     match METHODS.iter().find(|m| m.name() == method) {
-        Some(m) => m.call(core, workspace, params),
+        Some(m) => m.call(core, session, params),
         None => Err(CallError::unknown_method(method)),
     }
 }
@@ -283,19 +306,21 @@ pub fn parse<P: DeserializeOwned>(params: Value) -> Result<P, CallError> {
 
 // ---- memory ---------------------------------------------------------------------------
 
-pub const MEMORY_ADD: Method<AddParams, AddOutcome> = Method::new("memory/add", |core, _, p| {
-    let new = NewEntry {
-        entry_type: Some(p.entry_type.parse()?),
-        title: p.title,
-        content: p.content.unwrap_or_default(),
-        tags: p.tags.unwrap_or_default(),
-        context: p.context,
-        project: p.project,
-        confidence: p.confidence,
-        memory_type: p.memory_type.as_deref().map(str::parse).transpose()?,
-    };
-    Ok(core.memory.add(new)?)
-});
+pub const MEMORY_ADD: Method<AddParams, AddOutcome> =
+    Method::new("memory/add", |core, session, p| {
+        let new = NewEntry {
+            entry_type: Some(p.entry_type.parse()?),
+            title: p.title,
+            content: p.content.unwrap_or_default(),
+            tags: p.tags.unwrap_or_default(),
+            context: p.context,
+            project: p.project,
+            confidence: p.confidence,
+            memory_type: p.memory_type.as_deref().map(str::parse).transpose()?,
+            author: session.author(),
+        };
+        Ok(core.memory.add(new)?)
+    });
 
 pub const MEMORY_SEARCH: Method<SearchParams, memory::SearchOutcome> =
     Method::new("memory/search", |core, _, p| {
@@ -394,8 +419,8 @@ pub const MEMORY_SUGGESTIONS: Method<SuggestionsParams, Suggestions> =
     });
 
 pub const MEMORY_ACCEPT: Method<SuggestionParams, memory::AcceptOutcome> =
-    Method::new("memory/accept", |core, _, p| {
-        Ok(core.memory.accept(&p.suggestion_id)?)
+    Method::new("memory/accept", |core, session, p| {
+        Ok(core.memory.accept_by(&p.suggestion_id, session.author)?)
     });
 
 pub const MEMORY_REJECT: Method<SuggestionParams, memory::RejectOutcome> =
@@ -467,8 +492,8 @@ impl memory::Progress for LogProgress {
 // ---- tasks ----------------------------------------------------------------------------
 
 /// The session's workspace, which the method needs.
-fn workspace_of(workspace: Option<&Path>) -> Result<&Path, CallError> {
-    workspace.ok_or_else(|| {
+fn workspace_of<'a>(session: &Session<'a>) -> Result<&'a Path, CallError> {
+    session.workspace.ok_or_else(|| {
         CallError::invalid_argument(
             "workspace",
             "this session has no workspace (give one in the hello)",
@@ -551,6 +576,7 @@ pub const TASKS_START_TASK: Method<StartTaskParams, tasks::TaskStarted> =
             name: p.name,
             goal: p.goal,
             areas: p.areas.unwrap_or_default(),
+            author: workspace.author(),
         };
         Ok(core.tasks.start_task(workspace_of(workspace)?, new)?)
     });
@@ -633,7 +659,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 fn hub_workspace(
     core: &Core,
-    workspace: Option<&Path>,
+    workspace: &Session,
 ) -> Result<std::sync::Arc<crate::hub::Workspace>, CallError> {
     let ws = workspace_of(workspace)?;
     let w = core.hub.workspace(ws);

@@ -99,8 +99,16 @@ pub struct DaemonConfig {
     pub home: PathBuf,
     /// Where the daemon logs (shown in its status).
     pub log_file: PathBuf,
-    /// Exit after this long with no client.
-    pub idle: Duration,
+    /// Exit after this long with no client; `None`: serve until stopped (`tandem serve`).
+    pub idle: Option<Duration>,
+}
+
+/// The Streamable HTTP face a daemon serves beside its socket (`tandem serve --http`): the
+/// bound listener and its settings.
+#[derive(Debug)]
+pub struct HttpFace {
+    pub listener: std::net::TcpListener,
+    pub config: crate::http::HttpConfig,
 }
 
 struct State {
@@ -134,9 +142,10 @@ impl State {
     }
 }
 
-/// Serves until stopped, idle, or signalled. `core` is opened first: a data dir held by
-/// another process is an error before any socket is touched.
-pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
+/// Serves until stopped, idle, or signalled, with the HTTP face too when `http` is given.
+/// `core` is opened first: a data dir held by another process is an error before any socket
+/// is touched.
+pub async fn run(config: DaemonConfig, core: Core, http: Option<HttpFace>) -> std::io::Result<()> {
     let core = LazyCore::ready(Arc::new(core));
     let path = socket_path(&config.home);
     // We hold the data dir's lock, so a socket file left here is stale.
@@ -160,11 +169,32 @@ pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
         started: Instant::now(),
         config,
     });
+    let http = match http {
+        Some(face) => {
+            face.listener.set_nonblocking(true)?;
+            let listener = tokio::net::TcpListener::from_std(face.listener)?;
+            let (home, core, stop) = (
+                state.config.home.clone(),
+                core.clone(),
+                state.stop.subscribe(),
+            );
+            Some(tokio::spawn(async move {
+                let served =
+                    crate::http::serve(listener, face.config, &home, core, stopped(stop)).await;
+                if let Err(e) = served {
+                    tracing::error!("the HTTP face stopped: {e}");
+                }
+            }))
+        }
+        None => None,
+    };
     let mut idle_since = Some(Instant::now());
     let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
-        let idle_left = idle_since.map(|t| idle.saturating_sub(t.elapsed()));
+        let idle_left = idle_since
+            .zip(idle)
+            .map(|(t, idle)| idle.saturating_sub(t.elapsed()));
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
@@ -185,7 +215,7 @@ pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
             }
             _ = tokio::time::sleep(idle_left.unwrap_or(Duration::from_secs(3600))), if idle_left.is_some() => {
                 if state.sessions.load(Ordering::SeqCst) == 0 {
-                    tracing::info!("daemon idle for {idle:?}; exiting");
+                    tracing::info!("daemon idle for {:?}; exiting", idle.unwrap_or_default());
                     break;
                 }
             }
@@ -199,6 +229,9 @@ pub async fn run(config: DaemonConfig, core: Core) -> std::io::Result<()> {
     }
     let _ = state.stop.send(true);
     drop(listener);
+    if let Some(http) = http {
+        let _ = http.await;
+    }
     let _ = std::fs::remove_file(&path);
     // Give sessions a moment to see the stop and close; in-flight writes finish in sled.
     let deadline = Instant::now() + Duration::from_secs(2);

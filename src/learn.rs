@@ -163,6 +163,7 @@ pub fn proposals(task: &Task, workflow: &Workflow, events: &[TaskEvent]) -> Vec<
                         CONFIDENCE
                     }),
                     memory_type: None,
+                    author: None,
                 },
                 source,
                 answer: Some(answer),

@@ -3,7 +3,8 @@
 //! The core (`config`, `store`, `memory`, `tasks`) is plain Rust with typed requests,
 //! results and errors; it does no stdout I/O and knows no protocol. [`calls`] is the table of
 //! its operations, and [`calls::CallError`] the error (and the spec's error object) every
-//! face answers with. The faces translate: [`mcp`] serves the core to agents, [`lsp`] to
+//! face answers with. The faces translate: [`mcp`] serves the core to agents (over stdio, the
+//! daemon's socket, and Streamable HTTP through [`http`], with [`tokens`]), [`lsp`] to
 //! editors, [`render`] writes what people read; the `cli` lives in the binary. See
 //! ARCHITECTURE.md.
 pub mod calls;
@@ -11,6 +12,7 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod events;
+pub mod http;
 pub mod hub;
 pub mod learn;
 pub mod lsp;
@@ -19,4 +21,5 @@ pub mod memory;
 pub mod render;
 pub mod store;
 pub mod tasks;
+pub mod tokens;
 pub mod watch;

@@ -22,6 +22,9 @@ pub fn entry_markdown(d: &EntryDetails) -> String {
     if let Some(p) = &d.project {
         s.push_str(&format!("project: {p}\n"));
     }
+    if let Some(a) = &d.author {
+        s.push_str(&format!("author: {a}\n"));
+    }
     s.push_str(&format!(
         "created {} · updated {} · accessed {} times\n\n",
         d.created_at, d.updated_at, d.access_count
@@ -76,8 +79,12 @@ pub fn task_markdown(r: &TaskRecord) -> String {
     }
     let _ = writeln!(
         s,
-        "Started {} from {} snapshot `{}`{}\n",
+        "Started {}{} from {} snapshot `{}`{}\n",
         r.started_at,
+        r.author
+            .as_deref()
+            .map(|a| format!(" by {a}"))
+            .unwrap_or_default(),
         r.snapshot_type,
         r.snapshot_id,
         r.completed_at

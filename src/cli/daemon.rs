@@ -68,9 +68,10 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
                     DaemonConfig {
                         home: config.home.clone(),
                         log_file: config.log_file(),
-                        idle: Duration::from_secs(args.idle),
+                        idle: Some(Duration::from_secs(args.idle)),
                     },
                     core,
+                    None,
                 )
                 .await?;
                 Ok(())

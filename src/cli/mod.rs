@@ -8,6 +8,7 @@ mod daemon;
 mod hub;
 mod import;
 mod memory;
+mod serve;
 mod tasks;
 
 use std::path::Path;
@@ -63,6 +64,11 @@ enum Command {
     /// The daemon that owns the data dir and serves clients over a unix socket; `status`,
     /// `stop`.
     Daemon(daemon::DaemonArgs),
+    /// The daemon in the foreground, with MCP over Streamable HTTP beside its socket (a team
+    /// server, a container, systemd).
+    Serve(serve::ServeArgs),
+    /// Bearer tokens for `tandem serve --http`: add (printed once), list, revoke.
+    Token(serve::TokenArgs),
     /// The knowledge base: add, search, show, link, review suggestions, share.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
@@ -144,6 +150,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             standalone: true,
         } => serve_lsp(&config, workspace_root(workspace)?),
         Command::Daemon(args) => daemon::run(&config, args),
+        Command::Serve(args) => serve::serve(&config, args),
+        Command::Token(args) => serve::token(&config, args),
         Command::Memory(cmd) => memory::run(&config, cmd),
         Command::Tasks(args) => tasks::run(&config, args),
         Command::Servers(args) => hub::servers_cli(&config, args),

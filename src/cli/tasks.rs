@@ -99,6 +99,9 @@ fn render_task_line(t: &TaskRecord, depth: usize, s: &mut String) {
     {
         line.push_str(&format!(" · {m}"));
     }
+    if let Some(a) = &t.author {
+        line.push_str(&format!(" · by {a}"));
+    }
     s.push_str(&format!("{line}  ({})\n", t.task_id));
     for sub in &t.subtasks {
         render_task_line(sub, depth + 1, s);
@@ -133,6 +136,9 @@ fn render_task_details(t: &TaskRecord) -> String {
         "snapshot: {} {}\nstarted: {}\n",
         t.snapshot_type, t.snapshot_id, t.started_at
     ));
+    if let Some(a) = &t.author {
+        s.push_str(&format!("author: {a}\n"));
+    }
     if let Some(o) = &t.outcome {
         s.push_str(&format!("\nsummary: {}\n", o.summary));
         for a in &o.achievements {

@@ -251,6 +251,7 @@ mod tests {
             verification: None,
             progress: Some(75.0),
             last_message: Some("Running tests…".into()),
+            author: None,
         }
     }
 

@@ -47,6 +47,46 @@ const ENTRY_URI_PREFIX: &str = "tandem://memory/";
 /// How many recent entries `resources/list` shows (all are readable through the template).
 const LISTED_RESOURCES: i64 = 50;
 
+/// Who makes a request. On the HTTP face, a token's user (the author of what the request
+/// writes) and whether that token is read-only, put in the request's extensions by
+/// [`crate::http`]; elsewhere (stdio, the daemon's socket) the default: the local user, with
+/// every right and no name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub user: Option<String>,
+    pub read_only: bool,
+}
+
+impl Caller {
+    /// The caller of a request: the HTTP face's, else the local user.
+    pub fn of(context: &RequestContext<RoleServer>) -> Caller {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// The error a read-only token gets from a tool that writes.
+pub const PERMISSION_DENIED: &str = "PERMISSION_DENIED";
+
+/// Tools a read-only token may call: those annotated read-only, `rekall_show` (which only
+/// counts the access) and the gateway's two that only look. Proxied tools and activation
+/// are refused: what a downstream tool does is not known.
+fn allowed_read_only(name: &str) -> bool {
+    matches!(name, "rekall_show" | "mcp_environment" | "mcp_discover")
+        || TOOLS.iter().any(|t| {
+            t.tool.name == name
+                && t.tool
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false)
+        })
+}
+
 /// The MCP server of one connection. Cheap to clone.
 #[derive(Clone)]
 pub struct TandemServer {
@@ -335,6 +375,16 @@ impl ServerHandler for TandemServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let caller = Caller::of(&context);
+        if caller.read_only && !allowed_read_only(&name) {
+            let user = caller.user.unwrap_or_default();
+            let e = CallError::new(
+                PERMISSION_DENIED,
+                format!("the token '{user}' is read-only: {name} writes, or may write"),
+                serde_json::json!({ "tool": name, "user": user }),
+            );
+            return Ok(tool_error(&e).into());
+        }
         let Some(tool) = TOOLS.iter().find(|t| t.tool.name == name) else {
             return self.call_gateway(&name, request.arguments, &context).await;
         };
@@ -358,7 +408,11 @@ impl ServerHandler for TandemServer {
         let workspace = self.workspace.clone();
         let what = format!("tool {name}");
         let outcome = calls::spawn_call(&what, move || {
-            calls::call(&core, Some(&workspace), method, args)
+            let session = calls::Session {
+                workspace: Some(&workspace),
+                author: caller.user.as_deref(),
+            };
+            calls::call_in(&core, &session, method, args)
         })
         .await;
         Ok(match outcome {

@@ -24,6 +24,8 @@ pub struct NewEntry {
     /// 0..=5, default 3.
     pub confidence: Option<i64>,
     pub memory_type: Option<MemoryType>,
+    /// Who writes it: a user of a shared server (the HTTP face's token); `None` locally.
+    pub author: Option<String>,
 }
 
 /// An entry proposed to the memory from outside it (a completed task's decision or issue),
@@ -220,6 +222,9 @@ pub struct EntryDetails {
     /// The conversation context saved with the entry, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// Who wrote the entry, on a shared server (a token's user); absent for local writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

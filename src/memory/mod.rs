@@ -341,6 +341,7 @@ impl Memory {
             },
             links: EntryLinks { outgoing, incoming },
             context: entry.context.clone(),
+            author: entry.author.clone(),
         })
     }
 
@@ -676,6 +677,10 @@ fn validate(new: NewEntry) -> Result<Valid> {
             memory_type: new.memory_type.unwrap_or(MemoryType::Episodic),
             created_at: now,
             updated_at: now,
+            author: new
+                .author
+                .map(|a| a.trim().to_string())
+                .filter(|a| !a.is_empty()),
             ..Entry::new(entry_type, title, new.content, tags)
         },
         context_truncated,

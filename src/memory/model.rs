@@ -169,6 +169,10 @@ pub struct Entry {
     /// records the highest one it holds, which is how a stale index is detected.
     #[serde(default)]
     pub seq: u64,
+    /// Who wrote it: a token's user on a shared server (the HTTP face); absent for local
+    /// writes and in entries made before authors were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 impl Entry {
@@ -197,6 +201,7 @@ impl Entry {
             last_accessed: None,
             access_count: 0,
             seq: 0,
+            author: None,
         }
     }
 }

@@ -167,6 +167,12 @@ impl Memory {
     /// adds the entry it proposes (through the add: checked, stored, indexed, with its own
     /// similar entries and suggestions; the suggestion is marked accepted in the same write).
     pub fn accept(&self, suggestion_id: &str) -> Result<AcceptOutcome> {
+        self.accept_by(suggestion_id, None)
+    }
+
+    /// [`Memory::accept`], by `author` (a user of a shared server): an entry it adds
+    /// records them.
+    pub fn accept_by(&self, suggestion_id: &str, author: Option<&str>) -> Result<AcceptOutcome> {
         let mut guard = self.lock_writes();
         let s = self.resolve_pending(suggestion_id, SuggestionStatus::Accepted)?;
         let outcome = match s.kind {
@@ -214,7 +220,7 @@ impl Memory {
                 generalize_command: Some(generalize_command(&s.entries)),
                 entry_created: None,
             },
-            SuggestionKind::Entry => return self.accept_entry(&mut guard, s),
+            SuggestionKind::Entry => return self.accept_entry(&mut guard, s, author),
         };
         self.store_suggestion(&s)?;
         self.store.flush()?;
@@ -227,6 +233,7 @@ impl Memory {
         &self,
         cache: &mut super::similarity::SimilarityCache,
         s: Suggestion,
+        author: Option<&str>,
     ) -> Result<AcceptOutcome> {
         let p = proposal_of(&s)?;
         let valid = validate(NewEntry {
@@ -238,6 +245,7 @@ impl Memory {
             project: p.project.clone(),
             confidence: Some(p.confidence.into()),
             memory_type: Some(MemoryType::Episodic),
+            author: author.map(str::to_string),
         })?;
         let added = self.add_locked(cache, valid, &[], Some(s))?;
         Ok(AcceptOutcome {
@@ -340,6 +348,7 @@ impl Memory {
                         .unwrap_or(DEFAULT_CONFIDENCE),
                 ),
                 memory_type: Some(MemoryType::Semantic),
+                author: None,
             },
             &source_ids,
         )?;

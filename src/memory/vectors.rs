@@ -552,6 +552,7 @@ mod tests {
             last_accessed: None,
             access_count: 0,
             seq: 1,
+            author: None,
         }
     }
 

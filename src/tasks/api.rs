@@ -26,6 +26,8 @@ pub struct NewTask {
     pub name: String,
     pub goal: String,
     pub areas: Vec<String>,
+    /// Who starts it: a user of a shared server (the HTTP face's token); `None` locally.
+    pub author: Option<String>,
 }
 
 /// A decision to log on a running task (`log_decision`).

@@ -115,6 +115,7 @@ impl Tasks {
     pub fn start_task(&self, workspace: &Path, req: NewTask) -> Result<TaskStarted> {
         let name = required("name", &req.name)?;
         let goal = required("goal", &req.goal)?;
+        let author = req.author.clone();
         let workflow: Workflow = self.find(&self.workflows, &req.workflow_id, "workflows")?;
         let parent = match req
             .parent_task_id
@@ -159,6 +160,7 @@ impl Tasks {
             verification: None,
             progress: None,
             last_message: None,
+            author,
         };
         let _guard = self.lock();
         if let Some(map) = &map {

@@ -261,6 +261,10 @@ pub struct Task {
     /// The latest milestone's progress, 0..100.
     pub progress: Option<f64>,
     pub last_message: Option<String>,
+    /// Who started it: a token's user on a shared server (the HTTP face); absent for local
+    /// work and in tasks made before authors were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

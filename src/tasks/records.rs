@@ -40,6 +40,9 @@ pub struct TaskRecord {
     pub issues: Vec<IssueRecord>,
     pub milestones: Vec<Milestone>,
     pub subtasks: Vec<TaskRecord>,
+    /// Who started the task, on a shared server (a token's user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 /// A workflow with its task tree (`tandem tasks`, the editor's list).
@@ -120,6 +123,7 @@ impl Tasks {
             issues,
             milestones,
             subtasks,
+            author: task.author.clone(),
         })
     }
 

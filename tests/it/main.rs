@@ -7,6 +7,7 @@ mod daemon;
 mod editor;
 mod fixture;
 mod gateway;
+mod http;
 mod hub;
 mod mcp_stdio;
 mod memory_core;

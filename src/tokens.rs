@@ -1,0 +1,259 @@
+//! Bearer tokens for the Streamable HTTP face: `tokens.json` in the data dir.
+//!
+//! A token names a user (the entries and tasks it writes carry that name) and may be
+//! read-only. Only the SHA-256 of a token is stored; the token itself is shown once, when it
+//! is made. Tokens are 32 random bytes, so a plain hash is as good as a slow one: nothing
+//! short enough to guess hides behind it. The file is read again whenever it changes on
+//! disk, so `tandem token add` and `revoke` take effect on a running server at its next
+//! request. Edits hold an exclusive lock on `tokens.lock` and replace the file atomically.
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The tokens' file in the data dir.
+pub const TOKENS_FILE: &str = "tokens.json";
+const LOCK_FILE: &str = "tokens.lock";
+/// What every token starts with, so that one found in a file or a paste is recognisable.
+pub const TOKEN_PREFIX: &str = "tdm_";
+/// The longest token name (it is the user's name in entries and tasks).
+const MAX_NAME: usize = 64;
+
+/// One token as stored: its name (the user), the hash of its secret, its rights.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub name: String,
+    /// Hex SHA-256 of the whole token.
+    pub sha256: String,
+    #[serde(default)]
+    pub read_only: bool,
+    pub created: jiff::Timestamp,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct TokensFile {
+    tokens: Vec<TokenRecord>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read or write {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not a valid tokens file: {source}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("a token named '{0}' exists already (revoke it first)")]
+    Exists(String),
+    #[error("no token named '{0}'")]
+    NotFound(String),
+    #[error("invalid token name '{0}': use 1 to {MAX_NAME} letters, digits, '.', '_', '-' or '@'")]
+    BadName(String),
+    #[error("no random source: {0}")]
+    Random(String),
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> TokenError + '_ {
+    move |source| TokenError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The tokens of data dir `home`, in the order made (none when the file is absent).
+pub fn list(home: &Path) -> Result<Vec<TokenRecord>, TokenError> {
+    let path = home.join(TOKENS_FILE);
+    let text = match fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(&path)(e)),
+    };
+    let file: TokensFile =
+        serde_json::from_slice(&text).map_err(|source| TokenError::Corrupt { path, source })?;
+    Ok(file.tokens)
+}
+
+/// Makes a token named `name` and returns it: the only time it is seen.
+pub fn add(home: &Path, name: &str, read_only: bool) -> Result<String, TokenError> {
+    let valid = (1..=MAX_NAME).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'));
+    if !valid {
+        return Err(TokenError::BadName(name.to_string()));
+    }
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| TokenError::Random(e.to_string()))?;
+    let token = format!("{TOKEN_PREFIX}{}", hex(&secret));
+    edit(home, |tokens| {
+        if tokens.iter().any(|t| t.name == name) {
+            return Err(TokenError::Exists(name.to_string()));
+        }
+        tokens.push(TokenRecord {
+            name: name.to_string(),
+            sha256: hash(&token),
+            read_only,
+            created: jiff::Timestamp::now(),
+        });
+        Ok(())
+    })?;
+    Ok(token)
+}
+
+/// Removes the token named `name`.
+pub fn revoke(home: &Path, name: &str) -> Result<(), TokenError> {
+    edit(home, |tokens| {
+        let before = tokens.len();
+        tokens.retain(|t| t.name != name);
+        if tokens.len() == before {
+            return Err(TokenError::NotFound(name.to_string()));
+        }
+        Ok(())
+    })
+}
+
+/// Reads, changes and writes the file under its lock.
+fn edit(
+    home: &Path,
+    change: impl FnOnce(&mut Vec<TokenRecord>) -> Result<(), TokenError>,
+) -> Result<(), TokenError> {
+    crate::store::create_private_dir(home).map_err(io_error(home))?;
+    let lock_path = home.join(LOCK_FILE);
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io_error(&lock_path))?;
+    lock.lock().map_err(io_error(&lock_path))?;
+    let mut tokens = list(home)?;
+    change(&mut tokens)?;
+    let path = home.join(TOKENS_FILE);
+    let mut text = serde_json::to_vec_pretty(&TokensFile { tokens }).expect("plain data");
+    text.push(b'\n');
+    crate::store::write_atomically(&path, &text).map_err(io_error(&path))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).map_err(io_error(&path))?;
+    }
+    Ok(())
+}
+
+/// The stored form of a token.
+fn hash(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The tokens as a server sees them: read again when the file changes (its modification
+/// time or length), so adds and revocations apply at the next request.
+pub struct TokenSet {
+    path: PathBuf,
+    cached: Mutex<Cached>,
+}
+
+#[derive(Default)]
+struct Cached {
+    stamp: Option<(SystemTime, u64)>,
+    tokens: Vec<TokenRecord>,
+}
+
+impl TokenSet {
+    pub fn new(home: &Path) -> TokenSet {
+        TokenSet {
+            path: home.join(TOKENS_FILE),
+            cached: Mutex::new(Cached::default()),
+        }
+    }
+
+    /// The current tokens. A file that cannot be read keeps the last good set (and logs
+    /// why), so a half-edited file never opens the server.
+    fn current(&self) -> Vec<TokenRecord> {
+        let stamp = fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
+        let mut cached = self
+            .cached
+            .lock()
+            .expect("the token cache is never poisoned");
+        if cached.stamp != stamp || stamp.is_none() {
+            let home = self.path.parent().unwrap_or(Path::new("."));
+            match list(home) {
+                Ok(tokens) => {
+                    cached.tokens = tokens;
+                    cached.stamp = stamp;
+                }
+                Err(e) => tracing::error!("keeping the previous tokens: {e}"),
+            }
+        }
+        cached.tokens.clone()
+    }
+
+    /// Whether any token exists (then every request needs one).
+    pub fn any(&self) -> bool {
+        !self.current().is_empty()
+    }
+
+    /// The token whose secret is `presented`, if any.
+    pub fn verify(&self, presented: &str) -> Option<TokenRecord> {
+        let wanted = hash(presented);
+        self.current().into_iter().find(|t| t.sha256 == wanted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_verify_revoke() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = TokenSet::new(dir.path());
+        assert!(!set.any());
+        let token = add(dir.path(), "ada", false).unwrap();
+        assert!(token.starts_with(TOKEN_PREFIX) && token.len() == TOKEN_PREFIX.len() + 64);
+        let stored = fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap();
+        assert!(
+            !stored.contains(&token),
+            "the secret itself is never stored"
+        );
+        assert_eq!(set.verify(&token).unwrap().name, "ada");
+        assert!(set.verify("tdm_wrong").is_none());
+        assert!(matches!(
+            add(dir.path(), "ada", true),
+            Err(TokenError::Exists(_))
+        ));
+        assert!(matches!(
+            add(dir.path(), "a b", true),
+            Err(TokenError::BadName(_))
+        ));
+        let reader = add(dir.path(), "bob", true).unwrap();
+        assert!(set.verify(&reader).unwrap().read_only);
+        revoke(dir.path(), "ada").unwrap();
+        assert!(set.verify(&token).is_none());
+        assert!(matches!(
+            revoke(dir.path(), "ada"),
+            Err(TokenError::NotFound(_))
+        ));
+        assert_eq!(
+            list(dir.path())
+                .unwrap()
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>(),
+            ["bob"]
+        );
+    }
+}

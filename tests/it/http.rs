@@ -1,0 +1,434 @@
+//! The Streamable HTTP face through the real binary over real HTTP: `tandem serve --http`
+//! on a free loopback port, the rmcp client in both protocol generations, raw requests for
+//! the refusals (401, 403, 413, 429), tokens through the CLI, authors, read-only tokens, and
+//! a stdio agent on the same daemon.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+
+use crate::util::{DaemonGuard, McpClient, TestHome};
+
+/// A running `tandem serve --http 127.0.0.1:0`: the process and its endpoint.
+struct Server {
+    child: tokio::process::Child,
+    /// Kept open: the server prints a second line after its address.
+    _stdout: Lines<BufReader<tokio::process::ChildStdout>>,
+    url: String,
+}
+
+impl Server {
+    async fn start(home: &TestHome, args: &[&str]) -> Server {
+        let workspace = home.path().join("work");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let mut cmd = home.command();
+        cmd.args(["serve", "--http", "127.0.0.1:0", "--workspace"])
+            .arg(&workspace)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), stdout.next_line())
+            .await
+            .expect("the server says where it listens")
+            .unwrap()
+            .expect("the server exited before listening");
+        let url = first
+            .strip_prefix("tandem: serving MCP at ")
+            .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+            .to_string();
+        Server {
+            child,
+            _stdout: stdout,
+            url,
+        }
+    }
+
+    /// `tandem daemon stop` reaches it through the socket; it exits cleanly.
+    async fn stop(mut self, home: &TestHome) {
+        let out = home
+            .std_command()
+            .args(["daemon", "stop"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("the server stops")
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+
+    /// An MCP client of the given generation, with `token` as its bearer token.
+    async fn client(&self, token: Option<&str>, discover: bool) -> McpClient {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let lifecycle = if discover {
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            }
+        } else {
+            ClientLifecycleMode::Initialize
+        };
+        let client: RunningService<RoleClient, ()> =
+            ().serve_with_lifecycle(transport, lifecycle).await.unwrap();
+        McpClient { client, pid: None }
+    }
+
+    /// A raw `initialize` POST with these extra headers and this much padding: its status.
+    async fn raw(&self, headers: &[(&str, &str)], padding: usize) -> reqwest::StatusCode {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1", "padding": "x".repeat(padding)}}});
+        let mut request = reqwest::Client::new()
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.unwrap().status()
+    }
+}
+
+fn tandem(home: &TestHome, args: &[&str]) -> std::process::Output {
+    home.std_command().args(args).output().unwrap()
+}
+
+/// `tandem token add`: the token printed once on stdout.
+fn add_token(home: &TestHome, name: &str, read_only: bool) -> String {
+    let mut args = vec!["token", "add", name];
+    if read_only {
+        args.push("--read-only");
+    }
+    let out = tandem(home, &args);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn entry(title: &str) -> Value {
+    json!({"type": "pattern", "title": title, "content": "Streamable HTTP face test entry", "tags": ["http"]})
+}
+
+async fn search_titles(agent: &McpClient, query: &str) -> Vec<String> {
+    let found = agent.ok("rekall_search", json!({"query": query})).await;
+    found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["title"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Both generations over HTTP (a session opened by `initialize`, and `server/discover` with
+/// stateless requests) list the same tools and run them on the daemon's core, which a
+/// `tandem mcp` agent on stdio shares.
+#[tokio::test]
+async fn both_generations_and_a_stdio_agent_share_one_core() {
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(&home, &[]).await;
+    // It is the data dir's daemon: a second one is refused, saying which runs.
+    let second = tandem(&home, &["serve", "--http", "127.0.0.1:0"]);
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("already serves") && err.contains("tandem daemon stop"),
+        "{err}"
+    );
+
+    let legacy = server.client(None, false).await;
+    let info = legacy.client.peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, "tandem");
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2025_11_25);
+    let tools = legacy.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for wanted in [
+        "rekall_add",
+        "rekall_search",
+        "start_task",
+        "mcp_environment",
+    ] {
+        assert!(names.contains(&wanted), "{wanted} missing from {names:?}");
+    }
+    let added = legacy.ok("rekall_add", entry("Legacy HTTP entry")).await;
+    assert!(added["id"].is_string(), "{added}");
+
+    let modern = server.client(None, true).await;
+    assert_eq!(
+        modern.client.peer_info().unwrap().protocol_version,
+        ProtocolVersion::V_2026_07_28
+    );
+    assert_eq!(
+        modern.client.list_all_tools().await.unwrap().len(),
+        tools.len()
+    );
+    assert_eq!(
+        search_titles(&modern, "Legacy HTTP entry").await[0],
+        "Legacy HTTP entry"
+    );
+    modern.ok("rekall_add", entry("Modern HTTP entry")).await;
+
+    // An agent through `tandem mcp` reaches the same daemon, and sees both; its write is
+    // seen over HTTP.
+    let stdio = home.mcp_daemon(&home.path().join("work"), 60).await;
+    let seen = search_titles(&stdio, "HTTP entry").await;
+    assert!(
+        seen.contains(&"Legacy HTTP entry".into()) && seen.contains(&"Modern HTTP entry".into()),
+        "{seen:?}"
+    );
+    stdio.ok("rekall_add", entry("Stdio agent entry")).await;
+    assert_eq!(
+        search_titles(&legacy, "Stdio agent entry").await[0],
+        "Stdio agent entry"
+    );
+    stdio.close().await;
+    legacy.close().await;
+    modern.close().await;
+    server.stop(&home).await;
+}
+
+/// Once a token exists every request needs one (401 otherwise); a token names its user,
+/// whose entries and tasks carry it; a read-only token cannot write; a revoked token is
+/// refused at once; no secret reaches the log.
+#[tokio::test]
+async fn tokens_authenticate_name_authors_and_limit_rights() {
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(&home, &[]).await;
+    // No token yet: loopback serves without authentication.
+    assert_eq!(server.raw(&[], 0).await, 200);
+
+    let ada = add_token(&home, "ada", false);
+    let bob = add_token(&home, "bob", true);
+    assert!(ada.starts_with("tdm_") && ada != bob);
+    let listed = tandem(&home, &["token", "list"]);
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert!(listed.contains("ada\tread-write") && listed.contains("bob\tread-only"));
+    assert!(!listed.contains(&ada) && !listed.contains(&bob));
+    let stored = std::fs::read_to_string(home.tandem_home().join("tokens.json")).unwrap();
+    assert!(!stored.contains(&ada), "only the hash is stored");
+
+    // The running server needs a token from now on.
+    assert_eq!(server.raw(&[], 0).await, 401);
+    let wrong = format!("Bearer {}0", &ada[..ada.len() - 1]);
+    assert_eq!(server.raw(&[("Authorization", &wrong)], 0).await, 401);
+    let good = format!("Bearer {ada}");
+    assert_eq!(server.raw(&[("Authorization", &good)], 0).await, 200);
+
+    let writer = server.client(Some(&ada), false).await;
+    let added = writer.ok("rekall_add", entry("Written by ada")).await;
+    let id = added["id"].as_str().unwrap().to_string();
+    let shown = writer.ok("rekall_show", json!({"id": id})).await;
+    assert_eq!(shown["author"], "ada", "{shown}");
+    let workflow = writer
+        .ok("start_workflow", json!({"name": "Team work"}))
+        .await;
+    let task = writer
+        .ok(
+            "start_task",
+            json!({"workflow_id": workflow["workflow_id"], "name": "Shared task", "goal": "prove authors"}),
+        )
+        .await;
+    let task_id = task["task_id"].as_str().unwrap();
+    // An entry learned from the task and accepted over HTTP is the accepter's.
+    writer
+        .ok(
+            "log_decision",
+            json!({"task_id": task_id, "category": "library_choice", "question": "Which HTTP server for the team face?",
+                   "options_considered": ["axum", "hyper"], "chosen": "hyper", "reasoning": "Already built for reqwest."}),
+        )
+        .await;
+    let done = writer
+        .ok(
+            "complete_task",
+            json!({"task_id": task_id, "status": "success", "outcome": {"summary": "Authors recorded."}, "metadata": {"tests_status": "passed"}}),
+        )
+        .await;
+    let suggestion = done["memory_suggestions"][0]["suggestion_id"].as_str();
+    let accepted = writer
+        .ok(
+            "rekall_accept_suggestion",
+            json!({"suggestion_id": suggestion.unwrap_or_else(|| panic!("no suggestion: {done}"))}),
+        )
+        .await;
+    let learned = accepted["entry_created"]["id"].as_str().unwrap();
+    let learned = writer.ok("rekall_show", json!({"id": learned})).await;
+    assert_eq!(learned["author"], "ada", "{learned}");
+    // The CLI (through the daemon) shows who wrote them.
+    let out = tandem(&home, &["memory", "show", &id]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("author: ada"),
+        "{out:?}"
+    );
+    let out = tandem(&home, &["tasks", "show", task_id]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("author: ada"),
+        "{out:?}"
+    );
+
+    let reader = server.client(Some(&bob), true).await;
+    assert_eq!(
+        search_titles(&reader, "Written by ada").await[0],
+        "Written by ada"
+    );
+    reader.ok("rekall_show", json!({"id": id})).await;
+    for (tool, args) in [
+        ("rekall_add", entry("Written by bob")),
+        ("start_workflow", json!({"name": "Bob's"})),
+        ("mcp_activate", json!({"server": "anything"})),
+    ] {
+        let (is_error, v) = reader.call(tool, args).await;
+        assert!(is_error, "{tool}: {v}");
+        assert_eq!(v["error"]["code"], "PERMISSION_DENIED", "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("read-only")
+        );
+    }
+    let titles = search_titles(&reader, "Written by bob").await;
+    assert!(!titles.contains(&"Written by bob".into()), "{titles:?}");
+
+    let out = tandem(&home, &["token", "revoke", "ada"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(server.raw(&[("Authorization", &good)], 0).await, 401);
+    writer.client.cancel().await.ok();
+    reader.close().await;
+    server.stop(&home).await;
+
+    let logs = home.tandem_home().join("logs");
+    for log in std::fs::read_dir(&logs).unwrap() {
+        let text = std::fs::read_to_string(log.unwrap().path()).unwrap_or_default();
+        for secret in [&ada[4..20], &bob[4..20]] {
+            assert!(!text.contains(secret), "a token in the log");
+        }
+    }
+}
+
+/// `Host` and `Origin` outside the allow-list get 403 (DNS rebinding), bodies past the limit
+/// 413, requests past the rate 429 with `Retry-After`.
+#[tokio::test]
+async fn host_origin_size_and_rate_are_checked() {
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(
+        &home,
+        &[
+            "--max-body",
+            "4096",
+            "--allow-origin",
+            "https://app.example.com",
+            "--rate-limit",
+            "5",
+        ],
+    )
+    .await;
+    assert_eq!(server.raw(&[("Host", "evil.example")], 0).await, 403);
+    let port = server
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    let rebound = format!("evil.example:{port}");
+    assert_eq!(server.raw(&[("Host", &rebound)], 0).await, 403);
+    assert_eq!(
+        server.raw(&[("Origin", "http://evil.example")], 0).await,
+        403
+    );
+    let local = format!("http://localhost:{port}");
+    assert_eq!(server.raw(&[("Origin", &local)], 0).await, 200);
+    assert_eq!(
+        server
+            .raw(&[("Origin", "https://app.example.com")], 0)
+            .await,
+        200
+    );
+    assert_eq!(server.raw(&[], 5000).await, 413);
+    // Five requests a minute (the refused Host and Origin were not counted): two are left;
+    // the next is refused, with when to retry (one comes back every 12 s).
+    assert_eq!(server.raw(&[], 0).await, 200);
+    assert_eq!(server.raw(&[], 0).await, 200);
+    let refused = reqwest::Client::new()
+        .post(&server.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=12).contains(&retry), "{retry}");
+    server.stop(&home).await;
+}
+
+/// A non-loopback bind is refused while no token exists, and then needs a token for every
+/// request, whatever the token file says later.
+#[tokio::test]
+async fn a_public_bind_needs_a_token() {
+    let home = TestHome::new();
+    let workspace = home.path().join("work");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let out = tandem(
+        &home,
+        &[
+            "serve",
+            "--http",
+            "0.0.0.0:0",
+            "--workspace",
+            workspace.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("without a token") && err.contains("tandem token add"),
+        "{err}"
+    );
+    assert!(!Path::new(&home.tandem_home().join("tandem.sock")).exists());
+
+    let _daemon = DaemonGuard(&home);
+    let token = add_token(&home, "team", false);
+    let mut cmd = home.command();
+    cmd.args(["serve", "--http", "0.0.0.0:0", "--workspace"])
+        .arg(&workspace)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = stdout.next_line().await.unwrap().unwrap();
+    let port = first.rsplit(':').next().unwrap().trim_end_matches("/mcp");
+    let server = Server {
+        child,
+        _stdout: stdout,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    };
+    assert_eq!(server.raw(&[], 0).await, 401);
+    let auth = format!("Bearer {token}");
+    assert_eq!(server.raw(&[("Authorization", &auth)], 0).await, 200);
+    tandem(&home, &["token", "revoke", "team"]);
+    assert_eq!(server.raw(&[], 0).await, 401, "no token file opens nothing");
+    server.stop(&home).await;
+}
