@@ -49,8 +49,11 @@
 //! included, and [`Injection::total_tokens`] is the sum over messages.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tiktoken_rs::CoreBPE;
 
 use super::scan;
 
@@ -212,16 +215,66 @@ pub const ENCODING: &str = "o200k_base";
 const SEPARATOR: &str = "\n\n---\n\n";
 
 /// Tokens of `text` in OpenAI's `o200k_base` encoding (special tokens counted as text). The
-/// first call loads the vocabulary.
+/// first call loads the vocabulary ([`vocabulary`]).
 pub fn count_tokens(text: &str) -> usize {
-    tiktoken_rs::o200k_base_singleton()
-        .encode_ordinary(text)
-        .len()
+    vocabulary().encode_ordinary(text).len()
+}
+
+/// The loaded vocabulary is let go after this long unused: it takes ~37 MB, which a
+/// long-lived daemon would otherwise keep for its life after one count.
+const VOCABULARY_IDLE: Duration = Duration::from_secs(300);
+
+/// The `o200k_base` vocabulary and when it was last used, while loaded.
+static VOCABULARY: Mutex<Option<(Arc<CoreBPE>, Instant)>> = Mutex::new(None);
+
+/// The vocabulary, loaded on first use (~0.1-0.2 s) and again after it was let go; loading
+/// starts a thread that lets it go once unused for [`VOCABULARY_IDLE`].
+fn vocabulary() -> Arc<CoreBPE> {
+    let mut slot = VOCABULARY.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((bpe, used)) = slot.as_mut() {
+        *used = Instant::now();
+        return bpe.clone();
+    }
+    let bpe = Arc::new(
+        tiktoken_rs::o200k_base().expect("the o200k_base vocabulary is embedded in the binary"),
+    );
+    *slot = Some((bpe.clone(), Instant::now()));
+    let loaded = Arc::downgrade(&bpe);
+    std::thread::Builder::new()
+        .name("tandem-vocabulary".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(VOCABULARY_IDLE);
+                if release_vocabulary(&loaded, VOCABULARY_IDLE) {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| tracing::warn!("the vocabulary stays loaded: {e}"))
+        .ok();
+    bpe
+}
+
+/// Lets the `loaded` vocabulary go if unused for `idle` (counts in progress keep their own
+/// reference); whether it is gone (let go now or before, or replaced by a later load,
+/// which has its own thread).
+fn release_vocabulary(loaded: &Weak<CoreBPE>, idle: Duration) -> bool {
+    let mut slot = VOCABULARY.lock().unwrap_or_else(|p| p.into_inner());
+    match slot.as_ref() {
+        Some((bpe, used)) if std::ptr::eq(Arc::as_ptr(bpe), loaded.as_ptr()) => {
+            if used.elapsed() < idle {
+                return false;
+            }
+            *slot = None;
+            true
+        }
+        _ => true,
+    }
 }
 
 /// Whether `text` takes at most `budget` tokens. A token is at least one byte, so a text of
-/// no more bytes than the budget fits without loading the vocabulary (~37 MB resident once
-/// loaded, kept for the process's life).
+/// no more bytes than the budget fits without loading the vocabulary (~37 MB resident while
+/// loaded, let go after 5 minutes unused).
 pub fn fits_in_tokens(text: &str, budget: usize) -> bool {
     text.len() <= budget || count_tokens(text) <= budget
 }
@@ -1097,6 +1150,29 @@ Réponds de manière concise."
                 {"role": "tool", "content": "", "tool_call_id": "memory.index", "name": "memory.index"}
             ])
         );
+    }
+
+    #[test]
+    fn the_vocabulary_is_let_go_when_unused_and_loaded_again_when_needed() {
+        assert_eq!(count_tokens("hello world"), 2);
+        let held = vocabulary();
+        let loaded = Arc::downgrade(&held);
+        assert!(
+            !release_vocabulary(&loaded, Duration::from_secs(3600)),
+            "just used: kept"
+        );
+        assert!(
+            release_vocabulary(&loaded, Duration::ZERO),
+            "unused for 0 s: let go"
+        );
+        assert!(VOCABULARY.lock().unwrap().is_none());
+        // A count in progress keeps its own reference; the next count loads it again, and
+        // the first load's thread, finding another loaded, ends.
+        assert_eq!(held.encode_ordinary("hello world").len(), 2);
+        assert_eq!(count_tokens("Réponds de manière concise."), 7);
+        assert!(VOCABULARY.lock().unwrap().is_some());
+        assert!(release_vocabulary(&loaded, Duration::from_secs(3600)));
+        assert!(VOCABULARY.lock().unwrap().is_some(), "the later load stays");
     }
 
     #[test]
