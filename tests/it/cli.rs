@@ -4,26 +4,24 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::util::TestHome;
+use crate::util::{TestHome, succeeds, succeeds_json};
 
 fn run(home: &TestHome, args: &[&str]) -> Output {
     home.std_command().args(args).output().unwrap()
 }
 
+fn command(home: &TestHome, args: &[&str]) -> std::process::Command {
+    let mut cmd = home.std_command();
+    cmd.args(args);
+    cmd
+}
+
 fn ok(home: &TestHome, args: &[&str]) -> String {
-    let out = run(home, args);
-    assert!(
-        out.status.success(),
-        "tandem {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    succeeds(command(home, args))
 }
 
 fn json(home: &TestHome, args: &[&str]) -> Value {
-    let mut args = args.to_vec();
-    args.push("--json");
-    serde_json::from_str(&ok(home, &args)).unwrap()
+    succeeds_json(command(home, args))
 }
 
 #[test]

@@ -8,26 +8,23 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::util::{DaemonGuard, TestHome, daemon_status, lock_pid, repo_with};
+use crate::util::{DaemonGuard, TestHome, daemon_status, lock_pid, repo_with, succeeds_json};
 
-/// Runs `tandem ARGS` in `dir` (where `tandem tasks` finds its workspace).
+/// `tandem ARGS` in `dir` (where `tandem tasks` finds its workspace).
+fn command(home: &TestHome, dir: &Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = home.std_command();
+    cmd.current_dir(dir).args(args);
+    cmd
+}
+
+/// Runs `tandem ARGS` in `dir`.
 fn cli(home: &TestHome, dir: &Path, args: &[&str]) -> Output {
-    home.std_command()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
+    command(home, dir, args).output().unwrap()
 }
 
 /// Runs a command that must succeed with `--json`; its output.
 fn cli_json(home: &TestHome, dir: &Path, args: &[&str]) -> Value {
-    let out = cli(home, dir, &[args, &["--json"]].concat());
-    assert!(
-        out.status.success(),
-        "tandem {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    succeeds_json(command(home, dir, args))
 }
 
 #[tokio::test]

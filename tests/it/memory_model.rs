@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use serde_json::Value;
 use tandem::memory::embeddings::Embedder;
 
-use crate::util::TestHome;
+use crate::util::{TestHome, succeeds, succeeds_json};
 
 /// The model `scripts/test` builds (`TANDEM_TEST_MODEL`).
 fn test_model() -> PathBuf {
@@ -115,30 +115,25 @@ impl Drop for FakeHub {
 
 /// `tandem ARGS` with `env`; the model setting comes from the config file unless `env`
 /// sets it (the test home sets `off`).
-fn tandem(home: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Output {
-    home.std_command()
-        .env_remove("TANDEM_EMBEDDING_MODEL")
+fn command(home: &TestHome, env: &[(&str, &str)], args: &[&str]) -> std::process::Command {
+    let mut cmd = home.std_command();
+    cmd.env_remove("TANDEM_EMBEDDING_MODEL")
         .envs(env.iter().copied())
-        .args(args)
-        .output()
-        .unwrap()
+        .args(args);
+    cmd
+}
+
+fn tandem(home: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Output {
+    command(home, env, args).output().unwrap()
 }
 
 /// A command that must succeed: its stdout.
 fn ok(home: &TestHome, env: &[(&str, &str)], args: &[&str]) -> String {
-    let out = tandem(home, env, args);
-    assert!(
-        out.status.success(),
-        "tandem {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    succeeds(command(home, env, args))
 }
 
 fn json(home: &TestHome, env: &[(&str, &str)], args: &[&str]) -> Value {
-    let mut args = args.to_vec();
-    args.push("--json");
-    serde_json::from_str(&ok(home, env, &args)).unwrap()
+    succeeds_json(command(home, env, args))
 }
 
 /// A command that must fail (exit 1, nothing on stdout): its stderr.

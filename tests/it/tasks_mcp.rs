@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::util::{McpClient, TestHome, git, repo_with, write_files};
+use crate::util::{McpClient, TestHome, git, repo_with, succeeds_json, write_files};
 
 async fn start(c: &McpClient, areas: &[&str]) -> (String, Value) {
     let wf = c.ok("start_workflow", json!({"name": "Add authentication", "description": "JWT auth", "plan": [{"step": "1", "goal": "middleware"}]})).await;
@@ -574,17 +574,9 @@ async fn completed_tasks_suggest_memory_entries_to_review() {
     c.close().await;
 
     // The CLI lists entry suggestions by kind (none pending now).
-    let out = home
-        .std_command()
-        .args(["memory", "suggestions", "--kind", "entry", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut cmd = home.std_command();
+    cmd.args(["memory", "suggestions", "--kind", "entry"]);
+    let listed = succeeds_json(cmd);
     assert_eq!(listed["entries"]["total_pending"], 0, "{listed}");
     assert!(listed.get("links").is_none(), "{listed}");
 }

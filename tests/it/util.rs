@@ -7,6 +7,24 @@ use std::sync::Arc;
 use tandem::memory::{EntryType, Memory, NewEntry, NoProgress};
 use tandem::store::Store;
 
+/// Runs `cmd`, a `tandem` command that must succeed: its stdout.
+pub fn succeeds(mut cmd: std::process::Command) -> String {
+    let out = cmd.output().unwrap();
+    let args: Vec<_> = cmd.get_args().collect();
+    assert!(
+        out.status.success(),
+        "tandem {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// [`succeeds`] with `--json` appended: its output, parsed.
+pub fn succeeds_json(mut cmd: std::process::Command) -> serde_json::Value {
+    cmd.arg("--json");
+    serde_json::from_str(&succeeds(cmd)).unwrap()
+}
+
 /// A temp dir that is the test's whole world: `TANDEM_HOME`, `HOME` and XDG dirs inside.
 pub struct TestHome {
     pub dir: tempfile::TempDir,
