@@ -178,9 +178,9 @@ impl TokenSet {
         }
     }
 
-    /// The current tokens. A file that cannot be read keeps the last good set (and logs
-    /// why), so a half-edited file never opens the server.
-    fn current(&self) -> Vec<TokenRecord> {
+    /// The current tokens, read once a request. A file that cannot be read keeps the last
+    /// good set (and logs why), so a half-edited file never opens the server.
+    pub fn current(&self) -> Tokens {
         let stamp = fs::metadata(&self.path)
             .ok()
             .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
@@ -198,18 +198,23 @@ impl TokenSet {
                 Err(e) => tracing::error!("keeping the previous tokens: {e}"),
             }
         }
-        cached.tokens.clone()
+        Tokens(cached.tokens.clone())
     }
+}
 
-    /// Whether any token exists (then every request needs one).
-    pub fn any(&self) -> bool {
-        !self.current().is_empty()
+/// The tokens at one moment ([`TokenSet::current`]).
+pub struct Tokens(Vec<TokenRecord>);
+
+impl Tokens {
+    /// Whether there is none (then a loopback server needs none).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// The token whose secret is `presented`, if any.
-    pub fn verify(&self, presented: &str) -> Option<TokenRecord> {
+    pub fn verify(self, presented: &str) -> Option<TokenRecord> {
         let wanted = hash(presented);
-        self.current().into_iter().find(|t| t.sha256 == wanted)
+        self.0.into_iter().find(|t| t.sha256 == wanted)
     }
 }
 
@@ -221,7 +226,7 @@ mod tests {
     fn add_verify_revoke() {
         let dir = tempfile::tempdir().unwrap();
         let set = TokenSet::new(dir.path());
-        assert!(!set.any());
+        assert!(set.current().is_empty());
         let token = add(dir.path(), "ada", false).unwrap();
         assert!(token.starts_with(TOKEN_PREFIX) && token.len() == TOKEN_PREFIX.len() + 64);
         let stored = fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap();
@@ -229,8 +234,8 @@ mod tests {
             !stored.contains(&token),
             "the secret itself is never stored"
         );
-        assert_eq!(set.verify(&token).unwrap().name, "ada");
-        assert!(set.verify("tdm_wrong").is_none());
+        assert_eq!(set.current().verify(&token).unwrap().name, "ada");
+        assert!(set.current().verify("tdm_wrong").is_none());
         assert!(matches!(
             add(dir.path(), "ada", true),
             Err(TokenError::Exists(_))
@@ -240,9 +245,9 @@ mod tests {
             Err(TokenError::BadName(_))
         ));
         let reader = add(dir.path(), "bob", true).unwrap();
-        assert!(set.verify(&reader).unwrap().read_only);
+        assert!(set.current().verify(&reader).unwrap().read_only);
         revoke(dir.path(), "ada").unwrap();
-        assert!(set.verify(&token).is_none());
+        assert!(set.current().verify(&token).is_none());
         assert!(matches!(
             revoke(dir.path(), "ada"),
             Err(TokenError::NotFound(_))
