@@ -117,6 +117,15 @@ impl From<crate::core::CoreError> for CallError {
     }
 }
 
+/// A field past its size limit: `INVALID_ARGUMENT` naming the field and the limit.
+impl From<crate::limits::TooLarge> for CallError {
+    fn from(e: crate::limits::TooLarge) -> CallError {
+        let mut error = CallError::invalid_argument(&e.field, e.to_string());
+        error.details["limit"] = Value::String(e.limit);
+        error
+    }
+}
+
 /// A store failure (trust records): nothing the caller can fix.
 impl From<crate::store::StoreError> for CallError {
     fn from(e: crate::store::StoreError) -> CallError {
@@ -173,9 +182,15 @@ impl<P, R> Method<P, R> {
         Method { name, run }
     }
 
-    /// Runs the method with its own types: the same operation, result and errors as
-    /// [`call`] by name, for a face that has the parameters as `P` and wants an `R`.
-    pub fn run(&self, core: &Core, workspace: Option<&Path>, params: P) -> Result<R, CallError> {
+    /// Runs the method with its own types: the same operation, result and errors (the
+    /// size limits too) as [`call`] by name, for a face that has the parameters as `P` and
+    /// wants an `R`.
+    pub fn run(&self, core: &Core, workspace: Option<&Path>, params: P) -> Result<R, CallError>
+    where
+        P: Serialize,
+    {
+        let json = serde_json::to_value(&params).map_err(|e| CallError::internal(e.to_string()))?;
+        crate::limits::check(&json)?;
         (self.run)(core, &Session::local(workspace), params)
     }
 }
@@ -286,12 +301,14 @@ static METHODS: &[&dyn Erased] = &[
     &HUB_IMPORT,
 ];
 
-/// Parameters as the method's type; a wrong one is `INVALID_ARGUMENT` naming the field.
+/// Parameters as the method's type; a wrong one, or one past its size limit
+/// ([`crate::limits`]), is `INVALID_ARGUMENT` naming the field.
 pub fn parse<P: DeserializeOwned>(params: Value) -> Result<P, CallError> {
     let params = match params {
         Value::Null => Value::Object(Default::default()),
         other => other,
     };
+    crate::limits::check(&params)?;
     serde_path_to_error::deserialize(params).map_err(|e| {
         let path = e.path().to_string();
         // Missing and unknown fields are errors of the whole object; serde names them.

@@ -15,6 +15,7 @@ pub mod events;
 pub mod http;
 pub mod hub;
 pub mod learn;
+pub mod limits;
 pub mod lsp;
 pub mod mcp;
 pub mod memory;

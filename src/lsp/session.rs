@@ -144,7 +144,7 @@ impl Session {
     /// A panic is an internal error, never the end of the session.
     pub async fn run<P, R>(&self, method: &'static Method<P, R>, params: P) -> Result<R, CallError>
     where
-        P: Send + 'static,
+        P: serde::Serialize + Send + 'static,
         R: Send + 'static,
     {
         let core = self.core().await?;

@@ -41,9 +41,14 @@ impl Memory {
             if line.trim().is_empty() {
                 continue;
             }
-            let record: Record = serde_json::from_str(&line).map_err(|e| {
-                MemoryError::invalid_argument("input", format!("line {}: {e}", i + 1))
-            })?;
+            let bad = |message: String| {
+                MemoryError::invalid_argument("input", format!("line {}: {message}", i + 1))
+            };
+            let value: serde_json::Value =
+                serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+            crate::limits::check(&value)
+                .map_err(|e| bad(format!("field '{}' has {e}", e.field)))?;
+            let record: Record = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
             if let Record::Entry(e) = &record {
                 let n = e.title.chars().count();
                 if e.title.trim().is_empty() || n > MAX_TITLE_CHARS || e.confidence > 5 {

@@ -141,6 +141,11 @@ impl Tasks {
             .map(|a| a.trim().to_string())
             .filter(|a| !a.is_empty())
             .collect();
+        for (i, area) in req.areas.iter().enumerate() {
+            scope::inside_workspace(area).map_err(|why| {
+                TaskError::invalid(&format!("areas[{i}]"), format!("'{area}' is {why}"))
+            })?;
+        }
         let id = Ulid::new();
         let (snapshot, map) = take_snapshot(workspace)?;
         let task = Task {

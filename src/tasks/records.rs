@@ -172,6 +172,11 @@ impl Tasks {
         if only.is_some_and(|o| o.is_empty()) {
             return Ok(Vec::new());
         }
+        for (i, path) in only.unwrap_or_default().iter().enumerate() {
+            super::scope::inside_workspace(path).map_err(|why| {
+                TaskError::invalid(&format!("paths[{i}]"), format!("'{path}' is {why}"))
+            })?;
+        }
         let mut out: Vec<LiveFile> = match &task.snapshot {
             Snapshot::Git {
                 repo_root, commit, ..

@@ -44,6 +44,20 @@ fn matches(area: &Area, path: &str) -> bool {
     }
 }
 
+/// `Err` with the reason when `path` (an area, or a path a caller names) could reach outside
+/// the workspace: absolute, or with a `..` segment. Paths are relative to the workspace's
+/// root, and nothing outside it is ever looked at.
+pub fn inside_workspace(path: &str) -> Result<(), &'static str> {
+    let path = path.trim();
+    if path.starts_with(['/', '\\', '~']) || path.as_bytes().get(1) == Some(&b':') {
+        return Err("an absolute path; paths are relative to the workspace's root");
+    }
+    if path.split(['/', '\\']).any(|segment| segment == "..") {
+        return Err("a '..' segment leaves the workspace; paths are relative to its root");
+    }
+    Ok(())
+}
+
 /// Checks `changed` against `areas`. No areas declared: everything matches.
 pub fn verify<'a>(areas: &[String], changed: impl Iterator<Item = &'a String>) -> Verification {
     let parsed: Vec<Area> = areas.iter().filter_map(|a| parse(a)).collect();
@@ -77,6 +91,33 @@ pub fn verify<'a>(areas: &[String], changed: impl Iterator<Item = &'a String>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_stay_inside_the_workspace() {
+        for inside in [
+            "src",
+            "src/api/**",
+            "*.sql",
+            "./lib",
+            "a..b/c",
+            "..hidden",
+            "dir/..x",
+        ] {
+            assert_eq!(inside_workspace(inside), Ok(()), "{inside}");
+        }
+        for outside in [
+            "/etc",
+            "../other",
+            "src/../../x",
+            "..",
+            "~/notes",
+            "C:\\x",
+            "a\\..\\b",
+            "\\\\host\\share",
+        ] {
+            assert!(inside_workspace(outside).is_err(), "{outside}");
+        }
+    }
 
     #[test]
     fn areas_match_segments_prefixes_and_globs() {

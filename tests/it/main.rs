@@ -1,5 +1,6 @@
 //! All integration tests, in one binary (one link step, shared helpers).
 
+mod bad_input;
 mod cli;
 mod cli_daemon;
 mod crash;
