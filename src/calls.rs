@@ -985,6 +985,15 @@ mod tests {
         };
         let changes = TASKS_LIVE_CHANGES.run(&core, Some(ws), only).unwrap();
         assert_eq!(paths(&changes.files), ["b.txt"]);
+        for outside in ["../b.txt", "/etc/passwd"] {
+            let only = LiveChangesParams {
+                id: shown.task.id.to_string(),
+                paths: Some(vec!["a.txt".into(), outside.into()]),
+            };
+            let refused = TASKS_LIVE_CHANGES.run(&core, Some(ws), only).unwrap_err();
+            assert_eq!(refused.code(), "INVALID_ARGUMENT", "{outside}");
+            assert_eq!(refused.details()["field"], "paths[1]");
+        }
         assert_eq!(
             code(
                 "tasks/live_changes",
