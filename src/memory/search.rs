@@ -213,8 +213,40 @@ impl Memory {
             query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
         let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
         let query_words: Vec<&str> = query_terms.iter().map(String::as_str).collect();
+        let score_of = |id: &Ulid, coverage: f32| {
+            let bm25_score = bm25.get(id).copied().unwrap_or(0.0);
+            let lexical = COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (bm25_score / top);
+            let score = match (&embedder, ranking) {
+                (None, _) => lexical,
+                (Some(_), Ranking::Semantic) => meaning(cosines[id]),
+                (Some(_), _) => fuse(lexical, cosines[id]),
+            };
+            // BM25 alone ranks by the score as shown, then by BM25; by meaning, the score
+            // itself decides (rounding it would hand ties to incidental words).
+            let rank = if embedder.is_some() {
+                f64::from(score)
+            } else {
+                round2(score)
+            };
+            (rank, bm25_score, score)
+        };
+        // Candidates in the order of the best rank they could reach (their coverage whole),
+        // each read and scored until the next cannot beat the `limit`-th rank so far: an
+        // entry that cannot be shown is not read. The results are the same as scoring all.
+        let mut by_bound: Vec<(f64, Ulid)> = candidates
+            .iter()
+            .map(|id| (score_of(id, 1.0).0, *id))
+            .collect();
+        by_bound.sort_by(|a, b| b.0.total_cmp(&a.0));
         let mut results = Vec::with_capacity(candidates.len());
-        for id in candidates {
+        let mut ranks: Vec<f64> = Vec::with_capacity(candidates.len());
+        for (bound, id) in by_bound {
+            if ranks.len() >= limit {
+                ranks.sort_by(|a, b| b.total_cmp(a));
+                if bound < ranks[limit - 1] {
+                    break;
+                }
+            }
             let Some(entry) = self.get(&id)? else {
                 continue;
             };
@@ -237,20 +269,8 @@ impl Memory {
             } else {
                 0.0
             };
-            let bm25_score = bm25.get(&id).copied().unwrap_or(0.0);
-            let lexical = COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (bm25_score / top);
-            let score = match (&embedder, ranking) {
-                (None, _) => lexical,
-                (Some(_), Ranking::Semantic) => meaning(cosines[&id]),
-                (Some(_), _) => fuse(lexical, cosines[&id]),
-            };
-            // BM25 alone ranks by the score as shown, then by BM25; by meaning, the score
-            // itself decides (rounding it would hand ties to incidental words).
-            let rank = if embedder.is_some() {
-                f64::from(score)
-            } else {
-                round2(score)
-            };
+            let (rank, bm25_score, score) = score_of(&id, coverage);
+            ranks.push(rank);
             results.push(((rank, bm25_score), score, entry));
         }
         results.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
