@@ -46,6 +46,14 @@
 //!   (`mcp_fixture NAME: request METHOD`).
 //! - `--require-env VAR` (repeatable): exits with status 1 and a message on stderr
 //!   (`mcp_fixture: environment variable VAR is required`) when VAR is unset.
+//! - `--no-initialize`: reads its stdin to the end and answers nothing (a server that never
+//!   answers `initialize`).
+//! - `--garbage-lines N`: writes N lines that are not JSON-RPC on stdout
+//!   (`garbage K from NAME`), then serves as usual (a server that prints a banner).
+//! - `--flood-stderr`: writes lines on stderr without end (`NAME floods stderr: line K`),
+//!   from a thread of its own, while it serves as usual.
+//! - `--huge-answer-mb N`: a prompt `huge` and a tool `huge` whose answer is one text of
+//!   N MiB (`x` repeated), one JSON-RPC line on the wire.
 //!
 //! List changes (sent to a session opened with `initialize` after its `initialized`
 //! notification, and to every `subscriptions/listen` of a 2026-07-28 session that asked for
@@ -155,6 +163,18 @@ struct Args {
     /// Change the prompt list every N milliseconds (tick-K), with list_changed.
     #[arg(long, value_name = "N")]
     change_every_ms: Option<u64>,
+    /// Read stdin to its end and answer nothing, `initialize` included.
+    #[arg(long)]
+    no_initialize: bool,
+    /// Write N lines that are not JSON-RPC on stdout before serving.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    garbage_lines: usize,
+    /// Write lines on stderr without end while serving.
+    #[arg(long)]
+    flood_stderr: bool,
+    /// A prompt and a tool `huge` answering one text of N MiB.
+    #[arg(long, value_name = "N")]
+    huge_answer_mb: Option<usize>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -177,6 +197,18 @@ fn main() -> std::process::ExitCode {
             eprintln!("mcp_fixture {}: noise at start {i}/3", args.name);
         }
     }
+    if args.no_initialize {
+        eprintln!(
+            "mcp_fixture {}: answering nothing (--no-initialize)",
+            args.name
+        );
+        for _ in std::io::stdin().lines() {}
+        return std::process::ExitCode::SUCCESS;
+    }
+    if let Err(e) = misbehave(&args) {
+        eprintln!("mcp_fixture: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -191,12 +223,35 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// What `--garbage-lines` and `--flood-stderr` write before the server starts.
+fn misbehave(args: &Args) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    for k in 1..=args.garbage_lines {
+        writeln!(stdout, "garbage {k} from {}", args.name)?;
+    }
+    stdout.flush()?;
+    if args.flood_stderr {
+        let name = args.name.clone();
+        std::thread::spawn(move || {
+            let mut stderr = std::io::stderr().lock();
+            for k in 1.. {
+                if writeln!(stderr, "{name} floods stderr: line {k}").is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
 async fn serve(args: Args) -> Result<(), String> {
     let fixture = Fixture::new(&args);
     let service = Faults {
         inner: fixture.clone(),
         delay: Duration::from_millis(args.delay_ms),
         noise: args.stderr_noise.then(|| args.name.clone()),
+        huge_mb: args.huge_answer_mb,
     };
     let stdout = CrashAfter::new(tokio::io::stdout(), args.crash_after);
     let running = rmcp::ServiceExt::serve(service, (tokio::io::stdin(), stdout))
@@ -252,6 +307,8 @@ struct State {
     ref_schemas: bool,
     /// How many `tool-NNN` there are (`--tools`).
     generated_tools: usize,
+    /// The size of the `huge` tool's answer, in MiB (`--huge-answer-mb`).
+    huge_mb: Option<usize>,
 }
 
 /// Who is told of list changes.
@@ -285,11 +342,46 @@ enum Body {
     Media,
     Crash,
     Hang,
+    /// `--huge-answer-mb`: one text of that many MiB.
+    Huge(usize),
     Env(String),
     Cwd,
 }
 
 const STYLES: [&str; 3] = ["formal", "casual", "pirate"];
+
+/// The JSON around the text of a `huge` answer, for a request of it.
+fn huge_shape(request: &ClientRequest) -> Option<(&'static str, &'static str)> {
+    match request {
+        ClientRequest::CallToolRequest(r) if r.params.name == "huge" => {
+            Some((r#"{"content":[{"type":"text","text":""#, r#""}]}}"#))
+        }
+        ClientRequest::GetPromptRequest(r) if r.params.name == "huge" => Some((
+            r#"{"messages":[{"role":"user","content":{"type":"text","text":""#,
+            r#""}}]}}"#,
+        )),
+        _ => None,
+    }
+}
+
+/// Writes one response line whose text is `mb` MiB of `x`, straight to stdout.
+fn write_huge(head: &str, tail: &str, mb: usize) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(head.as_bytes())?;
+    let chunk = [b'x'; 64 * 1024];
+    for _ in 0..mb * 16 {
+        stdout.write_all(&chunk)?;
+    }
+    stdout.write_all(tail.as_bytes())?;
+    stdout.write_all(b"\n")?;
+    stdout.flush()
+}
+
+/// The answer of `huge`: `mb` MiB of `x`.
+fn huge_text(mb: usize) -> String {
+    "x".repeat(mb * 1024 * 1024)
+}
 
 /// A 1×1 transparent PNG.
 const PNG: &[u8] = &[
@@ -444,6 +536,12 @@ fn base_prompts(args: &Args) -> Vec<PromptDef> {
             "The server's current directory",
             Body::Cwd,
         ),
+        (
+            args.huge_answer_mb.is_some(),
+            "huge",
+            "One very long text",
+            Body::Huge(args.huge_answer_mb.unwrap_or_default()),
+        ),
     ];
     for (wanted, name, description, body) in simple {
         if wanted {
@@ -553,6 +651,13 @@ impl State {
                 })),
             ));
         }
+        if self.huge_mb.is_some() {
+            tools.push(Tool::new(
+                "huge",
+                "Answers one very long text",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+        }
         tools.extend((0..self.generated_tools).map(|i| {
             Tool::new(
                 format!("tool-{i:03}"),
@@ -590,6 +695,7 @@ impl Fixture {
                 extra_tools: 0,
                 ref_schemas: args.ref_schemas,
                 generated_tools: args.tools,
+                huge_mb: args.huge_answer_mb,
             })),
             listeners: Arc::new(Mutex::new(Listeners::default())),
         }
@@ -705,6 +811,7 @@ impl Fixture {
                 std::process::exit(1);
             }
             Body::Hang => unreachable!("hang is answered by never answering"),
+            Body::Huge(mb) => vec![PromptMessage::new_text(Role::User, huge_text(*mb))],
             Body::Env(var) => {
                 let value = std::env::var(var).map_err(|_| {
                     ErrorData::internal_error(format!("{var} is not set in {server}"), None)
@@ -826,6 +933,9 @@ impl Fixture {
                 state.extra_tools += 1;
                 let added = format!("extra-{}", state.extra_tools);
                 Ok((text(added), Some(Change::Tools)))
+            }
+            "huge" if state.huge_mb.is_some() => {
+                Ok((text(huge_text(state.huge_mb.unwrap_or_default())), None))
             }
             "plot" if state.ref_schemas => {
                 Ok((text(Value::Object(args.clone()).to_string()), None))
@@ -1023,6 +1133,8 @@ struct Faults {
     delay: Duration,
     /// The server name, when each request is to be noted on stderr.
     noise: Option<String>,
+    /// `--huge-answer-mb`.
+    huge_mb: Option<usize>,
 }
 
 impl Service<RoleServer> for Faults {
@@ -1036,6 +1148,15 @@ impl Service<RoleServer> for Faults {
         }
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
+        }
+        if let (Some(mb), Some((head, tail))) = (self.huge_mb, huge_shape(&request)) {
+            // Written here, as it is made: rmcp would build the whole line first, which a
+            // debug build takes far too long to do for 100 MiB.
+            let id = serde_json::to_string(&context.id).unwrap_or_default();
+            let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{head}"#);
+            let written = tokio::task::spawn_blocking(move || write_huge(&head, tail, mb)).await;
+            eprintln!("mcp_fixture: huge answer ended: {written:?}");
+            std::future::pending::<()>().await;
         }
         Service::handle_request(&self.inner, request, context).await
     }

@@ -319,7 +319,8 @@ pub struct CompleteTaskParams {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HubListParams {
-    /// Wait up to this long (ms) for starting servers to be ready or fail; default 10000.
+    /// Wait for servers that began starting less than this long ago (ms) to be ready or
+    /// fail; default 10000.
     #[serde(default)]
     pub wait_ms: Option<u64>,
 }

@@ -2,6 +2,7 @@
 //! downstream MCP servers from the shell.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
@@ -16,11 +17,31 @@ use tandem::config::Config;
 use super::backend::Backend;
 use super::memory::table;
 
+/// How long a listing waits for servers still starting: what is ready by then is listed,
+/// the rest is shown as `starting` (a server that hangs at start holds up one listing, not
+/// each one: the wait counts from when the server began starting).
+pub const CLI_WAIT: Duration = Duration::from_secs(2);
+
 #[derive(Args)]
 pub struct ListArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Wait up to this many seconds for servers still starting (default 2).
+    #[arg(long, value_name = "SECONDS")]
+    wait: Option<f64>,
+}
+
+impl ListArgs {
+    fn params(&self) -> HubListParams {
+        let wait = self
+            .wait
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .unwrap_or(CLI_WAIT);
+        HubListParams {
+            wait_ms: Some(wait.as_millis() as u64),
+        }
+    }
 }
 
 #[derive(Args)]
@@ -55,7 +76,7 @@ pub fn servers_cli(config: &Config, cli: ServersCli) -> anyhow::Result<()> {
 /// `tandem servers`: each server's state, prompt and tool counts, last error.
 fn servers(config: &Config, args: ListArgs) -> anyhow::Result<()> {
     let mut backend = Backend::open(config)?;
-    let report = backend.call(&calls::HUB_SERVERS, &HubListParams::default())?;
+    let report = backend.call(&calls::HUB_SERVERS, &args.params())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -99,13 +120,15 @@ fn servers(config: &Config, args: ListArgs) -> anyhow::Result<()> {
 /// `tandem prompts`: every prompt as the command the editor offers.
 pub fn prompts(config: &Config, args: ListArgs) -> anyhow::Result<()> {
     let mut backend = Backend::open(config)?;
-    let prompts = backend.call(&calls::HUB_PROMPTS, &HubListParams::default())?;
+    let prompts = backend.call(&calls::HUB_PROMPTS, &args.params())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&prompts)?);
         return Ok(());
     }
+    let waiting = not_ready(&mut backend)?;
     if prompts.is_empty() {
         println!("no prompts (see `tandem servers`)");
+        print!("{waiting}");
         return Ok(());
     }
     let mut t = table(&["command", "arguments", "description"]);
@@ -128,7 +151,32 @@ pub fn prompts(config: &Config, args: ListArgs) -> anyhow::Result<()> {
         ]);
     }
     println!("{t}\n* required");
+    print!("{waiting}");
     Ok(())
+}
+
+/// The servers whose prompts are not listed because they do not run (yet), one line each
+/// with their state and last error; empty when every server that should run does.
+fn not_ready(backend: &mut Backend) -> anyhow::Result<String> {
+    let now = HubListParams { wait_ms: Some(0) };
+    let report = backend.call(&calls::HUB_SERVERS, &now)?;
+    let mut out = String::new();
+    for s in &report.servers {
+        let state = s["state"].as_str().unwrap_or("");
+        if matches!(state, "ready" | "idle" | "disabled" | "stopped") {
+            continue;
+        }
+        let error = s["last_error"].as_str().map(|e| format!(": {e}"));
+        out.push_str(&format!(
+            "  {} ({state}){}\n",
+            s["name"].as_str().unwrap_or(""),
+            error.unwrap_or_default()
+        ));
+    }
+    if !out.is_empty() {
+        out.insert_str(0, "not listed (see `tandem servers`):\n");
+    }
+    Ok(out)
 }
 
 #[derive(Args)]
@@ -357,7 +405,7 @@ pub fn inject_cli(config: &Config, cli: InjectCli) -> anyhow::Result<()> {
         None => inject(config, cli.args),
         Some(InjectCommand::Prompts(args)) => {
             let mut backend = Backend::open(config)?;
-            let list = backend.call(&calls::HUB_CONVENTIONAL, &HubListParams::default())?;
+            let list = backend.call(&calls::HUB_CONVENTIONAL, &args.params())?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {

@@ -20,6 +20,9 @@ use super::scan;
 pub const WORKSPACE_FILE: &str = ".mcp.json";
 /// How long a request to a downstream server may take, unless its `timeout_ms` says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a server has to start (answer `initialize` and the first lists), unless its
+/// `start_timeout_ms` says.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A configuration problem, located.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
@@ -137,6 +140,8 @@ pub struct ServerConfig {
     pub disabled_prompts: BTreeSet<String>,
     #[serde(with = "millis")]
     pub timeout: Duration,
+    #[serde(with = "millis")]
+    pub start_timeout: Duration,
 }
 
 mod millis {
@@ -459,6 +464,8 @@ struct RawServer {
     disabled_prompts: Vec<String>,
     #[serde(default, alias = "timeoutMs")]
     timeout_ms: Option<u64>,
+    #[serde(default, alias = "startTimeoutMs")]
+    start_timeout_ms: Option<u64>,
 }
 
 /// Reads and merges the user's file and the workspace's (either may be missing).
@@ -622,6 +629,7 @@ impl ServerConfig {
             description: None,
             disabled_prompts: BTreeSet::new(),
             timeout: DEFAULT_TIMEOUT,
+            start_timeout: DEFAULT_START_TIMEOUT,
         }
     }
 }
@@ -722,12 +730,17 @@ fn apply_settings(
     server.category = raw.category.clone();
     server.description = raw.description.clone();
     server.disabled_prompts = raw.disabled_prompts.iter().cloned().collect();
-    if let Some(ms) = raw.timeout_ms {
-        if ms == 0 {
-            return Err(entry.problem(Some("timeout_ms"), "must be more than 0"));
-        }
-        server.timeout = Duration::from_millis(ms);
-    }
+    let millis = |field: &str, ms: Option<u64>, default: Duration| match ms {
+        Some(0) => Err(entry.problem(Some(field), "must be more than 0")),
+        Some(ms) => Ok(Duration::from_millis(ms)),
+        None => Ok(default),
+    };
+    server.timeout = millis("timeout_ms", raw.timeout_ms, server.timeout)?;
+    server.start_timeout = millis(
+        "start_timeout_ms",
+        raw.start_timeout_ms,
+        server.start_timeout,
+    )?;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ pub mod proxy;
 mod remembered;
 mod scan;
 pub mod server;
+mod stdio;
 pub mod trust;
 
 use std::collections::{BTreeMap, HashMap};
@@ -393,15 +394,14 @@ impl Workspace {
         }
     }
 
-    /// Waits until no server is starting (each is ready, failed or not meant to run), at
-    /// most `max`.
+    /// Waits until no server has been starting for less than `max` (each is ready, failed,
+    /// not meant to run, or slower than that: a server that hangs at start holds up one
+    /// listing at most `max`, not every listing).
     pub async fn settle(&self, max: Duration) {
-        let deadline = tokio::time::Instant::now() + max;
         while self
             .servers_now()
             .iter()
-            .any(|s| s.status() == Status::Starting)
-            && tokio::time::Instant::now() < deadline
+            .any(|s| s.starting_for().is_some_and(|t| t < max))
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -6,7 +6,10 @@
 //! dropped (the child is killed), and it is started again after a backoff (1 s, 2 s, 4 s ...
 //! up to 60 s; after 8 failures in a row it stays `failed` until the config changes or
 //! someone asks for it again). Meanwhile its requests fail at once with that error: one
-//! broken server never stalls the daemon or another server.
+//! broken server never stalls the daemon or another server. A stdio server runs over
+//! [`super::stdio`], which bounds what its process may write: one that writes lines that
+//! are not MCP on stdout is `failed` at once (starting it again would not help), one that
+//! writes a message past the size limit is restarted like a crash.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -19,13 +22,11 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde::Serialize;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::{Notify, mpsc};
 
 use super::config::{ServerConfig, Transport};
+use super::stdio;
 
-/// How long a server has to start and answer `initialize` and the first lists.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const MAX_ATTEMPTS: u32 = 8;
 /// Lines of a server's stderr kept for error messages.
@@ -233,6 +234,15 @@ struct Inner {
     /// Bumped on every (re)connection and stop, so a stale task does not touch a newer one.
     generation: u64,
     next_attempt: Option<Instant>,
+    /// When the server last became `starting`.
+    starting_since: Option<Instant>,
+}
+
+impl Inner {
+    fn starting(&mut self) {
+        self.status = Status::Starting;
+        self.starting_since = Some(Instant::now());
+    }
 }
 
 pub struct Downstream {
@@ -367,6 +377,7 @@ impl Downstream {
                 stderr: VecDeque::new(),
                 generation: 0,
                 next_attempt: None,
+                starting_since: None,
             }),
             changed: Notify::new(),
             on_change,
@@ -389,6 +400,16 @@ impl Downstream {
                 retry_in_ms: at.saturating_duration_since(Instant::now()).as_millis() as u64,
             },
             (s, _) => s.clone(),
+        }
+    }
+
+    /// How long the server has been `starting`, if it is.
+    pub fn starting_for(&self) -> Option<Duration> {
+        let inner = self.lock();
+        match (&inner.status, inner.starting_since) {
+            (Status::Starting, Some(since)) => Some(since.elapsed()),
+            (Status::Starting, None) => Some(Duration::ZERO),
+            _ => None,
         }
     }
 
@@ -475,7 +496,7 @@ impl Downstream {
                 Status::Restarting { .. } => return,
                 _ => return,
             }
-            inner.status = Status::Starting;
+            inner.starting();
             inner.generation += 1;
         }
         self.changed.notify_waiters();
@@ -516,14 +537,8 @@ impl Downstream {
                 cwd,
             }) => {
                 let mut cmd = tokio::process::Command::new(&command);
-                cmd.args(&args)
-                    .envs(&env)
-                    .current_dir(&cwd)
-                    .kill_on_drop(true);
-                let spawned = rmcp::transport::TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn();
-                let (transport, stderr) = match spawned {
+                cmd.args(&args).envs(&env).current_dir(&cwd);
+                let (transport, stderr) = match stdio::spawn(cmd, self.on_fault(generation)) {
                     Ok(t) => t,
                     Err(e) => {
                         return self.fail(
@@ -532,9 +547,7 @@ impl Downstream {
                         );
                     }
                 };
-                if let Some(stderr) = stderr {
-                    self.capture_stderr(stderr, generation);
-                }
+                self.capture_stderr(stderr, generation);
                 self.handshake(handler, transport).await
             }
             Some(Transport::Http { url, headers }) => match http_config(&url, &headers) {
@@ -591,14 +604,23 @@ impl Downstream {
         });
     }
 
+    /// What the transport of connection `generation` calls when the server ends it: that
+    /// connection fails with the reason.
+    fn on_fault(self: &Arc<Self>, generation: u64) -> stdio::OnFault {
+        let this = Arc::downgrade(self);
+        Box::new(move |fault: stdio::Fault| {
+            if let Some(this) = this.upgrade() {
+                this.fail_as(generation, fault.to_string(), fault.retry());
+            }
+        })
+    }
+
     /// Keeps the last lines of the stderr of connection `generation`'s child (for error
-    /// messages) and logs them all.
+    /// messages) and logs them (at a bounded rate).
     fn capture_stderr(self: &Arc<Self>, stderr: tokio::process::ChildStderr, generation: u64) {
         let this = self.clone();
         tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(target: "tandem::downstream", "{}: {line}", this.config.name);
+            stdio::read_stderr(stderr, &this.config.name, |line| {
                 let mut inner = this.lock();
                 if inner.stderr.len() == STDERR_TAIL {
                     inner.stderr.pop_front();
@@ -609,7 +631,8 @@ impl Downstream {
                 {
                     inner.last_error = Some(with_tail(error, &inner.stderr));
                 }
-            }
+            })
+            .await;
         });
     }
 
@@ -623,7 +646,8 @@ impl Downstream {
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let started = tokio::time::timeout(START_TIMEOUT, async {
+        let limit = self.config.start_timeout;
+        let started = tokio::time::timeout(limit, async {
             let service = handler
                 .serve(transport)
                 .await
@@ -634,7 +658,10 @@ impl Downstream {
         .await;
         match started {
             Ok(r) => r,
-            Err(_) => Err(format!("did not start within {}s", START_TIMEOUT.as_secs())),
+            Err(_) => Err(format!(
+                "did not start within {:.1}s (its start_timeout_ms)",
+                limit.as_secs_f64()
+            )),
         }
     }
 
@@ -683,6 +710,12 @@ impl Downstream {
 
     /// Marks a failure of connection `generation` and schedules the next attempt.
     fn fail(self: &Arc<Self>, generation: u64, error: String) {
+        self.fail_as(generation, error, true)
+    }
+
+    /// Marks a failure of connection `generation`; then the next attempt, after a backoff,
+    /// if `retry` (else the server is `failed` until its entry changes).
+    fn fail_as(self: &Arc<Self>, generation: u64, error: String, retry: bool) {
         let (delay, service) = {
             let mut inner = self.lock();
             if inner.generation != generation {
@@ -696,7 +729,7 @@ impl Downstream {
             inner.failed = Some((generation, error));
             inner.peer = None;
             let service = inner.service.take();
-            if inner.failures >= MAX_ATTEMPTS {
+            if inner.failures >= MAX_ATTEMPTS || !retry {
                 inner.status = Status::Failed;
                 inner.next_attempt = None;
                 (None, service)
@@ -723,7 +756,7 @@ impl Downstream {
                     {
                         return;
                     }
-                    inner.status = Status::Starting;
+                    inner.starting();
                     inner.next_attempt = None;
                 }
                 this.changed.notify_waiters();
@@ -732,10 +765,18 @@ impl Downstream {
         }
     }
 
+    /// The error connection `generation` failed with, if it failed already.
+    fn failure_of(&self, generation: u64) -> Option<String> {
+        match &self.lock().failed {
+            Some((failed, error)) if *failed == generation => Some(error.clone()),
+            _ => None,
+        }
+    }
+
     /// The live connection, starting or waiting for it when that makes sense; otherwise a
     /// clear error at once.
     async fn peer(self: &Arc<Self>) -> Result<(Peer<RoleClient>, u64), HubError> {
-        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+        let deadline = tokio::time::Instant::now() + self.config.start_timeout;
         loop {
             let waiting = self.changed.notified();
             // Decide under the lock, act after it (`start` and `unavailable` take it again).
@@ -762,9 +803,9 @@ impl Downstream {
             }
             if tokio::time::timeout_at(deadline, waiting).await.is_err() {
                 return Err(HubError::Timeout(format!(
-                    "server '{}' did not start within {}s",
+                    "server '{}' did not start within {:.1}s",
                     self.config.name,
-                    START_TIMEOUT.as_secs()
+                    self.config.start_timeout.as_secs_f64()
                 )));
             }
         }
@@ -809,9 +850,13 @@ impl Downstream {
                 "server '{name}' is restarting ({error}); next attempt in {:.1}s",
                 retry_in_ms as f64 / 1000.0
             ),
-            Status::Failed => {
+            Status::Failed if self.lock().failures >= MAX_ATTEMPTS => {
                 format!("server '{name}' failed {MAX_ATTEMPTS} times and is stopped: {error}")
             }
+            Status::Failed => format!(
+                "server '{name}' is stopped: {error}; it starts again when its entry in {} changes",
+                self.config.origin.file().display()
+            ),
             other => format!("server '{name}' is {}", other.label()),
         };
         HubError::Unavailable(message)
@@ -835,7 +880,12 @@ impl Downstream {
                 error: e,
             }),
             Ok(Err(e)) => {
-                let message = format!("server '{}' failed during {method}: {e}", self.config.name);
+                // The transport may have said why first (an exit, a message past the limit).
+                let cause = self.failure_of(generation).unwrap_or_else(|| e.to_string());
+                let message = format!(
+                    "server '{}' failed during {method}: {cause}",
+                    self.config.name
+                );
                 self.fail(generation, message.clone());
                 Err(HubError::Unavailable(message))
             }

@@ -28,7 +28,7 @@ pub(crate) fn ok(home: &TestHome, dir: &Path, args: &[&str]) -> Value {
     json
 }
 
-fn workspace(home: &TestHome, mcp_json: Value) -> std::path::PathBuf {
+pub(crate) fn workspace(home: &TestHome, mcp_json: Value) -> std::path::PathBuf {
     let ws = home.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     crate::util::git(&ws, &["init", "-q"]);
@@ -82,7 +82,8 @@ fn workspace_servers_run_only_once_the_file_is_trusted() {
         "{shown}"
     );
 
-    let after = ok(&home, &ws, &["servers", "--json"]);
+    // Node servers may take more than the listings' 2 s to start on a loaded machine.
+    let after = ok(&home, &ws, &["servers", "--json", "--wait", "20"]);
     let everything = server(&after, "everything");
     assert_eq!(everything["state"], "ready", "{after:#}");
     assert_eq!(everything["prompts"], 4);
@@ -92,7 +93,7 @@ fn workspace_servers_run_only_once_the_file_is_trusted() {
         0,
         "a server without prompts is fine"
     );
-    let prompts = ok(&home, &ws, &["prompts", "--json"]);
+    let prompts = ok(&home, &ws, &["prompts", "--json", "--wait", "20"]);
     let commands: Vec<&str> = prompts
         .as_array()
         .unwrap()
@@ -691,7 +692,7 @@ fn streamable_http_servers_work_like_stdio_ones() {
         }})
         .to_string(),
     );
-    let report = ok(&home, &ws, &["servers", "--json"]);
+    let report = ok(&home, &ws, &["servers", "--json", "--wait", "20"]);
     let remote = server(&report, "remote");
     assert_eq!(remote["state"], "ready", "{report:#}");
     assert_eq!(remote["prompts"], 4);

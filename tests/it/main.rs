@@ -5,6 +5,7 @@ mod cli;
 mod cli_daemon;
 mod crash;
 mod daemon;
+mod downstream_faults;
 mod editor;
 mod fixture;
 mod gateway;
