@@ -61,8 +61,17 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         match args.command {
             None => {
-                let Some(core) = open_core(config).await? else {
-                    return Ok(());
+                let core = match open_core(config).await {
+                    Ok(Some(core)) => core,
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        tracing::error!("the daemon cannot open the data dir: {e:#}");
+                        let _ = std::fs::write(
+                            daemon::start_error_path(&config.home),
+                            format!("{e:#}"),
+                        );
+                        return Err(e);
+                    }
                 };
                 daemon::run(
                     DaemonConfig {
@@ -207,7 +216,9 @@ pub fn serve_via_daemon(
 }
 
 /// Connects to the data dir's daemon with `hello`, starting the daemon when none runs and
-/// replacing one of another version that nobody uses; the stream is ready for the face.
+/// replacing one of another version that nobody uses; the stream is ready for the face. A
+/// daemon it started that cannot open the data dir (a newer or unreadable format) is an
+/// error with its reason at once, not a wait for [`START_TIMEOUT`].
 pub(crate) async fn connect_or_start(
     config: &Config,
     hello: &daemon::Hello,
@@ -248,9 +259,13 @@ pub(crate) async fn connect_or_start(
                 );
             }
             Err(_) => {
+                let start_error = daemon::start_error_path(&config.home);
                 if !started {
+                    let _ = std::fs::remove_file(&start_error);
                     start_detached(config)?;
                     started = true;
+                } else if let Ok(reason) = std::fs::read_to_string(&start_error) {
+                    bail!("the tandem daemon cannot start: {reason}");
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }

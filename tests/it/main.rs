@@ -5,6 +5,7 @@ mod cli_daemon;
 mod crash;
 mod daemon;
 mod editor;
+mod faults;
 mod fixture;
 mod gateway;
 mod http;
