@@ -183,6 +183,8 @@ async fn main() {
         }
     );
     if failed {
+        // exit skips destructors: the temp dir goes first.
+        drop(home);
         std::process::exit(1);
     }
 }
