@@ -56,6 +56,13 @@ pub fn socket_path(home: &Path) -> PathBuf {
     home.join(SOCKET)
 }
 
+/// Where a daemon that cannot open its data dir writes why (it has no stderr once
+/// detached), for the client that started it: `daemon.error` in the data dir, removed by
+/// the client before it starts one.
+pub fn start_error_path(home: &Path) -> PathBuf {
+    home.join("daemon.error")
+}
+
 /// What a client says first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hello {

@@ -54,8 +54,26 @@ pub enum StoreError {
     #[error("unreadable {file}: {message}")]
     BadFormatFile { file: PathBuf, message: String },
 
-    #[error("database error: {0}")]
+    #[error("database error: {}", describe_sled(.0))]
     Sled(#[from] sled::Error),
+}
+
+/// sled's error, said plainly: a full disk (or a file-size limit) by name, other I/O errors
+/// by their OS message (sled's own text shows them in Debug form).
+fn describe_sled(e: &sled::Error) -> String {
+    use std::io::ErrorKind;
+    match e {
+        sled::Error::Io(io)
+            if matches!(io.kind(), ErrorKind::StorageFull | ErrorKind::FileTooLarge) =>
+        {
+            format!(
+                "the disk is full or a file-size limit is reached ({}); the write is not durable, earlier data is intact",
+                io.kind()
+            )
+        }
+        sled::Error::Io(io) => format!("I/O error: {io}"),
+        other => other.to_string(),
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

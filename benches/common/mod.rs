@@ -7,13 +7,16 @@ use std::time::Duration;
 
 pub mod clustered;
 pub mod home;
+pub mod load;
 pub mod lsp;
 
 #[derive(Clone, Copy, Default)]
 pub struct Stats {
     pub n: usize,
     pub p50: Duration,
+    pub p90: Duration,
     pub p99: Duration,
+    pub max: Duration,
 }
 
 impl Stats {
@@ -23,7 +26,9 @@ impl Stats {
         Stats {
             n: samples.len(),
             p50: at(0.50),
+            p90: at(0.90),
             p99: at(0.99),
+            max: at(1.0),
         }
     }
 }

@@ -61,8 +61,17 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         match args.command {
             None => {
-                let Some(core) = open_core(config).await? else {
-                    return Ok(());
+                let core = match open_core(config).await {
+                    Ok(Some(core)) => core,
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        tracing::error!("the daemon cannot open the data dir: {e:#}");
+                        let _ = std::fs::write(
+                            daemon::start_error_path(&config.home),
+                            format!("{e:#}"),
+                        );
+                        return Err(e);
+                    }
                 };
                 daemon::run(
                     DaemonConfig {
@@ -207,7 +216,9 @@ pub fn serve_via_daemon(
 }
 
 /// Connects to the data dir's daemon with `hello`, starting the daemon when none runs and
-/// replacing one of another version that nobody uses; the stream is ready for the face.
+/// replacing one of another version that nobody uses; the stream is ready for the face. A
+/// daemon it started that cannot open the data dir (a newer or unreadable format) is an
+/// error with its reason at once, not a wait for [`START_TIMEOUT`].
 pub(crate) async fn connect_or_start(
     config: &Config,
     hello: &daemon::Hello,
@@ -248,9 +259,13 @@ pub(crate) async fn connect_or_start(
                 );
             }
             Err(_) => {
+                let start_error = daemon::start_error_path(&config.home);
                 if !started {
+                    let _ = std::fs::remove_file(&start_error);
                     start_detached(config)?;
                     started = true;
+                } else if let Ok(reason) = std::fs::read_to_string(&start_error) {
+                    bail!("the tandem daemon cannot start: {reason}");
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -295,6 +310,37 @@ fn malloc_trim_threshold(theirs: Option<&str>, tunables: Option<&str>) -> Option
     (cfg!(all(target_os = "linux", target_env = "gnu")) && !set).then_some("131072")
 }
 
+/// [`malloc_trim_threshold`] for this process's environment.
+fn wanted_trim_threshold() -> Option<&'static str> {
+    malloc_trim_threshold(
+        std::env::var(TRIM_ENV).ok().as_deref(),
+        std::env::var("GLIBC_TUNABLES").ok().as_deref(),
+    )
+}
+
+/// Runs this command again, in place (exec, same pid), with [`malloc_trim_threshold`] in
+/// its environment when it is not there (glibc reads it once, at start): what `tandem
+/// serve` does first, since nobody spawns it as [`spawn_daemon`] spawns the daemon of
+/// `tandem mcp`. Without it the daemon under load kept about three times the memory (the
+/// load bench). Returns when there is nothing to do, or the exec failed (logged).
+pub(crate) fn reexec_with_trim_threshold() {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let Some(threshold) = wanted_trim_threshold() else {
+            return;
+        };
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
+        let e = std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(TRIM_ENV, threshold)
+            .exec();
+        tracing::warn!("cannot run again with {TRIM_ENV} set: {e}");
+    }
+}
+
 /// Starts `tandem daemon` in its own process group with no stdio, with
 /// [`malloc_trim_threshold`].
 fn spawn_daemon(config: &Config) -> anyhow::Result<()> {
@@ -305,10 +351,7 @@ fn spawn_daemon(config: &Config) -> anyhow::Result<()> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    if let Some(threshold) = malloc_trim_threshold(
-        std::env::var(TRIM_ENV).ok().as_deref(),
-        std::env::var("GLIBC_TUNABLES").ok().as_deref(),
-    ) {
+    if let Some(threshold) = wanted_trim_threshold() {
         cmd.env(TRIM_ENV, threshold);
     }
     #[cfg(unix)]

@@ -268,14 +268,21 @@ impl Memory {
         }
     }
 
-    /// The full entry, recording the access (`rekall_show`).
+    /// The full entry, recording the access (`rekall_show`). The access is a statistic: when
+    /// it cannot be written (a full disk), the entry is shown all the same.
     pub fn show(&self, id: &str) -> Result<EntryDetails> {
         let entry = self.resolve(id)?;
-        let entry = self.record_access(entry)?;
+        let entry = match self.record_access(&entry) {
+            Ok(updated) => updated,
+            Err(e) => {
+                tracing::warn!("recording an access to {} failed: {e}", entry.id);
+                entry
+            }
+        };
         self.details(&entry)
     }
 
-    fn record_access(&self, entry: Entry) -> Result<Entry> {
+    fn record_access(&self, entry: &Entry) -> Result<Entry> {
         let now = now();
         let key = entry.id.to_string();
         let updated = self.entries.update_and_fetch(&key, |old| {
@@ -294,7 +301,7 @@ impl Memory {
         // crash loses no knowledge.
         match updated {
             Some(bytes) => decode(&bytes),
-            None => Ok(entry),
+            None => Ok(entry.clone()),
         }
     }
 

@@ -7,6 +7,7 @@ mod crash;
 mod daemon;
 mod downstream_faults;
 mod editor;
+mod faults;
 mod fixture;
 mod gateway;
 mod http;
