@@ -6,6 +6,7 @@ mod crash;
 mod daemon;
 mod editor;
 mod fixture;
+mod fuzz_regressions;
 mod gateway;
 mod http;
 mod hub;
