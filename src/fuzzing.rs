@@ -9,7 +9,8 @@
 //! - [`mcp`]: the stdio framing splits the input into the lines it holds, each whole or
 //!   refused as over-long; the whole MCP face (framing, rmcp, the tools) only ever writes
 //!   JSON-RPC lines.
-//! - [`lsp`]: the LSP face (tower-lsp's Content-Length framing, every handler) only ever
+//! - [`lsp`]: the LSP face (tower-lsp's Content-Length framing, `initialize`; the input
+//!   comes in one burst, so later requests race `initialize` and are refused) only ever
 //!   writes well-framed JSON-RPC messages, and its session ends when the editor hangs up.
 //! - [`command`]: a parsed `/server:prompt` line prints back ([`PromptCommand`]'s `Display`)
 //!   to a line that parses to the same command; a quoted value reads back unchanged.
@@ -92,8 +93,8 @@ impl Drop for Harness {
 
 /// The MCP stdio face: first the line framing alone, with a small line limit (so that
 /// over-long lines are reached), then a whole session (framing, rmcp, Tandem's tools) on the
-/// harness's core with `data` as the client's input.
-pub fn mcp(harness: &Harness, data: &[u8]) {
+/// harness's core with `data` as the client's input. Answers what the face wrote.
+pub fn mcp(harness: &Harness, data: &[u8]) -> Vec<u8> {
     harness.run("line framing", check_lines(data));
     let output = harness.run("MCP session", mcp_session(harness, data.to_vec()));
     for line in output.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -101,6 +102,7 @@ pub fn mcp(harness: &Harness, data: &[u8]) {
             .unwrap_or_else(|e| panic!("MCP face wrote a line that is not JSON ({e}): {line:?}"));
         assert_eq!(message["jsonrpc"], "2.0", "not JSON-RPC: {message}");
     }
+    output
 }
 
 /// The framing's reader takes `data` apart into exactly its lines: each one whole (at most
@@ -156,8 +158,9 @@ async fn mcp_session(harness: &Harness, input: Vec<u8>) -> Vec<u8> {
 
 /// The LSP face: a session on the harness's core reading `data`, which is sent as it is
 /// when it starts with a `Content-Length` header, else taken as JSON messages one a line,
-/// each framed here (so that mutations reach the handlers, not only the framing).
-pub fn lsp(harness: &Harness, data: &[u8]) {
+/// each framed here (so that mutations reach the handlers, not only the framing). Answers
+/// what the face wrote.
+pub fn lsp(harness: &Harness, data: &[u8]) -> Vec<u8> {
     let input = if data.starts_with(b"Content-Length") {
         data.to_vec()
     } else {
@@ -174,6 +177,7 @@ pub fn lsp(harness: &Harness, data: &[u8]) {
     };
     let output = harness.run("LSP session", lsp_session(harness, input));
     check_lsp_output(&output);
+    output
 }
 
 /// One LSP session reading `input`; what it wrote.
@@ -553,17 +557,18 @@ impl<'a> Source<'a> {
             return self.any(ids, depth);
         }
         for union in ["anyOf", "oneOf"] {
-            if let Some(Value::Array(branches)) = schema.get(union) {
-                if !branches.is_empty() {
-                    let branch = &branches[self.below(branches.len())];
-                    return self.value_for(branch, ids, depth);
-                }
+            if let Some(Value::Array(branches)) = schema.get(union)
+                && !branches.is_empty()
+            {
+                let branch = &branches[self.below(branches.len())];
+                return self.value_for(branch, ids, depth);
             }
         }
-        if let Some(Value::Array(values)) = schema.get("enum") {
-            if !values.is_empty() && self.below(4) > 0 {
-                return values[self.below(values.len())].clone();
-            }
+        if let Some(Value::Array(values)) = schema.get("enum")
+            && !values.is_empty()
+            && self.below(4) > 0
+        {
+            return values[self.below(values.len())].clone();
         }
         let kind = match schema.get("type") {
             Some(Value::Array(kinds)) if !kinds.is_empty() => {

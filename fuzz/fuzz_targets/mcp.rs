@@ -8,4 +8,6 @@ use tandem::fuzzing::Harness;
 
 static HARNESS: LazyLock<Harness> = LazyLock::new(Harness::in_temp_dir);
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| tandem::fuzzing::mcp(&HARNESS, data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    tandem::fuzzing::mcp(&HARNESS, data);
+});
