@@ -19,6 +19,7 @@ pub mod params;
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -198,12 +199,20 @@ impl<P, R> Method<P, R> {
 /// A method with its types erased, for the table.
 trait Erased: Sync {
     fn name(&self) -> &'static str;
+    fn params_schema(&self) -> Value;
     fn call(&self, core: &Core, session: &Session, params: Value) -> Result<Value, CallError>;
 }
 
-impl<P: DeserializeOwned, R: Serialize> Erased for Method<P, R> {
+impl<P: DeserializeOwned + JsonSchema, R: Serialize> Erased for Method<P, R> {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn params_schema(&self) -> Value {
+        crate::mcp::schema::settings(crate::mcp::schema::Contract::Input)
+            .into_generator()
+            .into_root_schema_for::<P>()
+            .to_value()
     }
 
     fn call(&self, core: &Core, session: &Session, params: Value) -> Result<Value, CallError> {
@@ -260,6 +269,15 @@ pub async fn spawn_call(
 /// Every method's name.
 pub fn methods() -> impl Iterator<Item = &'static str> {
     METHODS.iter().map(|m| m.name())
+}
+
+/// The JSON Schema of `method`'s parameters (subschemas inlined, as schemars writes it: not
+/// the MCP tools' flat form); `None` for an unknown method.
+pub fn params_schema(method: &str) -> Option<Value> {
+    METHODS
+        .iter()
+        .find(|m| m.name() == method)
+        .map(|m| m.params_schema())
 }
 
 static METHODS: &[&dyn Erased] = &[

@@ -12,6 +12,8 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod events;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod hub;
 pub mod learn;

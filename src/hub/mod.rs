@@ -17,7 +17,7 @@ pub mod inject;
 pub mod own;
 pub mod proxy;
 mod remembered;
-mod scan;
+pub(crate) mod scan;
 pub mod server;
 mod stdio;
 pub mod trust;

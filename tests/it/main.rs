@@ -9,6 +9,7 @@ mod downstream_faults;
 mod editor;
 mod faults;
 mod fixture;
+mod fuzz_regressions;
 mod gateway;
 mod http;
 mod hub;
