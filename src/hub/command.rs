@@ -255,7 +255,8 @@ fn args_value_at(line: &str, head_end: usize) -> Option<usize> {
 /// `line` with `added` arguments at its end, each as a `name=value` word quoted by
 /// [`quote_value`], and the command that line parses to. A line that gives its arguments
 /// with `--args` (which takes no other word) is first rewritten in words ([`PromptCommand`]'s
-/// `Display`). Refused as [`parse`] refuses, `line` or the result (an added name the line
+/// `Display`); when a name cannot be a word, the whole line is rewritten as one `--args`
+/// object. Refused as [`parse`] refuses, `line` or the result (an added name the line
 /// already gives is a [`CommandError::DuplicateArgument`]).
 pub fn append_arguments(
     line: &str,
@@ -266,7 +267,34 @@ pub fn append_arguments(
         return Ok((line.trim().to_owned(), cmd));
     }
     let head_end = split_head(line)?.end;
-    let mut text = match args_value_at(line, head_end) {
+    let args_at = args_value_at(line, head_end);
+    let names = cmd.arguments.keys().chain(added.iter().map(|(name, _)| name));
+    if !names.clone().all(|name| is_word_name(name)) {
+        let mut all = cmd;
+        for (name, value) in added {
+            if all.arguments.contains_key(name) {
+                // Where the line gives it (its `--args` object, or its word), and where the
+                // appended one would go: just past the line's end.
+                let given = match args_at {
+                    Some(at) => at,
+                    None => lex_arguments(line, head_end, Mode::Strict)?
+                        .iter()
+                        .find(|word| word.name.as_ref() == Some(name))
+                        .map_or(head_end, |word| word.start),
+                };
+                return Err(CommandError::DuplicateArgument {
+                    name: name.clone(),
+                    first: column_at(line, given),
+                    second: column_at(line, line.trim_end().len()),
+                });
+            }
+            all.arguments.insert(name.clone(), value.clone());
+        }
+        let text = all.to_string();
+        let cmd = parse(&text)?;
+        return Ok((text, cmd));
+    }
+    let mut text = match args_at {
         Some(_) => cmd.to_string(),
         None => line.trim().to_owned(),
     };
@@ -441,13 +469,22 @@ pub fn site_at(line: &str, cursor: usize) -> Option<CompletionSite> {
 }
 
 impl fmt::Display for PromptCommand {
-    /// The command as a line [`parse`] reads back to the same command.
+    /// The command as a line [`parse`] reads back to the same command: `name=value` words, or
+    /// one `--args` object when a name cannot be written as a word.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&command_name(&self.server, &self.prompt))?;
-        for (name, value) in &self.arguments {
-            write!(f, " {name}={}", quote_value(value))?;
+        if self.arguments.keys().all(|name| is_word_name(name)) {
+            for (name, value) in &self.arguments {
+                write!(f, " {name}={}", quote_value(value))?;
+            }
+            return Ok(());
         }
-        Ok(())
+        let object: serde_json::Map<String, Value> = self
+            .arguments
+            .iter()
+            .map(|(name, value)| (name.clone(), Value::String(value.clone())))
+            .collect();
+        write!(f, " --args {}", quote_value(&Value::Object(object).to_string()))
     }
 }
 
@@ -507,6 +544,13 @@ struct Word {
 
 fn is_name_char(c: char) -> bool {
     c.is_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+/// Whether an argument's name can be written as a `name=value` word: name characters, not
+/// starting with `-` (a leading dash is a flag's, as in `--args`). Other names (`""`, `"a b"`,
+/// `"--x"`, which a prompt may declare) are given in the `--args` object.
+fn is_word_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('-') && name.chars().all(is_name_char)
 }
 
 fn leading_whitespace(line: &str) -> usize {
@@ -592,7 +636,11 @@ fn lex_arguments(line: &str, from: usize, mode: Mode) -> Result<Vec<Word>, Comma
 
 fn read_word(line: &str, start: usize, mode: Mode) -> Result<Word, CommandError> {
     let rest = &line[start..];
-    let name_len = rest.find(|c| !is_name_char(c)).unwrap_or(rest.len());
+    let name_len = if rest.starts_with('-') {
+        0
+    } else {
+        rest.find(|c| !is_name_char(c)).unwrap_or(rest.len())
+    };
     let next = rest[name_len..].chars().next();
     if next == Some('=') && name_len > 0 {
         let name = &rest[..name_len];
@@ -621,6 +669,13 @@ fn read_word(line: &str, start: usize, mode: Mode) -> Result<Word, CommandError>
     let raw = &rest[..rest.find(char::is_whitespace).unwrap_or(rest.len())];
     Err(match next {
         Some('=') => invalid(line, start, Syntax::EmptyArgumentName),
+        _ if raw.starts_with("--args") => invalid(
+            line,
+            start,
+            Syntax::ArgsNotAnObject {
+                detail: "give it first, in place of name=value words".into(),
+            },
+        ),
         Some(ch) if !ch.is_whitespace() && raw[name_len..].contains('=') => invalid(
             line,
             start + name_len,
@@ -1119,6 +1174,27 @@ mod tests {
             r#"/s:tool_call:x a={"k":[1]} b="two words" c="" d="it's""#
         );
         assert_eq!(parse(&line).unwrap(), cmd);
+        // Names that cannot be words are written as one `--args` object.
+        let cmd = parse(r#"/s:p --args '{"": [0, 2], "a b": "x", "--args": "1e3"}'"#).unwrap();
+        let line = cmd.to_string();
+        assert_eq!(line, r#"/s:p --args {"":"[0,2]","--args":"1e3","a b":"x"}"#);
+        assert_eq!(parse(&line).unwrap(), cmd);
+    }
+
+    #[test]
+    fn a_flag_is_not_an_argument_name() {
+        let e = parse("/s:p a= --args=1e3").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--args takes one JSON object of arguments (give it first, in place of name=value \
+             words) (column 9)"
+        );
+        let e = parse("/s:p -x=1").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid character '-' in the argument name (column 6)"
+        );
+        assert!(parse("/s:p x-y=1").is_ok());
     }
 
     /// `|` in `line` marks the cursor.
@@ -1276,6 +1352,17 @@ mod append_tests {
                 "s:p",
                 vec![pair("a", "2")],
                 "INVALID_COMMAND: a prompt command starts with '/' (column 1)",
+            ),
+            // A name that cannot be a word: the line becomes one --args object.
+            (
+                "/s:p a=1",
+                vec![pair("", "[0]"), pair("b c", "x")],
+                r#"/s:p --args {"":"[0]","a":"1","b c":"x"}"#,
+            ),
+            (
+                r#"/s:p --args '{"": 1}'"#,
+                vec![pair("", "2")],
+                "DUPLICATE_ARGUMENT: argument '' is given twice (columns 12 and 22)",
             ),
         ];
         for (line, added, expected) in cases {

@@ -88,7 +88,7 @@ pub fn value_span(text: &str) -> Span {
 /// removed, everything else (key order, number spelling, escapes) as written. `None` when it
 /// is not valid JSON or not an object or array.
 pub fn compact(text: &str) -> Option<String> {
-    let trimmed = text.trim();
+    let trimmed = text.trim_matches(is_json_space);
     if !trimmed.starts_with(['{', '[']) {
         return None;
     }
@@ -108,17 +108,23 @@ pub fn compact(text: &str) -> Option<String> {
         } else if c == '"' {
             in_string = true;
             out.push(c);
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+        } else if !is_json_space(c) {
             out.push(c);
         }
     }
     Some(out)
 }
 
+/// JSON's whitespace (RFC 8259): not Unicode's, whose vertical tab or no-break space around
+/// a value make it invalid JSON.
+fn is_json_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
 /// The top-level members of a JSON object text, in order, each value as its raw text. `None`
 /// when `text` is not a valid JSON object.
 pub fn object_members(text: &str) -> Option<Vec<(String, &str)>> {
-    let text = text.trim();
+    let text = text.trim_matches(is_json_space);
     if !text.starts_with('{') {
         return None;
     }
@@ -219,6 +225,9 @@ mod tests {
             ("[1, 2,]", None),
             ("[1] x", None),
             ("", None),
+            // Whitespace outside JSON's four makes the text invalid, around it too.
+            ("\u{b}[[]\n]", None),
+            ("\u{a0}{}", None),
         ];
         for &(text, want) in cases {
             assert_eq!(compact(text).as_deref(), want, "{text:?}");
