@@ -9,9 +9,9 @@
 //! - [`mcp`]: the stdio framing splits the input into the lines it holds, each whole or
 //!   refused as over-long; the whole MCP face (framing, rmcp, the tools) only ever writes
 //!   JSON-RPC lines.
-//! - [`lsp`]: the LSP face (tower-lsp's Content-Length framing, `initialize`; the input
-//!   comes in one burst, so later requests race `initialize` and are refused) only ever
-//!   writes well-framed JSON-RPC messages, and its session ends when the editor hangs up.
+//! - [`lsp`]: the LSP face (tower-lsp's Content-Length framing, `initialize`, the handlers:
+//!   the input is sent frame by frame, each request answered before the next frame) only
+//!   ever writes well-framed JSON-RPC messages, and its session ends when the editor hangs up.
 //! - [`command`]: a parsed `/server:prompt` line prints back ([`PromptCommand`]'s `Display`)
 //!   to a line that parses to the same command; a quoted value reads back unchanged.
 //! - [`scan`]: an object's members are valid JSON, and written back they make the same object.
@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncReadExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::calls::{self, CallError, Session};
 use crate::core::{Core, LazyCore};
@@ -180,9 +180,14 @@ pub fn lsp(harness: &Harness, data: &[u8]) -> Vec<u8> {
     output
 }
 
-/// One LSP session reading `input`; what it wrote.
+/// One LSP session reading `input`; what it wrote. The input is sent frame by frame as an
+/// editor sends it: after a request (a frame that parses as one, with an id), the next
+/// frame waits for its answer, and the face's own requests are answered (`null`). So
+/// requests reach their handlers, instead of racing `initialize` or being cancelled by an
+/// `exit` that came before their answer.
 async fn lsp_session(harness: &Harness, input: Vec<u8>) -> Vec<u8> {
-    let (output, mut written) = tokio::io::duplex(1 << 16);
+    let (output, written) = tokio::io::duplex(1 << 16);
+    let (feed, input_side) = tokio::io::duplex(1 << 16);
     let host = crate::lsp::Host {
         home: harness.home.clone(),
         log_file: harness.home.join("tandem.log"),
@@ -192,14 +197,125 @@ async fn lsp_session(harness: &Harness, input: Vec<u8>) -> Vec<u8> {
         LazyCore::ready(harness.core.clone()),
         host,
         harness.workspace.clone(),
-        std::io::Cursor::new(input),
+        input_side,
         output,
     );
-    let mut out = Vec::new();
-    let read = written.read_to_end(&mut out);
-    let (_, read) = tokio::join!(session, read);
-    read.expect("reading the face's output");
-    out
+    let mut editor = Editor {
+        feed: Some(feed),
+        written,
+        out: Vec::new(),
+        parsed: 0,
+        answered: Vec::new(),
+    };
+    let drive = async move {
+        for frame in lsp_frames(&input) {
+            if !editor.send(frame).await {
+                break;
+            }
+            if let Some(id) = request_id(frame) {
+                editor.wait_for_answer(&id).await;
+            }
+        }
+        // Hanging up ends the session; what it still writes is read to the end.
+        editor.feed = None;
+        let mut rest = Vec::new();
+        editor
+            .written
+            .read_to_end(&mut rest)
+            .await
+            .expect("reading the face's output");
+        editor.out.extend_from_slice(&rest);
+        editor.out
+    };
+    tokio::join!(session, drive).1
+}
+
+/// The editor's side of an LSP session in [`lsp_session`].
+struct Editor {
+    /// The face's input; `None` once hung up.
+    feed: Option<tokio::io::DuplexStream>,
+    /// The face's output, all of it kept in `out`; whole frames up to `parsed` were read.
+    written: tokio::io::DuplexStream,
+    out: Vec<u8>,
+    parsed: usize,
+    /// The ids of the answers seen.
+    answered: Vec<Value>,
+}
+
+impl Editor {
+    /// Sends bytes to the face; false once it stopped reading.
+    async fn send(&mut self, bytes: &[u8]) -> bool {
+        match &mut self.feed {
+            Some(feed) => feed.write_all(bytes).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Reads the face's output until it answers `id` or ends, answering its requests.
+    async fn wait_for_answer(&mut self, id: &Value) {
+        let mut chunk = [0u8; 4096];
+        while !self.answered.contains(id) {
+            match self.written.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => self.out.extend_from_slice(&chunk[..n]),
+            }
+            while let Some((message, len)) = next_frame(&self.out[self.parsed..]) {
+                self.parsed += len;
+                match (message.get("method"), message.get("id")) {
+                    (Some(_), Some(request)) => {
+                        let answer = json!({ "jsonrpc": "2.0", "id": request, "result": null });
+                        let text = answer.to_string();
+                        let framed = format!("Content-Length: {}\r\n\r\n{text}", text.len());
+                        self.send(framed.as_bytes()).await;
+                    }
+                    (None, Some(answered)) => self.answered.push(answered.clone()),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// The input's frames: each `Content-Length` frame whole, then whatever follows the last
+/// (a broken header, a short body) as one piece.
+fn lsp_frames(mut input: &[u8]) -> Vec<&[u8]> {
+    let mut frames = Vec::new();
+    while !input.is_empty() {
+        let len = frame_len(input).unwrap_or(input.len()).min(input.len());
+        let (frame, rest) = input.split_at(len);
+        frames.push(frame);
+        input = rest;
+    }
+    frames
+}
+
+/// The length of the `Content-Length` frame `bytes` starts with (header and body), when its
+/// header is whole and readable.
+fn frame_len(bytes: &[u8]) -> Option<usize> {
+    let header_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let length: usize = std::str::from_utf8(&bytes[..header_end])
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))?
+        .trim()
+        .parse()
+        .ok()?;
+    header_end.checked_add(4)?.checked_add(length)
+}
+
+/// The JSON message of the whole frame `bytes` starts with, and the frame's length.
+fn next_frame(bytes: &[u8]) -> Option<(Value, usize)> {
+    let len = frame_len(bytes).filter(|&len| len <= bytes.len())?;
+    let header_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let message = serde_json::from_slice(&bytes[header_end + 4..len]).unwrap_or(Value::Null);
+    Some((message, len))
+}
+
+/// The id of the request a frame holds, when it holds one.
+fn request_id(frame: &[u8]) -> Option<Value> {
+    let (message, _) = next_frame(frame)?;
+    message.get("method")?;
+    message.get("id").cloned()
 }
 
 /// Every message the face wrote is `Content-Length: N`, a blank line, and N bytes of a

@@ -268,8 +268,11 @@ pub fn append_arguments(
     }
     let head_end = split_head(line)?.end;
     let args_at = args_value_at(line, head_end);
-    let names = cmd.arguments.keys().chain(added.iter().map(|(name, _)| name));
-    if !names.clone().all(|name| is_word_name(name)) {
+    let mut names = cmd
+        .arguments
+        .keys()
+        .chain(added.iter().map(|(name, _)| name));
+    if !names.all(|name| is_word_name(name)) {
         let mut all = cmd;
         for (name, value) in added {
             if all.arguments.contains_key(name) {
@@ -484,7 +487,11 @@ impl fmt::Display for PromptCommand {
             .iter()
             .map(|(name, value)| (name.clone(), Value::String(value.clone())))
             .collect();
-        write!(f, " --args {}", quote_value(&Value::Object(object).to_string()))
+        write!(
+            f,
+            " --args {}",
+            quote_value(&Value::Object(object).to_string())
+        )
     }
 }
 

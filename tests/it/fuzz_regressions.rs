@@ -104,12 +104,25 @@ fn fuzz_inputs_of_the_mcp_face() {
 #[test]
 fn fuzz_inputs_of_the_lsp_face() {
     let written = replay_on_harness("lsp", fuzzing::lsp);
-    // The replay drives the real face: every request of a seed's session is answered (sent
-    // in one burst, the requests after `initialize` are refused as not initialized).
+    // The replay drives the real face and its handlers: every request of a seed's session
+    // is answered, past `initialize` by the handlers (none refused as not initialized).
     let commands = messages(&written["commands"]);
     for id in 1..=12 {
-        answer(&commands, id);
+        assert_ne!(
+            answer(&commands, id)["error"]["code"],
+            -32002,
+            "request {id}"
+        );
     }
+    assert!(answer(&commands, 2)["result"].is_object(), "tandem.status");
+    assert!(
+        answer(&commands, 3)["result"]["id"].is_string(),
+        "tandem.memory.add"
+    );
+    assert!(
+        answer(&commands, 11)["error"].is_object(),
+        "an unknown command"
+    );
 }
 
 #[test]
