@@ -374,11 +374,6 @@ fn shared<'a>(
 /// `vectors` (the entry's, under the memory's ready model) are given, else by words; each
 /// at least its threshold. An entry being added has its term frequencies cached for the
 /// adds that follow; a proposed one leaves no trace.
-///
-/// By meaning, the candidates are the nearest summaries and the entries sharing the
-/// rarest words; each is scored by the cosine of the summaries, and only those past
-/// [`SEMANTIC_SIMILAR_MIN`] are read for the words they share (a read and a tokenisation
-/// each, the bulk of an add's cost when done for every candidate).
 pub fn find_similar(
     memory: &Memory,
     cache: &mut SimilarityCache,
@@ -387,7 +382,7 @@ pub fn find_similar(
     weighed: Weighed,
 ) -> Result<Vec<Similar>, MemoryError> {
     let Some(vectors) = vectors else {
-        return find_similar_lexically(memory, cache, entry, weighed);
+        return find_similar_lexically(memory, cache, entry, false, weighed);
     };
     let semantic = &memory.semantic;
     let nearest = || {
@@ -400,22 +395,27 @@ pub fn find_similar(
     };
     // In a large table, the nearest by meaning are found on a second thread while the
     // words are weighed.
-    let (words, mut scored) = if semantic.is_large() {
+    let (lexical, mut scored) = if semantic.is_large() {
         std::thread::scope(|scope| {
             let nearest = scope.spawn(nearest);
-            let words = Words::weigh(memory, cache, entry, weighed);
+            let lexical = find_similar_lexically(memory, cache, entry, true, weighed);
             let nearest = nearest
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (words, nearest)
+            (lexical, nearest)
         })
     } else {
-        (Words::weigh(memory, cache, entry, weighed), nearest())
+        (
+            find_similar_lexically(memory, cache, entry, true, weighed),
+            nearest(),
+        )
     };
-    let words = words?;
+    let mut words: HashMap<Ulid, (Card, Vec<String>)> = lexical?
+        .into_iter()
+        .map(|s| (s.entry.id, (s.entry, s.shared_terms)))
+        .collect();
     let lexical_only: Vec<Ulid> = words
-        .iter()
-        .flat_map(|w| &w.candidates)
+        .keys()
         .filter(|id| !scored.iter().any(|(s, _)| s == *id))
         .copied()
         .collect();
@@ -432,21 +432,28 @@ pub fn find_similar(
         if score < SEMANTIC_SIMILAR_MIN {
             continue;
         }
-        let Some(other) = cache.entry(memory, memory.idx(), id)? else {
-            continue;
-        };
-        let shared_terms = match &words {
-            Some(words) => words.shared_terms(cache, &other),
-            None => Vec::new(),
+        let (card, shared_terms) = match words.remove(&id) {
+            Some(known) => known,
+            None => match cache.entries.get(&id) {
+                Some(cached) => (cached.card.clone(), Vec::new()),
+                None => match memory.get(&id)? {
+                    Some(other) => (Card::of(&other), Vec::new()),
+                    None => continue,
+                },
+            },
         };
         out.push(Similar {
-            entry: other.card.clone(),
+            entry: card,
             score: score.clamp(0.0, 1.0),
             shared_terms,
             by_meaning: true,
         });
     }
-    by_score(&mut out);
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.entry.id.cmp(&a.entry.id))
+    });
     Ok(out)
 }
 
@@ -488,142 +495,98 @@ pub fn scores_against(
     Ok(scores)
 }
 
-/// Entries sharing words with `entry`, best first, each at least [`SIMILAR_MIN`].
+/// Entries sharing words with `entry`, best first: at least [`SIMILAR_MIN`], or every
+/// candidate sharing a word when `all` (their meaning decides then).
 fn find_similar_lexically(
     memory: &Memory,
     cache: &mut SimilarityCache,
     entry: &Entry,
+    all: bool,
     weighed: Weighed,
 ) -> Result<Vec<Similar>, MemoryError> {
-    let Some(words) = Words::weigh(memory, cache, entry, weighed)? else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
     let idx = memory.idx();
-    for &id in &words.candidates {
+    let searcher = idx.committed_searcher();
+    let pending = idx.pending();
+    let n_docs = idx.num_docs(&searcher) + pending.len() as u64 + 1;
+    cache.begin(n_docs);
+    let (my_tf, words) = cache.term_freqs(idx, entry);
+    let (mine, my_norm) = cache.weights(idx, &searcher, n_docs, &my_tf);
+    if mine.is_empty() || my_norm == 0.0 {
+        cache.weighed(entry, my_tf, weighed);
+        return Ok(Vec::new());
+    }
+    let mut heaviest: Vec<(TermId, f32)> = mine.iter().map(|&(t, w, _)| (t, w)).collect();
+    heaviest.sort_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then_with(|| cache.terms[a.0 as usize].cmp(&cache.terms[b.0 as usize]))
+    });
+    // The heaviest terms whose postings fit the budget. In a base where every word is
+    // common (a clustered vocabulary), a query of common words would cost in proportion
+    // to the base: its candidates are then the latest entries.
+    let mut budget = POSTINGS_BUDGET;
+    let mut query: Vec<(String, f32)> = Vec::new();
+    for &(t, _) in &heaviest {
+        let df = cache.doc_freq(idx, &searcher, t);
+        if df <= budget {
+            budget -= df;
+            query.push((cache.terms[t as usize].clone(), 1.0));
+            if query.len() == QUERY_TERMS {
+                break;
+            }
+        }
+    }
+    let candidates: Vec<Ulid> = if query.is_empty() {
+        cache.recent(memory)?
+    } else {
+        let plan = idx.plan_similar(&query);
+        idx.top(&searcher, &plan, CANDIDATES)?
+            .into_iter()
+            .map(|h| h.id)
+            .collect()
+    };
+
+    let mut seen: HashSet<Ulid> = HashSet::from([entry.id]);
+    let mut out = Vec::new();
+    for id in candidates.into_iter().chain(pending) {
+        if !seen.insert(id) {
+            continue;
+        }
         let Some(other) = cache.entry(memory, idx, id)? else {
             continue;
         };
-        let Some(score) = cache.cosine(idx, &words.searcher, &words.mine, words.norm, id, &other)
-        else {
+        let Some(score) = cache.cosine(idx, &searcher, &mine, my_norm, id, &other) else {
             continue;
         };
-        if score < SIMILAR_MIN {
+        if score < SIMILAR_MIN && !all {
             continue;
         }
-        out.push(Similar {
-            entry: other.card.clone(),
-            score,
-            shared_terms: words.shared_terms(cache, &other),
-            by_meaning: false,
-        });
-    }
-    by_score(&mut out);
-    Ok(out)
-}
-
-/// Best first; the newer entry first among equals.
-fn by_score(similar: &mut [Similar]) {
-    similar.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.entry.id.cmp(&a.entry.id))
-    });
-}
-
-/// A new entry weighed against the index: its tf-idf weights, and the stored entries that
-/// share its rarest words (the candidates), with the entries not yet committed.
-struct Words {
-    searcher: Searcher,
-    /// `(term, tf-idf weight, idf)`, by term.
-    mine: Vec<(TermId, f32, f32)>,
-    norm: f32,
-    /// Each term as first written, to show people.
-    words: HashMap<TermId, String>,
-    candidates: Vec<Ulid>,
-}
-
-impl Words {
-    /// `None` when the entry has no word the index knows. The entry's term frequencies
-    /// are cached (an add) or forgotten (a proposal) as `weighed` says.
-    fn weigh(
-        memory: &Memory,
-        cache: &mut SimilarityCache,
-        entry: &Entry,
-        weighed: Weighed,
-    ) -> Result<Option<Words>, MemoryError> {
-        let idx = memory.idx();
-        let searcher = idx.committed_searcher();
-        let pending = idx.pending();
-        let n_docs = idx.num_docs(&searcher) + pending.len() as u64 + 1;
-        cache.begin(n_docs);
-        let (my_tf, words) = cache.term_freqs(idx, entry);
-        let (mine, norm) = cache.weights(idx, &searcher, n_docs, &my_tf);
-        cache.weighed(entry, my_tf, weighed);
-        if mine.is_empty() || norm == 0.0 {
-            return Ok(None);
-        }
-        let mut heaviest: Vec<(TermId, f32)> = mine.iter().map(|&(t, w, _)| (t, w)).collect();
-        heaviest.sort_by(|a, b| {
-            b.1.total_cmp(&a.1)
-                .then_with(|| cache.terms[a.0 as usize].cmp(&cache.terms[b.0 as usize]))
-        });
-        // The heaviest terms whose postings fit the budget. In a base where every word is
-        // common (a clustered vocabulary), a query of common words would cost in proportion
-        // to the base: its candidates are then the latest entries.
-        let mut budget = POSTINGS_BUDGET;
-        let mut query: Vec<(String, f32)> = Vec::new();
-        for &(t, _) in &heaviest {
-            let df = cache.doc_freq(idx, &searcher, t);
-            if df <= budget {
-                budget -= df;
-                query.push((cache.terms[t as usize].clone(), 1.0));
-                if query.len() == QUERY_TERMS {
-                    break;
-                }
-            }
-        }
-        let found: Vec<Ulid> = if query.is_empty() {
-            cache.recent(memory)?
-        } else {
-            let plan = idx.plan_similar(&query);
-            idx.top(&searcher, &plan, CANDIDATES)?
-                .into_iter()
-                .map(|h| h.id)
-                .collect()
-        };
-        let mut seen: HashSet<Ulid> = HashSet::from([entry.id]);
-        let candidates = found
-            .into_iter()
-            .chain(pending)
-            .filter(|id| seen.insert(*id))
-            .collect();
-        Ok(Some(Words {
-            searcher,
-            mine,
-            norm,
-            words,
-            candidates,
-        }))
-    }
-
-    /// The words `other` shares with the new entry that weigh most in their similarity,
-    /// heaviest first (up to 3).
-    fn shared_terms(&self, cache: &SimilarityCache, other: &Cached) -> Vec<String> {
-        let mut contributions: Vec<(TermId, f32)> = shared(&self.mine, &other.tf).collect();
+        let mut contributions: Vec<(TermId, f32)> = shared(&mine, &other.tf).collect();
         let term = |t: TermId| cache.terms[t as usize].as_str();
         contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| term(x.0).cmp(term(y.0))));
-        contributions
+        let shared_terms = contributions
             .iter()
             .take(3)
             .map(|(t, _)| {
-                self.words
+                words
                     .get(t)
                     .cloned()
                     .unwrap_or_else(|| term(*t).to_string())
             })
-            .collect()
+            .collect();
+        out.push(Similar {
+            entry: other.card.clone(),
+            score,
+            shared_terms,
+            by_meaning: false,
+        });
     }
+    cache.weighed(entry, my_tf, weighed);
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.entry.id.cmp(&a.entry.id))
+    });
+    Ok(out)
 }
 
 /// A term's tf-idf weight.
