@@ -296,53 +296,76 @@ fn start_detached(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The environment variable that sets glibc malloc's trim threshold.
-const TRIM_ENV: &str = "MALLOC_TRIM_THRESHOLD_";
+/// glibc malloc's settings the daemon runs with: each an environment variable, the
+/// `GLIBC_TUNABLES` name that sets the same, and the value. glibc reads them once, at start.
+/// - The trim threshold, fixed: with glibc's default, a threshold that grows with the
+///   largest block freed, the memory a search or an index commit frees stays in the
+///   process (the idle daemon with the embedding model kept ~150 MB resident after an
+///   agent's session in a debug build, ~120 MB with it; `benches/embeddings.rs` prints the
+///   release build's).
+/// - One arena: glibc's default, up to 8 a core, each a heap of its own that a thread's
+///   freed blocks return to, let the daemon under load grow its anonymous memory ~40 MB a
+///   minute while its live heap (heaptrack) grew ~1.3 MB a minute; with two arenas ~20 MB,
+///   with one ~10 MB (`benches/load.rs`, 3 minutes each, dev build). Per-thread caches
+///   (glibc's tcache) keep small allocations off the arena's lock.
+const MALLOC_SETTINGS: [(&str, &str, &str); 2] = [
+    ("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold", "131072"),
+    ("MALLOC_ARENA_MAX", "glibc.malloc.arena_max", "1"),
+];
 
-/// The trim threshold the daemon runs with, unless the user set one (`MALLOC_TRIM_THRESHOLD_`,
-/// or `glibc.malloc.trim_threshold` in `GLIBC_TUNABLES`). With glibc's default, a threshold
-/// that grows with the largest block freed, the memory a search or an index commit frees
-/// stays in the process: the idle daemon with the embedding model kept ~150 MB resident
-/// after an agent's session in a debug build, ~120 MB with this (`benches/embeddings.rs`
-/// prints the release build's). `None` where the C library is not glibc.
-fn malloc_trim_threshold(theirs: Option<&str>, tunables: Option<&str>) -> Option<&'static str> {
-    let set = theirs.is_some() || tunables.is_some_and(|t| t.contains("malloc.trim_threshold"));
-    (cfg!(all(target_os = "linux", target_env = "gnu")) && !set).then_some("131072")
+/// The settings of [`MALLOC_SETTINGS`] to add to an environment where `var` reads a
+/// variable and `tunables` is `GLIBC_TUNABLES`: those the user did not set either way.
+/// None where the C library is not glibc.
+fn malloc_settings(
+    var: impl Fn(&str) -> Option<String>,
+    tunables: Option<&str>,
+) -> Vec<(&'static str, &'static str)> {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return Vec::new();
+    }
+    MALLOC_SETTINGS
+        .iter()
+        .filter(|(env, tunable, _)| {
+            var(env).is_none() && !tunables.is_some_and(|t| t.contains(tunable))
+        })
+        .map(|&(env, _, value)| (env, value))
+        .collect()
 }
 
-/// [`malloc_trim_threshold`] for this process's environment.
-fn wanted_trim_threshold() -> Option<&'static str> {
-    malloc_trim_threshold(
-        std::env::var(TRIM_ENV).ok().as_deref(),
+/// [`malloc_settings`] for this process's environment.
+fn wanted_malloc_settings() -> Vec<(&'static str, &'static str)> {
+    malloc_settings(
+        |name| std::env::var(name).ok(),
         std::env::var("GLIBC_TUNABLES").ok().as_deref(),
     )
 }
 
-/// Runs this command again, in place (exec, same pid), with [`malloc_trim_threshold`] in
-/// its environment when it is not there (glibc reads it once, at start): what `tandem
-/// serve` does first, since nobody spawns it as [`spawn_daemon`] spawns the daemon of
-/// `tandem mcp`. Without it the daemon under load kept about three times the memory (the
-/// load bench). Returns when there is nothing to do, or the exec failed (logged).
-pub(crate) fn reexec_with_trim_threshold() {
+/// Runs this command again, in place (exec, same pid), with [`MALLOC_SETTINGS`] in its
+/// environment when they are not there: what `tandem serve` does first, since nobody
+/// spawns it as [`spawn_daemon`] spawns the daemon of `tandem mcp`. Without them the
+/// daemon under load kept several times the memory (the load bench). Returns when there
+/// is nothing to do, or the exec failed (logged).
+pub(crate) fn reexec_with_malloc_settings() {
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
-        let Some(threshold) = wanted_trim_threshold() else {
+        let settings = wanted_malloc_settings();
+        if settings.is_empty() {
             return;
-        };
+        }
         let Ok(exe) = std::env::current_exe() else {
             return;
         };
         let e = std::process::Command::new(exe)
             .args(std::env::args_os().skip(1))
-            .env(TRIM_ENV, threshold)
+            .envs(settings)
             .exec();
-        tracing::warn!("cannot run again with {TRIM_ENV} set: {e}");
+        tracing::warn!("cannot run again with glibc malloc's settings: {e}");
     }
 }
 
 /// Starts `tandem daemon` in its own process group with no stdio, with
-/// [`malloc_trim_threshold`].
+/// [`MALLOC_SETTINGS`].
 fn spawn_daemon(config: &Config) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the tandem binary")?;
     let mut cmd = std::process::Command::new(exe);
@@ -351,9 +374,7 @@ fn spawn_daemon(config: &Config) -> anyhow::Result<()> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    if let Some(threshold) = wanted_trim_threshold() {
-        cmd.env(TRIM_ENV, threshold);
-    }
+    cmd.envs(wanted_malloc_settings());
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
@@ -366,19 +387,29 @@ fn spawn_daemon(config: &Config) -> anyhow::Result<()> {
 
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
-    use super::malloc_trim_threshold;
+    use super::malloc_settings;
 
     #[test]
-    fn the_trim_threshold_is_set_unless_the_user_set_one() {
-        assert_eq!(malloc_trim_threshold(None, None), Some("131072"));
+    fn malloc_settings_are_added_unless_the_user_set_them() {
+        let none = |_: &str| None;
+        let all = vec![
+            ("MALLOC_TRIM_THRESHOLD_", "131072"),
+            ("MALLOC_ARENA_MAX", "1"),
+        ];
+        assert_eq!(malloc_settings(none, None), all);
+        assert_eq!(malloc_settings(none, Some("glibc.malloc.tcache_count=0")), all);
+        let trim = |name: &str| (name == "MALLOC_TRIM_THRESHOLD_").then(|| "0".to_owned());
+        assert_eq!(malloc_settings(trim, None), vec![("MALLOC_ARENA_MAX", "1")]);
         assert_eq!(
-            malloc_trim_threshold(None, Some("glibc.malloc.arena_max=2")),
-            Some("131072")
+            malloc_settings(none, Some("glibc.malloc.arena_max=4")),
+            vec![("MALLOC_TRIM_THRESHOLD_", "131072")]
         );
-        assert_eq!(malloc_trim_threshold(Some("0"), None), None);
         assert_eq!(
-            malloc_trim_threshold(None, Some("glibc.malloc.trim_threshold=0")),
-            None
+            malloc_settings(
+                |_: &str| Some("2".to_owned()),
+                Some("glibc.malloc.trim_threshold=0")
+            ),
+            vec![]
         );
     }
 }

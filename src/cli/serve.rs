@@ -42,7 +42,7 @@ pub fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         bail!("say which face to serve: `tandem serve --http [ADDR:PORT]`");
     };
     http::check_bind(addr, &config.home)?;
-    super::daemon::reexec_with_trim_threshold();
+    super::daemon::reexec_with_malloc_settings();
     let workspace = super::workspace_root(args.workspace)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
