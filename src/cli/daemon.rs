@@ -309,7 +309,11 @@ fn start_detached(config: &Config) -> anyhow::Result<()> {
 ///   with one ~10 MB (`benches/load.rs`, 3 minutes each, dev build). Per-thread caches
 ///   (glibc's tcache) keep small allocations off the arena's lock.
 const MALLOC_SETTINGS: [(&str, &str, &str); 2] = [
-    ("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold", "131072"),
+    (
+        "MALLOC_TRIM_THRESHOLD_",
+        "glibc.malloc.trim_threshold",
+        "131072",
+    ),
     ("MALLOC_ARENA_MAX", "glibc.malloc.arena_max", "1"),
 ];
 
@@ -397,7 +401,10 @@ mod tests {
             ("MALLOC_ARENA_MAX", "1"),
         ];
         assert_eq!(malloc_settings(none, None), all);
-        assert_eq!(malloc_settings(none, Some("glibc.malloc.tcache_count=0")), all);
+        assert_eq!(
+            malloc_settings(none, Some("glibc.malloc.tcache_count=0")),
+            all
+        );
         let trim = |name: &str| (name == "MALLOC_TRIM_THRESHOLD_").then(|| "0".to_owned());
         assert_eq!(malloc_settings(trim, None), vec![("MALLOC_ARENA_MAX", "1")]);
         assert_eq!(
