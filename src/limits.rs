@@ -8,7 +8,7 @@
 //! `summary` of the object `outcome`, and `[]` stands for a list's items. A string or a list
 //! that no path names gets [`ANY_CHARS`] or [`ANY_ITEMS`].
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::memory::model::MAX_TITLE_CHARS;
 
@@ -256,6 +256,61 @@ fn walk(value: &Value, path: &mut Path, item_chars: Option<usize>) -> Result<(),
         }
         _ => within(value, path),
     }
+}
+
+/// Writes the limits into a call's parameters schema, the flat JSON Schema the MCP tools
+/// advertise: `maxLength` on a string [`FIELDS`] names (an enum's values say more), and
+/// `maxItems` on a list it names, with `maxLength` on the list's strings when the limit has
+/// one. Answers the paths of [`FIELDS`] found in the schema.
+pub fn annotate(schema: &mut Map<String, Value>) -> Vec<&'static str> {
+    let mut found = Vec::new();
+    annotate_at(schema, &mut Path::default(), &mut found);
+    found
+}
+
+fn annotate_at(schema: &mut Map<String, Value>, path: &mut Path, found: &mut Vec<&'static str>) {
+    if let Some(&(name, limit)) = FIELDS.iter().find(|(name, _)| *name == path.pattern) {
+        found.push(name);
+        match limit {
+            Limit::Chars(max) if is_string(schema) => {
+                schema.insert("maxLength".into(), max.into());
+            }
+            Limit::List { items, chars } if has_type(schema, "array") => {
+                schema.insert("maxItems".into(), items.into());
+                if let Some(Value::Object(item)) = schema.get_mut("items")
+                    && chars > 0
+                    && is_string(item)
+                {
+                    item.insert("maxLength".into(), chars.into());
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for (key, property) in properties.iter_mut() {
+            if let Value::Object(property) = property {
+                path.enter(Step::Key(key), |path| annotate_at(property, path, found));
+            }
+        }
+    }
+    if let Some(Value::Object(item)) = schema.get_mut("items") {
+        path.enter(Step::Item(0), |path| annotate_at(item, path, found));
+    }
+}
+
+/// Whether a schema is of `kind` (`type` one name, or a list of them).
+fn has_type(schema: &Map<String, Value>, kind: &str) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == kind,
+        Some(Value::Array(types)) => types.iter().any(|t| t == kind),
+        _ => false,
+    }
+}
+
+/// A free string: of type `string`, not one of an `enum`'s values.
+fn is_string(schema: &Map<String, Value>) -> bool {
+    has_type(schema, "string") && !schema.contains_key("enum")
 }
 
 /// Checks the fields of `value`, when it is an object.

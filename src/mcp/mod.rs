@@ -349,9 +349,11 @@ impl ServerHandler for TandemServer {
             };
             let bus = core.bus().clone();
             let weak = Arc::downgrade(&gateway);
-            drop(gateway);
-            drop(core);
-            gateway::notify_changes(weak, bus, context.peer, this.tools_changed.clone()).await;
+            let poke = this.tools_changed.clone();
+            // Only the session holds its gateway: `this` (whose cell holds it too) goes
+            // here, or the gateway, and the servers it activated, would outlive the session.
+            drop((gateway, core, this));
+            gateway::notify_changes(weak, bus, context.peer, poke).await;
         });
     }
 
@@ -590,5 +592,55 @@ impl ServerHandler for TandemServer {
             ),
             Err(e) => Err(ErrorData::invalid_params(e.to_string(), Some(e.to_json()))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::TOOLS;
+
+    /// The tools advertise the limits the calls enforce: every limited field an agent can
+    /// send is found in a tool's schema (a renamed field would leave its limit behind), and
+    /// carries its limit.
+    #[test]
+    fn tool_schemas_advertise_every_limit() {
+        let mut found = BTreeSet::new();
+        for t in TOOLS.iter() {
+            let mut schema = t.tool.input_schema.as_ref().clone();
+            found.extend(crate::limits::annotate(&mut schema));
+        }
+        let missing: Vec<&str> = crate::limits::FIELDS
+            .iter()
+            .map(|&(name, _)| name)
+            .filter(|name| !found.contains(name))
+            .collect();
+        // Fields of calls that only the editors and the CLI make (suggestion kinds, an
+        // import's JSON Lines, a live diff's paths): found in those calls' parameters.
+        let elsewhere = ["kind", "entry_ids", "jsonl", "paths"];
+        assert_eq!(missing, elsewhere);
+        let mut in_calls = BTreeSet::new();
+        for method in crate::calls::methods() {
+            let schema = crate::calls::params_schema(method).unwrap();
+            in_calls.extend(crate::limits::annotate(
+                &mut schema.as_object().unwrap().clone(),
+            ));
+        }
+        for name in elsewhere {
+            assert!(in_calls.contains(name), "no call has {name}");
+        }
+        let add = TOOLS.iter().find(|t| t.tool.name == "rekall_add").unwrap();
+        let properties = &add.tool.input_schema["properties"];
+        assert_eq!(properties["content"]["maxLength"], 100_000);
+        assert_eq!(properties["tags"]["maxItems"], 50);
+        assert_eq!(properties["tags"]["items"]["maxLength"], 100);
+        let complete = TOOLS
+            .iter()
+            .find(|t| t.tool.name == "complete_task")
+            .unwrap();
+        let outcome = &complete.tool.input_schema["properties"]["outcome"]["properties"];
+        assert_eq!(outcome["summary"]["maxLength"], 20_000);
+        assert_eq!(outcome["next_steps"]["items"]["maxLength"], 2_000);
     }
 }

@@ -29,9 +29,12 @@ use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 
-/// A tool's arguments, as the tool reads them.
+/// A tool's arguments, as the tool reads them, with the size limits of their fields
+/// (`crate::limits`).
 pub fn input<T: JsonSchema>() -> Arc<JsonObject> {
-    build::<T>(Contract::Input)
+    let mut schema = build::<T>(Contract::Input);
+    crate::limits::annotate(Arc::make_mut(&mut schema));
+    schema
 }
 
 /// A tool's result, as it is serialised (its `structuredContent`).
