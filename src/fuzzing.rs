@@ -281,7 +281,7 @@ impl Editor {
 fn lsp_frames(mut input: &[u8]) -> Vec<&[u8]> {
     let mut frames = Vec::new();
     while !input.is_empty() {
-        let len = frame_len(input).unwrap_or(input.len()).min(input.len());
+        let len = frame_bounds(input).map_or(input.len(), |(_, end)| end.min(input.len()));
         let (frame, rest) = input.split_at(len);
         frames.push(frame);
         input = rest;
@@ -289,26 +289,29 @@ fn lsp_frames(mut input: &[u8]) -> Vec<&[u8]> {
     frames
 }
 
-/// The length of the `Content-Length` frame `bytes` starts with (header and body), when its
-/// header is whole and readable.
-fn frame_len(bytes: &[u8]) -> Option<usize> {
-    let header_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let length: usize = std::str::from_utf8(&bytes[..header_end])
-        .ok()?
+/// Where the body of the `Content-Length` frame `bytes` starts with begins, and where the
+/// frame ends (maybe past `bytes`), when its header is whole and gives its length.
+fn frame_bounds(bytes: &[u8]) -> Option<(usize, usize)> {
+    let body = bytes.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let length = content_length(std::str::from_utf8(&bytes[..body - 4]).ok()?)?;
+    Some((body, body.checked_add(length)?))
+}
+
+/// The length a frame's header gives.
+fn content_length(header: &str) -> Option<usize> {
+    header
         .lines()
         .find_map(|l| l.strip_prefix("Content-Length: "))?
         .trim()
         .parse()
-        .ok()?;
-    header_end.checked_add(4)?.checked_add(length)
+        .ok()
 }
 
 /// The JSON message of the whole frame `bytes` starts with, and the frame's length.
 fn next_frame(bytes: &[u8]) -> Option<(Value, usize)> {
-    let len = frame_len(bytes).filter(|&len| len <= bytes.len())?;
-    let header_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let message = serde_json::from_slice(&bytes[header_end + 4..len]).unwrap_or(Value::Null);
-    Some((message, len))
+    let (body, end) = frame_bounds(bytes).filter(|&(_, end)| end <= bytes.len())?;
+    let message = serde_json::from_slice(&bytes[body..end]).unwrap_or(Value::Null);
+    Some((message, end))
 }
 
 /// The id of the request a frame holds, when it holds one.
@@ -328,10 +331,7 @@ fn check_lsp_output(mut output: &[u8]) {
             .position(|w| w == b"\r\n\r\n")
             .unwrap_or_else(|| panic!("LSP face wrote no header end: {text}"));
         let header = std::str::from_utf8(&output[..header_end]).expect("an ASCII header");
-        let length: usize = header
-            .lines()
-            .find_map(|l| l.strip_prefix("Content-Length: "))
-            .and_then(|n| n.trim().parse().ok())
+        let length = content_length(header)
             .unwrap_or_else(|| panic!("LSP face wrote a header without its length: {header}"));
         let body = &output[header_end + 4..];
         assert!(body.len() >= length, "LSP face wrote a short message");
