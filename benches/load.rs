@@ -297,13 +297,17 @@ async fn edit(
             json!({"textDocument": doc_id}),
         )
         .await?;
-        for command in ["tandem.status", "tandem.tasks.list"] {
+        // As the editors ask: the task list of their view, the newest 50 workflows.
+        for (command, arguments) in [
+            ("tandem.status", json!([])),
+            ("tandem.tasks.list", json!([{"all": false, "limit": 50}])),
+        ] {
             timed(
                 editor,
                 ledger,
                 command,
                 "workspace/executeCommand",
-                json!({"command": command, "arguments": []}),
+                json!({"command": command, "arguments": arguments}),
             )
             .await?;
         }

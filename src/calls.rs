@@ -543,7 +543,7 @@ pub const TASKS_LIST: Method<TasksListParams, Vec<WorkflowRecord>> =
         } else {
             Some(workspace_of(workspace)?)
         };
-        Ok(core.tasks.list(filter)?)
+        Ok(core.tasks.list(filter, p.limit)?)
     });
 
 pub const TASKS_SHOW: Method<TaskShowParams, TaskRecord> =

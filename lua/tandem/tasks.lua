@@ -163,12 +163,16 @@ function M.qf_items(workflows)
   return items
 end
 
+--- How many workflows, the newest, `:Tandem tasks` lists unless told.
+M.LIMIT = 50
+
 --- `tandem.tasks.list`: `cb(err, WorkflowRecord[])`. The list is kept for completion.
 ---@param cb tandem.Callback
----@param opts? { all?: boolean, bufnr?: integer }
+---@param opts? { all?: boolean, limit?: integer, bufnr?: integer }
 function M.fetch(cb, opts)
   opts = opts or {}
-  lsp.execute("tandem.tasks.list", { { all = opts.all == true } }, function(err, result, client, raw)
+  local args = { all = opts.all == true, limit = opts.limit or M.LIMIT }
+  lsp.execute("tandem.tasks.list", { args }, function(err, result, client, raw)
     if not err then
       result = type(result) == "table" and result or {}
       state.last_tasks = result

@@ -173,6 +173,9 @@ pub struct TasksListParams {
     /// Every workspace's workflows, not only the session's.
     #[serde(default)]
     pub all: bool,
+    /// At most this many workflows, the newest (every one when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -18,6 +18,9 @@ pub struct TasksArgs {
     /// Every workspace's workflows, not only the current one's.
     #[arg(long, global = true)]
     all: bool,
+    /// At most this many workflows, the newest.
+    #[arg(long, global = true, value_name = "N")]
+    limit: Option<usize>,
     /// Print JSON instead of a tree.
     #[arg(long, global = true)]
     json: bool,
@@ -38,7 +41,10 @@ pub fn run(config: &Config, args: TasksArgs) -> anyhow::Result<()> {
     let mut backend = Backend::open(config)?;
     match args.command.unwrap_or(TasksCommand::List) {
         TasksCommand::List => {
-            let params = TasksListParams { all: args.all };
+            let params = TasksListParams {
+                all: args.all,
+                limit: args.limit,
+            };
             let workflows = backend.call(&calls::TASKS_LIST, &params)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&workflows)?);

@@ -211,12 +211,14 @@ impl TandemLsp {
         }
     }
 
-    /// `tandem.tasks.list`: `{"all": bool}` is the only option read.
+    /// `tandem.tasks.list`: `{"all": bool, "limit": n}` are the options read.
     async fn list_tasks(&self, options: Value) -> LspResult<Value> {
         let all = options.get("all").and_then(Value::as_bool).unwrap_or(false);
-        self.session
-            .call(calls::TASKS_LIST.name, json!({ "all": all }))
-            .await
+        let mut params = json!({ "all": all });
+        if let Some(limit) = options.get("limit") {
+            params["limit"] = limit.clone();
+        }
+        self.session.call(calls::TASKS_LIST.name, params).await
     }
 
     /// `tandem.task.decisions`: the task's decisions, with its id and name.

@@ -44,9 +44,15 @@ const POSTINGS_BUDGET: u64 = 1_000;
 const RECENT: usize = 128;
 /// Title and tag words count this many times a content word.
 const TITLE_WEIGHT: f32 = 2.0;
-/// Cache sizes beyond which a cache starts over.
-const MAX_CACHED_ENTRIES: usize = 20_000;
-const MAX_CACHED_TERMS: usize = 200_000;
+/// How much memory the cached entries (their term frequencies and cards) may take before
+/// the cache starts over: ~20,000 entries of ordinary length, fewer long ones.
+const MAX_CACHED_ENTRY_BYTES: usize = 12 * 1024 * 1024;
+/// How much the vocabulary (each term twice, its number, its document frequency) may take
+/// before it starts over, with the entries, which refer to it: ~100,000 terms.
+const MAX_VOCABULARY_BYTES: usize = 8 * 1024 * 1024;
+/// What a cached entry or term costs beside its text and term list: the map slot, the
+/// allocation headers, the `Arc`.
+const CACHE_OVERHEAD_BYTES: usize = 64;
 
 /// What similarity and suggestions need of an entry besides its words.
 #[derive(Debug, Clone)]
@@ -155,6 +161,27 @@ pub struct SimilarityCache {
     norms: HashMap<Ulid, f32>,
     /// The latest entries, oldest first (at most [`RECENT`]; filled from sled when empty).
     recent: VecDeque<Ulid>,
+    /// What `entries` and the vocabulary take, about ([`Cached::bytes`], [`term_bytes`]).
+    entry_bytes: usize,
+    vocabulary_bytes: usize,
+}
+
+impl Cached {
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Cached>()
+            + self.card.title.len()
+            + self.tf.len() * std::mem::size_of::<(TermId, f32)>()
+            + CACHE_OVERHEAD_BYTES
+    }
+}
+
+/// What one term of the vocabulary takes: its text in `ids` and `terms`, its number and
+/// its document frequency.
+fn term_bytes(term: &str) -> usize {
+    2 * (term.len() + std::mem::size_of::<String>())
+        + std::mem::size_of::<TermId>()
+        + std::mem::size_of::<u64>()
+        + 2 * CACHE_OVERHEAD_BYTES
 }
 
 impl SimilarityCache {
@@ -162,16 +189,18 @@ impl SimilarityCache {
     pub fn clear_entries(&mut self) {
         self.entries.clear();
         self.norms.clear();
+        self.entry_bytes = 0;
     }
 
     /// Readies the caches for a computation over `n_docs` documents: document
     /// frequencies are read again once the count moved by 2% (idf weights then drift by
     /// a negligible amount), and a vocabulary past its bound starts over.
     fn begin(&mut self, n_docs: u64) {
-        if self.terms.len() > MAX_CACHED_TERMS {
+        if self.vocabulary_bytes > MAX_VOCABULARY_BYTES {
             self.ids.clear();
             self.terms.clear();
             self.df.clear();
+            self.vocabulary_bytes = 0;
             self.clear_entries();
         }
         if n_docs.abs_diff(self.df_docs) * 50 > self.df_docs.max(1) {
@@ -186,6 +215,7 @@ impl SimilarityCache {
             return id;
         }
         let id = self.terms.len() as TermId;
+        self.vocabulary_bytes += term_bytes(&term);
         self.terms.push(term.clone());
         self.ids.insert(term, id);
         self.df.push(UNREAD);
@@ -225,14 +255,17 @@ impl SimilarityCache {
     }
 
     fn remember(&mut self, entry: &Entry, tf: Tf) -> Arc<Cached> {
-        if self.entries.len() >= MAX_CACHED_ENTRIES {
-            self.clear_entries();
-        }
         let cached = Arc::new(Cached {
             card: Card::of(entry),
             tf,
         });
-        self.entries.insert(entry.id, cached.clone());
+        if self.entry_bytes + cached.bytes() > MAX_CACHED_ENTRY_BYTES {
+            self.clear_entries();
+        }
+        self.entry_bytes += cached.bytes();
+        if let Some(old) = self.entries.insert(entry.id, cached.clone()) {
+            self.entry_bytes -= old.bytes();
+        }
         cached
     }
 

@@ -32,6 +32,10 @@ pub const MAX_DECISIONS_HINT: usize = 3;
 pub const MAX_ISSUES_HINT: usize = 3;
 pub const MAX_MILESTONES_HINT: usize = 5;
 
+/// How far back of a workflow's (or a task's) creation its tasks (or subtasks) are looked
+/// for: a system clock set back between the two by less than this loses nothing.
+const CLOCK_SLACK_MS: u64 = 60_000;
+
 type Result<T, E = TaskError> = std::result::Result<T, E>;
 
 /// The task tracker. Cheap to share behind an `Arc`; every method is synchronous and safe
@@ -44,7 +48,42 @@ pub struct Tasks {
     checksums: sled::Tree,
     /// Serialises writers: completion reads a task, diffs, then writes it.
     write_lock: Mutex<()>,
+    /// What [`Tasks::focus`] chooses from, read from the tasks once on first use and kept
+    /// by every write after (a write updates it after the task is durable).
+    focus_index: Mutex<Option<FocusIndex>>,
     bus: Bus,
+}
+
+/// The tasks an editor's focus is chosen from, by workspace: the running ones and the one
+/// completed last. Small (running tasks are few), so [`Tasks::focus`] reads no other task.
+#[derive(Default)]
+struct FocusIndex {
+    /// Running tasks: their workspace and start.
+    running: std::collections::HashMap<Ulid, (std::path::PathBuf, Timestamp)>,
+    /// Each workspace's task completed last.
+    completed: std::collections::HashMap<std::path::PathBuf, (Timestamp, Ulid)>,
+}
+
+impl FocusIndex {
+    /// Takes `task` as it now is (idempotent: the same task twice changes nothing).
+    fn apply(&mut self, task: &Task, workspace: &Path) {
+        match task.completed_at {
+            None => {
+                self.running
+                    .insert(task.id, (workspace.to_path_buf(), task.started_at));
+            }
+            Some(at) => {
+                self.running.remove(&task.id);
+                let last = self
+                    .completed
+                    .entry(workspace.to_path_buf())
+                    .or_insert((at, task.id));
+                if (at, task.id) > *last {
+                    *last = (at, task.id);
+                }
+            }
+        }
+    }
 }
 
 impl Tasks {
@@ -57,6 +96,7 @@ impl Tasks {
             checksums: db.open_tree("tasks.checksums")?,
             store,
             write_lock: Mutex::new(()),
+            focus_index: Mutex::new(None),
             bus: Bus::default(),
         })
     }
@@ -66,7 +106,8 @@ impl Tasks {
         &self.bus
     }
 
-    /// Publishes a change of `task`, tagged with its workflow's workspace.
+    /// Publishes a change of `task` (durable by now), tagged with its workflow's workspace,
+    /// and keeps the focus index.
     fn publish(&self, task: &Task, change: TaskChange) {
         let workspace = match self.workflows.get(task.workflow_id.to_string()) {
             Ok(Some(v)) => match decode::<Workflow>(&v) {
@@ -75,6 +116,14 @@ impl Tasks {
             },
             _ => return,
         };
+        if let Some(index) = self
+            .focus_index
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            index.apply(task, &workspace);
+        }
         self.bus.publish(Event::Task {
             workspace,
             task_id: task.id,
@@ -405,37 +454,67 @@ impl Tasks {
         self.tasks.iter().values().map(|v| decode(&v?)).collect()
     }
 
+    /// The tasks started since `id` was made (a ULID holds its time): a task starts after
+    /// its workflow and a subtask after its parent, and task keys are ULIDs, which sort by
+    /// time. From [`CLOCK_SLACK_MS`] earlier, for a clock set back in between.
+    pub(crate) fn tasks_since(&self, id: Ulid) -> Result<Vec<Task>> {
+        let from = id.timestamp_ms().saturating_sub(CLOCK_SLACK_MS);
+        let from = Ulid::from_parts(from, 0).to_string();
+        self.tasks
+            .range(from..)
+            .values()
+            .map(|v| decode(&v?))
+            .collect()
+    }
+
     /// The task an editor of `workspace` shows: the running task started last (a subtask
     /// starts after its parent, so it wins), else the task completed last if that was less
     /// than `recent` ago.
     pub fn focus(&self, workspace: &Path, recent: std::time::Duration) -> Result<Option<Task>> {
-        let mut workflows = std::collections::HashSet::new();
+        let chosen = {
+            let mut slot = self.focus_index.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(self.read_focus_index()?);
+            }
+            let index = slot.as_ref().expect("just filled");
+            let running = index
+                .running
+                .iter()
+                .filter(|(_, (ws, _))| ws == workspace)
+                .max_by_key(|(id, (_, started))| (*started, **id))
+                .map(|(id, _)| *id);
+            let cutoff = now().as_second() - recent.as_secs() as i64;
+            running.or_else(|| {
+                index
+                    .completed
+                    .get(workspace)
+                    .filter(|(at, _)| at.as_second() >= cutoff)
+                    .map(|(_, id)| *id)
+            })
+        };
+        match chosen {
+            Some(id) => match self.tasks.get(id.to_string())? {
+                Some(v) => Ok(Some(decode(&v)?)),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// The focus index from every task (once, on the first [`Tasks::focus`]).
+    fn read_focus_index(&self) -> Result<FocusIndex> {
+        let mut workspaces = std::collections::HashMap::new();
         for v in self.workflows.iter().values() {
             let w: Workflow = decode(&v?)?;
-            if w.workspace == workspace {
-                workflows.insert(w.id);
+            workspaces.insert(w.id, w.workspace);
+        }
+        let mut index = FocusIndex::default();
+        for task in self.all_tasks()? {
+            if let Some(ws) = workspaces.get(&task.workflow_id) {
+                index.apply(&task, ws);
             }
         }
-        if workflows.is_empty() {
-            return Ok(None);
-        }
-        let mine: Vec<Task> = self
-            .all_tasks()?
-            .into_iter()
-            .filter(|t| workflows.contains(&t.workflow_id))
-            .collect();
-        let running = mine
-            .iter()
-            .filter(|t| t.state == TaskState::Running)
-            .max_by_key(|t| (t.started_at, t.id));
-        if let Some(t) = running {
-            return Ok(Some(t.clone()));
-        }
-        let cutoff = now().as_second() - recent.as_secs() as i64;
-        Ok(mine
-            .into_iter()
-            .filter(|t| t.completed_at.is_some_and(|c| c.as_second() >= cutoff))
-            .max_by_key(|t| (t.completed_at, t.id)))
+        Ok(index)
     }
 
     /// How many decisions a task logged (for the editor's lenses).

@@ -1,10 +1,12 @@
 //! Records for editors and the CLI: a task with everything it logged and its subtasks,
 //! workflows with their task trees, and the live changes of a task, each read in one call.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use ulid::Ulid;
 
 use super::model::{
     CompletionMetadata, Decision, FilesChanged, IssueRecord, Milestone, Outcome, PlanStep,
@@ -76,15 +78,27 @@ pub struct LiveFile {
     pub hunks: Vec<git::Hunk>,
 }
 
+/// Tasks by their parent (`None`: a workflow's top-level tasks), each list in start order.
+type Children<'a> = HashMap<Option<Ulid>, Vec<&'a Task>>;
+
+fn children(tasks: &[Task]) -> Children<'_> {
+    let mut by_parent: Children<'_> = HashMap::new();
+    for t in tasks {
+        by_parent.entry(t.parent_task_id).or_default().push(t);
+    }
+    by_parent
+}
+
 impl Tasks {
     /// One task's whole record, subtasks included.
     pub fn record(&self, id: &str) -> Result<TaskRecord> {
         let task = self.task(id)?;
-        let all = self.all_tasks()?;
-        self.build_record(&task, &all)
+        let later = self.tasks_since(task.id)?;
+        self.build_record(&task, &children(&later))
     }
 
-    fn build_record(&self, task: &Task, all: &[Task]) -> Result<TaskRecord> {
+    /// `task`'s record; `children` has every task's subtasks by parent, in start order.
+    fn build_record(&self, task: &Task, children: &Children) -> Result<TaskRecord> {
         let mut decisions = Vec::new();
         let mut issues = Vec::new();
         let mut milestones = Vec::new();
@@ -96,8 +110,8 @@ impl Tasks {
             }
         }
         let mut subtasks = Vec::new();
-        for child in all.iter().filter(|t| t.parent_task_id == Some(task.id)) {
-            subtasks.push(self.build_record(child, all)?);
+        for child in children.get(&Some(task.id)).into_iter().flatten() {
+            subtasks.push(self.build_record(child, children)?);
         }
         let end = task.completed_at.unwrap_or_else(now);
         Ok(TaskRecord {
@@ -127,21 +141,38 @@ impl Tasks {
         })
     }
 
-    /// Every workflow (newest first) with its task tree; only those of `workspace` when given.
-    pub fn list(&self, workspace: Option<&Path>) -> Result<Vec<WorkflowRecord>> {
-        let all = self.all_tasks()?;
-        let mut out = Vec::new();
+    /// Workflows, newest first, each with its task tree: only those of `workspace` when
+    /// given, at most `limit` when given. Reads the tasks started since the oldest workflow
+    /// listed, not every task.
+    pub fn list(
+        &self,
+        workspace: Option<&Path>,
+        limit: Option<usize>,
+    ) -> Result<Vec<WorkflowRecord>> {
+        let mut workflows = Vec::new();
         for v in self.workflows.iter().values().rev() {
-            let w: Workflow = decode(&v?)?;
-            if workspace.is_some_and(|ws| ws != w.workspace) {
-                continue;
+            if limit.is_some_and(|n| workflows.len() >= n) {
+                break;
             }
+            let w: Workflow = decode(&v?)?;
+            if workspace.is_none_or(|ws| ws == w.workspace) {
+                workflows.push(w);
+            }
+        }
+        let Some(oldest) = workflows.last() else {
+            return Ok(Vec::new());
+        };
+        let later = self.tasks_since(oldest.id)?;
+        let children = children(&later);
+        let mut tops: HashMap<Ulid, Vec<&Task>> = HashMap::new();
+        for t in children.get(&None).into_iter().flatten() {
+            tops.entry(t.workflow_id).or_default().push(t);
+        }
+        let mut out = Vec::with_capacity(workflows.len());
+        for w in workflows {
             let mut tasks = Vec::new();
-            for t in all
-                .iter()
-                .filter(|t| t.workflow_id == w.id && t.parent_task_id.is_none())
-            {
-                tasks.push(self.build_record(t, &all)?);
+            for t in tops.get(&w.id).into_iter().flatten() {
+                tasks.push(self.build_record(t, &children)?);
             }
             out.push(WorkflowRecord {
                 workflow_id: w.id.to_string(),

@@ -87,3 +87,119 @@ fn live_changes_give_files_and_line_ranges() {
         "TASK_NOT_FOUND"
     );
 }
+
+/// Workflows newest first, at most `limit`, with every task of each (one started long
+/// after its workflow, subtasks nested); a task's record finds its subtasks; the editor's
+/// focus follows every write after it was first asked, and reads the same after a reopen.
+#[test]
+fn list_limit_records_and_focus_follow_every_write() {
+    use tandem::tasks::{Completion, CompletionStatus, Outcome};
+
+    let home = TestHome::new();
+    let a = home.path().join("a");
+    let b = home.path().join("b");
+    write_files(&a, &[("a.txt", "a\n")]);
+    write_files(&b, &[("b.txt", "b\n")]);
+    let t = tasks(&home);
+    let workflow = |ws: &std::path::Path, name: &str| {
+        t.start_workflow(
+            ws,
+            NewWorkflow {
+                name: name.into(),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .workflow_id
+    };
+    let task = |ws: &std::path::Path, wf: &str, name: &str, parent: Option<&str>| {
+        t.start_task(
+            ws,
+            NewTask {
+                workflow_id: wf.into(),
+                parent_task_id: parent.map(str::to_string),
+                name: name.into(),
+                goal: "G".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .task_id
+    };
+    let complete = |id: &str| {
+        t.complete_task(Completion {
+            task_id: id.into(),
+            status: CompletionStatus::Success,
+            outcome: Outcome {
+                summary: "done".into(),
+                ..Default::default()
+            },
+            metadata: None,
+        })
+        .unwrap();
+    };
+    let focus = |t: &Tasks, ws: &std::path::Path| {
+        t.focus(ws, std::time::Duration::from_secs(600))
+            .unwrap()
+            .map(|task| task.name)
+    };
+
+    // ULIDs made in the same millisecond do not sort by time: a pause between workflows.
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(3));
+    let w1 = workflow(&a, "W1");
+    let first = task(&a, &w1, "first", None);
+    assert_eq!(focus(&t, &a).as_deref(), Some("first"));
+    assert_eq!(focus(&t, &b), None);
+    pause();
+    let w2 = workflow(&b, "W2");
+    pause();
+    let w3 = workflow(&a, "W3");
+    pause();
+    let late = task(&a, &w1, "late", None);
+    let sub = task(&a, &w1, "sub", Some(&late));
+    task(&b, &w2, "other", None);
+    let in_w3 = task(&a, &w3, "in W3", None);
+    assert_eq!(focus(&t, &a).as_deref(), Some("in W3"), "started last");
+    assert_eq!(focus(&t, &b).as_deref(), Some("other"));
+
+    let names = |records: &[tandem::tasks::WorkflowRecord]| -> Vec<String> {
+        records.iter().map(|w| w.name.clone()).collect()
+    };
+    let listed = t.list(Some(&a), None).unwrap();
+    assert_eq!(names(&listed), ["W3", "W1"]);
+    let w1_tasks: Vec<&str> = listed[1].tasks.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(w1_tasks, ["first", "late"]);
+    assert_eq!(listed[1].tasks[1].subtasks[0].task_id, sub);
+    assert_eq!(names(&t.list(Some(&a), Some(1)).unwrap()), ["W3"]);
+    assert_eq!(names(&t.list(None, Some(2)).unwrap()), ["W3", "W2"]);
+    assert_eq!(names(&t.list(None, None).unwrap()), ["W3", "W2", "W1"]);
+    assert!(
+        t.list(Some(&home.path().join("none")), None)
+            .unwrap()
+            .is_empty()
+    );
+    let record = t.record(&late).unwrap();
+    assert_eq!(record.subtasks.len(), 1);
+    assert_eq!(record.subtasks[0].name, "sub");
+    assert!(t.record(&sub).unwrap().subtasks.is_empty());
+
+    complete(&in_w3);
+    assert_eq!(focus(&t, &a).as_deref(), Some("sub"));
+    complete(&sub);
+    complete(&late);
+    assert_eq!(focus(&t, &a).as_deref(), Some("first"), "the one running");
+    // Completion times are in whole seconds.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    complete(&first);
+    assert_eq!(focus(&t, &a).as_deref(), Some("first"), "completed last");
+    let recent_only = t.focus(&a, std::time::Duration::ZERO).unwrap();
+    assert!(
+        recent_only.is_none_or(|task| task.name == "first"),
+        "nothing completed more than 0 s ago but in this second"
+    );
+    drop(t);
+
+    let reopened = tasks(&home);
+    assert_eq!(focus(&reopened, &a).as_deref(), Some("first"));
+    assert_eq!(focus(&reopened, &b).as_deref(), Some("other"));
+}

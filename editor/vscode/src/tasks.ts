@@ -10,6 +10,8 @@ import { Cmd, TASK_CHANGED, type TaskChanged, type TaskRecord, type WorkflowReco
 
 /// Events closer than this fold into one listing.
 const RELIST_MS = 50;
+/// How many workflows, the newest, the view shows.
+const LIST_LIMIT = 50;
 
 export class TaskModel implements vscode.Disposable {
     workflows: WorkflowRecord[] = [];
@@ -39,7 +41,10 @@ export class TaskModel implements vscode.Disposable {
     /// Lists the workflows again.
     async refresh(): Promise<void> {
         try {
-            this.workflows = await this.ctx.exec<WorkflowRecord[]>(Cmd.tasksList);
+            this.workflows = await this.ctx.exec<WorkflowRecord[]>(Cmd.tasksList, {
+                all: false,
+                limit: LIST_LIMIT,
+            });
         } catch (e) {
             this.ctx.log.warn(`listing tasks: ${errorText(e)}`);
             return;
