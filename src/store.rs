@@ -11,15 +11,27 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// The on-disk format this binary reads and writes. Bump it when a stored record changes
-/// in a way an older binary would misread.
-pub const FORMAT_VERSION: u32 = 1;
+/// in a way an older binary would misread, and say in [`upgrade`] how an older data dir
+/// becomes this one.
+///
+/// 1: sled without compression. 2: sled with zstd compression (its pages on disk take
+/// about a third: the entries are text); sled keeps the setting in its own files and will
+/// not open a database with the other one, so format 1 is copied into a new database.
+pub const FORMAT_VERSION: u32 = 2;
+/// zstd's level for sled's pages: level 3 (zstd's default) compresses developer text about
+/// 2.5 times; higher levels cost several times the CPU for a few percent.
+const COMPRESSION_FACTOR: i32 = 3;
 
 const LOCK_FILE: &str = "tandem.lock";
 const FORMAT_FILE: &str = "format.json";
 const DB_DIR: &str = "db";
+/// While format 1 is upgraded: the new database being written...
+const DB_UPGRADING: &str = "db.upgrading";
+/// ...and the old one, from its replacement until the new format is recorded.
+const DB_FORMAT_1: &str = "db.format-1";
 /// sled's page cache (its default is 1 GiB): a long-running daemon that once read every
 /// entry (a reindex, the vectors' load) would keep them all. The OS keeps the file's pages.
-const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+const SLED_CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -99,12 +111,10 @@ impl Store {
         };
         create_private_dir(dir).map_err(io)?;
         let lock = lock_dir(dir)?;
-        check_format(dir)?;
-        let db = sled::Config::new()
-            .path(dir.join(DB_DIR))
-            .cache_capacity(SLED_CACHE_BYTES)
-            .flush_every_ms(Some(500))
-            .open()?;
+        if check_format(dir)? < FORMAT_VERSION {
+            upgrade(dir)?;
+        }
+        let db = sled_config(&dir.join(DB_DIR)).open()?;
         Ok(Store {
             dir: dir.to_path_buf(),
             db,
@@ -184,7 +194,9 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
     Ok(file)
 }
 
-fn check_format(dir: &Path) -> Result<(), StoreError> {
+/// The data dir's format: the one `format.json` records, refused when newer than this
+/// binary's; a data dir without one is new, and gets this binary's.
+fn check_format(dir: &Path) -> Result<u32, StoreError> {
     let path = dir.join(FORMAT_FILE);
     match fs::read_to_string(&path) {
         Ok(text) => {
@@ -200,23 +212,127 @@ fn check_format(dir: &Path) -> Result<(), StoreError> {
                     supported: FORMAT_VERSION,
                 });
             }
-            Ok(())
+            if found.format == FORMAT_VERSION {
+                // The old database of an upgrade that was not yet removed.
+                remove_dir_if_present(&dir.join(DB_FORMAT_1));
+            }
+            Ok(found.format)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let format = FormatFile {
-                format: FORMAT_VERSION,
-                created_by: format!("tandem {}", env!("CARGO_PKG_VERSION")),
-            };
-            let text = serde_json::to_string_pretty(&format).expect("plain struct serialises");
-            write_atomically(&path, text.as_bytes()).map_err(|source| StoreError::Io {
-                dir: dir.to_path_buf(),
-                source,
-            })
+            write_format(dir)?;
+            Ok(FORMAT_VERSION)
         }
         Err(source) => Err(StoreError::Io {
             dir: dir.to_path_buf(),
             source,
         }),
+    }
+}
+
+fn write_format(dir: &Path) -> Result<(), StoreError> {
+    let format = FormatFile {
+        format: FORMAT_VERSION,
+        created_by: format!("tandem {}", env!("CARGO_PKG_VERSION")),
+    };
+    let text = serde_json::to_string_pretty(&format).expect("plain struct serialises");
+    write_atomically(&dir.join(FORMAT_FILE), text.as_bytes()).map_err(|source| StoreError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    })
+}
+
+/// The sled database of this format at `path`.
+fn sled_config(path: &Path) -> sled::Config {
+    sled::Config::new()
+        .path(path)
+        .cache_capacity(SLED_CACHE_BYTES)
+        .flush_every_ms(Some(500))
+        .use_compression(true)
+        .compression_factor(COMPRESSION_FACTOR)
+}
+
+/// Brings a format 1 data dir (held, under its lock) to this format: every tree copied
+/// into a compressed database beside the old one, which then takes its place, and the new
+/// format recorded last. Each step can be cut short by a crash and the next open resumes:
+/// a half-written new database is written again; a replaced old one (`db.format-1`) with no
+/// `db` is put back; with both, only the format was left to record.
+fn upgrade(dir: &Path) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let db = dir.join(DB_DIR);
+    let upgrading = dir.join(DB_UPGRADING);
+    let old = dir.join(DB_FORMAT_1);
+    match (db.exists(), old.exists()) {
+        (true, true) => {}
+        (false, true) => {
+            fs::rename(&old, &db).map_err(io)?;
+            copy_into_new_format(dir, &db, &upgrading)?;
+        }
+        (true, false) => copy_into_new_format(dir, &db, &upgrading)?,
+        // Nothing stored yet: the new database is made in this format.
+        (false, false) => {}
+    }
+    write_format(dir)?;
+    remove_dir_if_present(&old);
+    Ok(())
+}
+
+fn copy_into_new_format(dir: &Path, db: &Path, upgrading: &Path) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let started = std::time::Instant::now();
+    tracing::info!(
+        "upgrading the data dir {} to format {FORMAT_VERSION}: copying the database into a compressed one",
+        dir.display()
+    );
+    if upgrading.exists() {
+        fs::remove_dir_all(upgrading).map_err(io)?;
+    }
+    {
+        let from = sled::Config::new()
+            .path(db)
+            .cache_capacity(SLED_CACHE_BYTES)
+            .open()?;
+        let to = sled_config(upgrading).open()?;
+        let mut records = 0u64;
+        for name in from.tree_names() {
+            let source = from.open_tree(&name)?;
+            let target = to.open_tree(&name)?;
+            let mut batch = sled::Batch::default();
+            let mut in_batch = 0;
+            for item in source.iter() {
+                let (key, value) = item?;
+                batch.insert(key, value);
+                in_batch += 1;
+                records += 1;
+                if in_batch == 10_000 {
+                    target.apply_batch(std::mem::take(&mut batch))?;
+                    in_batch = 0;
+                }
+            }
+            target.apply_batch(batch)?;
+        }
+        to.flush()?;
+        tracing::info!(
+            "copied {records} records in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    fs::rename(db, dir.join(DB_FORMAT_1)).map_err(io)?;
+    fs::rename(upgrading, db).map_err(io)?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    Ok(())
+}
+
+fn remove_dir_if_present(path: &Path) {
+    if path.exists()
+        && let Err(e) = fs::remove_dir_all(path)
+    {
+        tracing::warn!("could not remove {}: {e}", path.display());
     }
 }
 

@@ -142,6 +142,9 @@ function M.lines(workflows)
     if not any then
       lines[#lines + 1] = "_no tasks yet_"
     end
+    if type(wf.omitted_tasks) == "number" and wf.omitted_tasks > 0 then
+      lines[#lines + 1] = ("_… %d earlier tasks not shown_"):format(wf.omitted_tasks)
+    end
   end
   return lines, ids
 end

@@ -173,7 +173,8 @@ pub struct TasksListParams {
     /// Every workspace's workflows, not only the session's.
     #[serde(default)]
     pub all: bool,
-    /// At most this many workflows, the newest (every one when absent).
+    /// At most this many workflows, the newest, each with at most this many top-level
+    /// tasks, the newest (everything when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }

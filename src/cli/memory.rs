@@ -12,7 +12,7 @@ use tandem::calls::{self, params::*};
 use tandem::config::Config;
 use tandem::memory::embeddings::Embedder;
 use tandem::memory::model_source::{self, ModelSetting, PullProgress, Resolved, SettingSource};
-use tandem::memory::{EntryType, MemoryError, MemoryType, RelationType};
+use tandem::memory::{EntryType, ImportLine, ImportReport, MemoryError, MemoryType, RelationType};
 
 use super::backend::Backend;
 
@@ -316,8 +316,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Export { file } => export(backend, file),
         MemoryCommand::Import { file, out } => {
-            let jsonl = super::read_input(file.as_deref())?;
-            let report = backend.call(&calls::MEMORY_IMPORT, &ImportParams { jsonl })?;
+            let report = import(backend, file)?;
             emit(&out, &report, |r| {
                 format!(
                     "entries: {} added, {} updated, {} unchanged; links: {} added, {} unchanged\n",
@@ -475,6 +474,70 @@ fn render_suggestions(both: &calls::Suggestions) -> String {
 }
 
 /// `tandem memory export`: JSON Lines to a file (a summary on stderr) or to stdout.
+/// Lines an import sends in one `memory/import` call: each call is one batch of
+/// transactions and one index commit, and a few MB over the daemon's socket.
+const IMPORT_BATCH_LINES: usize = 5_000;
+
+/// `tandem memory import`: every line checked first (one bad line imports nothing), then
+/// the entries, then the links, in calls of [`IMPORT_BATCH_LINES`], with a progress bar.
+fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<ImportReport> {
+    let text = super::read_input(file.as_deref())?;
+    let mut entries = Vec::new();
+    let mut links = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match tandem::memory::check_import_line(i + 1, line).map_err(calls::CallError::from)? {
+            ImportLine::Entry => entries.push(line),
+            ImportLine::Link => links.push(line),
+        }
+    }
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::with_draw_target(
+            Some((entries.len() + links.len()) as u64),
+            indicatif::ProgressDrawTarget::stderr(),
+        )
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "importing {bar:30} {pos}/{len} records ({per_sec}, {eta} left)",
+        )
+        .expect("valid template"),
+    );
+    let mut report = ImportReport::default();
+    let batches = entries.chunks(IMPORT_BATCH_LINES).map(|b| (b, false));
+    let batches = batches.chain(links.chunks(IMPORT_BATCH_LINES).map(|b| (b, true)));
+    for (batch, of_links) in batches {
+        let jsonl = batch.join("\n");
+        let part = match backend.call(&calls::MEMORY_IMPORT, &ImportParams { jsonl }) {
+            Ok(part) => part,
+            Err(e) => {
+                bar.finish_and_clear();
+                let done = report.entries_added + report.entries_updated;
+                if of_links {
+                    eprintln!(
+                        "tandem: the entries were imported ({done} added or updated); then a link failed:"
+                    );
+                } else if done > 0 {
+                    eprintln!("tandem: {done} entries were imported before this failure:");
+                }
+                return Err(e);
+            }
+        };
+        report.entries_added += part.entries_added;
+        report.entries_updated += part.entries_updated;
+        report.entries_unchanged += part.entries_unchanged;
+        report.links_added += part.links_added;
+        report.links_unchanged += part.links_unchanged;
+        bar.inc(batch.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(report)
+}
+
 fn export(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<()> {
     let e = backend.call(&calls::MEMORY_EXPORT, &NoParams {})?;
     match file.filter(|f| f.as_os_str() != "-") {

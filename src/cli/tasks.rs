@@ -18,7 +18,8 @@ pub struct TasksArgs {
     /// Every workspace's workflows, not only the current one's.
     #[arg(long, global = true)]
     all: bool,
-    /// At most this many workflows, the newest.
+    /// At most this many workflows, the newest, each with at most this many top-level
+    /// tasks, the newest.
     #[arg(long, global = true, value_name = "N")]
     limit: Option<usize>,
     /// Print JSON instead of a tree.
@@ -79,6 +80,9 @@ fn render_workflow(w: &WorkflowRecord) -> String {
     let mut s = format!("● {}  {}  {}\n", w.name, w.workflow_id, w.created_at);
     for t in &w.tasks {
         render_task_line(t, 1, &mut s);
+    }
+    if w.omitted_tasks > 0 {
+        s.push_str(&format!("  … {} earlier tasks\n", w.omitted_tasks));
     }
     s
 }

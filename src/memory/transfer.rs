@@ -1,7 +1,10 @@
 //! Export and import (`tandem memory export`/`import`): every entry, then every link, as
 //! JSON Lines; an import is checked whole before anything is written.
 
-use std::io::{BufRead, Write};
+use std::collections::HashMap;
+use std::io::BufRead;
+
+use ulid::Ulid;
 
 use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
@@ -14,7 +17,7 @@ use super::{
 
 impl Memory {
     /// Writes every entry, then every link, as JSON Lines.
-    pub fn export(&self, out: &mut dyn Write) -> Result<ExportReport> {
+    pub fn export(&self, out: &mut dyn std::io::Write) -> Result<ExportReport> {
         let mut report = ExportReport::default();
         for entry in self.iter_entries() {
             let line = serde_json::to_string(&Record::Entry(entry?)).expect("plain data");
@@ -41,41 +44,33 @@ impl Memory {
             if line.trim().is_empty() {
                 continue;
             }
-            let bad = |message: String| {
-                MemoryError::invalid_argument("input", format!("line {}: {message}", i + 1))
-            };
-            let value: serde_json::Value =
-                serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
-            crate::limits::check(&value)
-                .map_err(|e| bad(format!("field '{}' has {e}", e.field)))?;
-            let record: Record = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
-            if let Record::Entry(e) = &record {
-                let n = e.title.chars().count();
-                if e.title.trim().is_empty() || n > MAX_TITLE_CHARS || e.confidence > 5 {
-                    return Err(MemoryError::invalid_argument(
-                        "input",
-                        format!(
-                            "line {}: entry {} has an empty or over-long title or a confidence over 5",
-                            i + 1,
-                            e.id
-                        ),
-                    ));
-                }
-            }
-            records.push(record);
+            records.push(parse_line(i + 1, &line)?);
         }
         let mut report = ImportReport::default();
         let mut guard = self.lock_writes();
         guard.clear_entries();
         let mut seq = self.current_seq()?;
         let mut count = self.entry_count()?;
-        let mut to_index = Vec::new();
+        // What to write, in order; an id met twice in the input is written once.
+        let mut writes: Vec<Write> = Vec::new();
+        let mut written: HashMap<Ulid, usize> = HashMap::new();
         for record in &records {
             let Record::Entry(incoming) = record else {
                 continue;
             };
             let mut incoming = incoming.clone();
             incoming.tags = normalize_tags(&incoming.tags);
+            if let Some(&i) = written.get(&incoming.id) {
+                let earlier = &mut writes[i].entry;
+                if earlier.updated_at >= incoming.updated_at {
+                    report.entries_unchanged += 1;
+                } else {
+                    report.entries_updated += 1;
+                    incoming.seq = earlier.seq;
+                    *earlier = incoming;
+                }
+                continue;
+            }
             let existing = self.get(&incoming.id)?;
             match &existing {
                 Some(old) if old.updated_at >= incoming.updated_at => {
@@ -90,19 +85,33 @@ impl Memory {
             }
             seq += 1;
             incoming.seq = seq;
-            let old_seq = existing.map(|o| o.seq);
+            written.insert(incoming.id, writes.len());
+            writes.push(Write {
+                entry: incoming,
+                replaces_seq: existing.map(|o| o.seq),
+                count,
+            });
+        }
+        for chunk in writes.chunks(IMPORT_CHUNK) {
+            let encoded: Vec<(String, Vec<u8>)> = chunk
+                .iter()
+                .map(|w| (w.entry.id.to_string(), encode(&w.entry)))
+                .collect();
+            let last = chunk.last().expect("chunks are not empty");
             (&self.entries, &self.by_seq, &self.meta).transaction(|(entries, by_seq, meta)| {
-                if let Some(old) = old_seq {
-                    by_seq.remove(&old.to_be_bytes())?;
+                for (w, (id, value)) in chunk.iter().zip(&encoded) {
+                    if let Some(old) = w.replaces_seq {
+                        by_seq.remove(&old.to_be_bytes())?;
+                    }
+                    entries.insert(id.as_bytes(), value.as_slice())?;
+                    by_seq.insert(&w.entry.seq.to_be_bytes(), id.as_bytes())?;
                 }
-                entries.insert(incoming.id.to_string().as_bytes(), encode(&incoming))?;
-                by_seq.insert(&seq.to_be_bytes(), incoming.id.to_string().as_bytes())?;
-                meta.insert(META_SEQ, &seq.to_be_bytes())?;
-                meta.insert(META_COUNT, &count.to_be_bytes())?;
+                meta.insert(META_SEQ, &last.entry.seq.to_be_bytes())?;
+                meta.insert(META_COUNT, &last.count.to_be_bytes())?;
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;
-            to_index.push(incoming);
         }
+        let to_index: Vec<Entry> = writes.into_iter().map(|w| w.entry).collect();
         for record in &records {
             let Record::Link(link) = record else { continue };
             let key = link_key(&link.source, &link.target, link.relation);
@@ -131,6 +140,54 @@ impl Memory {
         }
         Ok(report)
     }
+}
+
+/// What a line of an import holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportLine {
+    Entry,
+    Link,
+}
+
+/// Checks line `number` (from 1) of an import as [`Memory::import`] does, writing nothing:
+/// what a client that sends a large import in parts checks first, so one bad line still
+/// imports nothing.
+pub fn check_import_line(number: usize, line: &str) -> Result<ImportLine> {
+    Ok(match parse_line(number, line)? {
+        Record::Entry(_) => ImportLine::Entry,
+        Record::Link(_) => ImportLine::Link,
+    })
+}
+
+fn parse_line(number: usize, line: &str) -> Result<Record> {
+    let bad = |message: String| {
+        MemoryError::invalid_argument("input", format!("line {number}: {message}"))
+    };
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+    crate::limits::check(&value).map_err(|e| bad(format!("field '{}' has {e}", e.field)))?;
+    let record: Record = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+    if let Record::Entry(e) = &record {
+        let n = e.title.chars().count();
+        if e.title.trim().is_empty() || n > MAX_TITLE_CHARS || e.confidence > 5 {
+            return Err(bad(format!(
+                "entry {} has an empty or over-long title or a confidence over 5",
+                e.id
+            )));
+        }
+    }
+    Ok(record)
+}
+
+/// Entries written in one transaction by an import: large enough that a transaction's
+/// cost is spread, small enough that its writes are a few MB in memory.
+const IMPORT_CHUNK: usize = 2_000;
+
+/// An entry an import writes: the seq of the version it replaces (whose `by_seq` key goes),
+/// and the entry count once it is written.
+struct Write {
+    entry: Entry,
+    replaces_seq: Option<u64>,
+    count: u64,
 }
 
 /// One line of an export.

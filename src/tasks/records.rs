@@ -56,8 +56,15 @@ pub struct WorkflowRecord {
     pub plan: Vec<PlanStep>,
     pub workspace: String,
     pub created_at: String,
-    /// Top-level tasks, each with its subtasks.
+    /// Top-level tasks, each with its subtasks (the newest ones when the list is limited).
     pub tasks: Vec<TaskRecord>,
+    /// Older top-level tasks a limited list leaves out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_tasks: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a running (or completed) task has changed so far, file by file with line ranges:
@@ -142,8 +149,10 @@ impl Tasks {
     }
 
     /// Workflows, newest first, each with its task tree: only those of `workspace` when
-    /// given, at most `limit` when given. Reads the tasks started since the oldest workflow
-    /// listed, not every task.
+    /// given; with `limit`, the newest `limit` workflows, each with its newest `limit`
+    /// top-level tasks (how many older ones are left out in `omitted_tasks`): what an
+    /// editor's view shows, whatever the history. Reads the tasks started since the oldest
+    /// workflow listed, not every task.
     pub fn list(
         &self,
         workspace: Option<&Path>,
@@ -170,8 +179,10 @@ impl Tasks {
         }
         let mut out = Vec::with_capacity(workflows.len());
         for w in workflows {
-            let mut tasks = Vec::new();
-            for t in tops.get(&w.id).into_iter().flatten() {
+            let mine = tops.get(&w.id).map_or(&[][..], Vec::as_slice);
+            let shown = limit.map_or(mine.len(), |n| n.min(mine.len()));
+            let mut tasks = Vec::with_capacity(shown);
+            for t in &mine[mine.len() - shown..] {
                 tasks.push(self.build_record(t, &children)?);
             }
             out.push(WorkflowRecord {
@@ -182,6 +193,7 @@ impl Tasks {
                 workspace: w.workspace.display().to_string(),
                 created_at: w.created_at.to_string(),
                 tasks,
+                omitted_tasks: (mine.len() - shown) as u64,
             });
         }
         Ok(out)

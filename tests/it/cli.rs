@@ -200,7 +200,7 @@ fn data_dir_is_private_and_has_a_format_version() {
     }
     let format: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("format.json")).unwrap()).unwrap();
-    assert_eq!(format["format"], 1);
+    assert_eq!(format["format"], tandem::store::FORMAT_VERSION);
     assert!(dir.join("logs/tandem.log").exists());
     std::fs::write(
         dir.join("format.json"),

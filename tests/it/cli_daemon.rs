@@ -175,6 +175,75 @@ async fn export_then_import_through_daemons() {
     bob_agent.close().await;
 }
 
+/// An import larger than one call goes in parts (entries, then links), through the daemon:
+/// a bad last line still imports nothing; a link across parts, and an entry given twice in
+/// different parts, land as in one call.
+#[tokio::test]
+async fn a_large_import_goes_in_parts_and_a_bad_line_still_imports_nothing() {
+    let home = TestHome::new();
+    let _guard = DaemonGuard(&home);
+    let ws = home.path().join("ws");
+    let agent = home.mcp_daemon(&ws, 60).await;
+    const N: u64 = 12_001;
+    let id = |i: u64| ulid::Ulid::from_parts(1_700_000_000_000 + i, i.into()).to_string();
+    let entry = |i: u64, title: String, updated: &str| {
+        json!({"record": "entry", "id": id(i), "type": "reference", "title": title,
+            "content": format!("Imported entry number {i}."), "confidence": 3,
+            "memory_type": "episodic", "status": "active",
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": updated})
+        .to_string()
+    };
+    let old = "2026-01-01T00:00:00Z";
+    let link = json!({"record": "link", "id": id(N + 1), "source": id(0), "target": id(N - 1),
+        "relation": "related", "created_at": old});
+    // The link first: the CLI sends it after every entry.
+    let mut lines = vec![link.to_string()];
+    lines.extend((0..N).map(|i| entry(i, format!("Entry {i}"), old)));
+    lines.push(entry(
+        7,
+        "Entry seven, revised".into(),
+        "2026-06-01T00:00:00Z",
+    ));
+    let file = home.path().join("big.jsonl");
+    std::fs::write(&file, format!("{}\nnot json\n", lines.join("\n"))).unwrap();
+    let out = cli(&home, &ws, &["memory", "import", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("line {}", N + 3)), "{stderr}");
+    assert!(stderr.contains("INVALID_ARGUMENT"), "{stderr}");
+    let none = agent
+        .ok("rekall_search", json!({"query": "imported"}))
+        .await;
+    assert_eq!(none["total"], 0, "nothing imported: {none}");
+
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let report = cli_json(&home, &ws, &["memory", "import", file.to_str().unwrap()]);
+    assert_eq!(report["entries_added"], N);
+    assert_eq!(report["entries_updated"], 1);
+    assert_eq!(report["links_added"], 1);
+    let shown = agent.ok("rekall_show", json!({"id": id(0)})).await;
+    assert_eq!(
+        shown["links"]["outgoing"][0]["target_id"],
+        id(N - 1),
+        "{shown}"
+    );
+    let seven = agent.ok("rekall_show", json!({"id": id(7)})).await;
+    assert_eq!(seven["title"], "Entry seven, revised");
+    let last = agent
+        .ok(
+            "rekall_search",
+            json!({"query": format!("number {}", N - 1)}),
+        )
+        .await;
+    assert_eq!(last["results"][0]["id"], id(N - 1), "{last}");
+    let exported = cli(&home, &ws, &["memory", "export"]);
+    assert_eq!(
+        String::from_utf8_lossy(&exported.stdout).lines().count() as u64,
+        N + 1
+    );
+    agent.close().await;
+}
+
 #[tokio::test]
 async fn standalone_while_a_daemon_runs_says_how_to_use_it() {
     let home = TestHome::new();

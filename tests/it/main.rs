@@ -25,5 +25,6 @@ mod servers_import;
 mod tasks_core;
 mod tasks_mcp;
 mod tool_schemas;
+mod upgrade;
 mod util;
 mod watch;

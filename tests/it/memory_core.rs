@@ -726,4 +726,28 @@ fn export_import_round_trip() {
         .import(&mut bad.as_slice())
         .unwrap_err();
     assert!(err.to_string().contains("line 9"), "{err}");
+    // The same entry twice in one import (a concatenation of two exports) is one entry,
+    // the later version kept, whatever the order.
+    let twice = TestHome::new();
+    let memory = twice.memory();
+    let first = String::from_utf8(buf.clone()).unwrap();
+    let line = first.lines().next().unwrap();
+    let mut newer: serde_json::Value = serde_json::from_str(line).unwrap();
+    newer["title"] = serde_json::json!("Fix CORS Safari header (revised)");
+    newer["updated_at"] = serde_json::json!("2099-01-01T00:00:00Z");
+    let input = format!("{line}\n{newer}\n{line}\n");
+    let report = memory.import(&mut input.as_bytes()).unwrap();
+    assert_eq!(
+        (
+            report.entries_added,
+            report.entries_updated,
+            report.entries_unchanged
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(memory.overview(0, 0).unwrap().total, 1);
+    assert_eq!(memory.entry_count().unwrap(), 1);
+    let id = newer["id"].as_str().unwrap();
+    assert!(memory.show(id).unwrap().title.ends_with("(revised)"));
+    assert_eq!(search(&memory, "revised").len(), 1);
 }

@@ -144,7 +144,8 @@ fn list_limit_records_and_focus_follow_every_write() {
             .map(|task| task.name)
     };
 
-    // ULIDs made in the same millisecond do not sort by time: a pause between workflows.
+    // Start times are in whole seconds, and ULIDs made in the same millisecond do not sort
+    // by time: a pause between starts, so that ids give the order.
     let pause = || std::thread::sleep(std::time::Duration::from_millis(3));
     let w1 = workflow(&a, "W1");
     let first = task(&a, &w1, "first", None);
@@ -156,8 +157,11 @@ fn list_limit_records_and_focus_follow_every_write() {
     let w3 = workflow(&a, "W3");
     pause();
     let late = task(&a, &w1, "late", None);
+    pause();
     let sub = task(&a, &w1, "sub", Some(&late));
+    pause();
     task(&b, &w2, "other", None);
+    pause();
     let in_w3 = task(&a, &w3, "in W3", None);
     assert_eq!(focus(&t, &a).as_deref(), Some("in W3"), "started last");
     assert_eq!(focus(&t, &b).as_deref(), Some("other"));
@@ -170,7 +174,15 @@ fn list_limit_records_and_focus_follow_every_write() {
     let w1_tasks: Vec<&str> = listed[1].tasks.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(w1_tasks, ["first", "late"]);
     assert_eq!(listed[1].tasks[1].subtasks[0].task_id, sub);
-    assert_eq!(names(&t.list(Some(&a), Some(1)).unwrap()), ["W3"]);
+    let one = t.list(Some(&a), Some(1)).unwrap();
+    assert_eq!(names(&one), ["W3"]);
+    assert_eq!(one[0].omitted_tasks, 0);
+    let newest = t.list(Some(&a), Some(2)).unwrap();
+    assert_eq!(names(&newest), ["W3", "W1"]);
+    assert_eq!(newest[1].tasks.len(), 2);
+    let newest_task = t.list(Some(&a), Some(1)).unwrap();
+    assert_eq!(newest_task[0].tasks[0].name, "in W3");
+
     assert_eq!(names(&t.list(None, Some(2)).unwrap()), ["W3", "W2"]);
     assert_eq!(names(&t.list(None, None).unwrap()), ["W3", "W2", "W1"]);
     assert!(
@@ -202,4 +214,25 @@ fn list_limit_records_and_focus_follow_every_write() {
     let reopened = tasks(&home);
     assert_eq!(focus(&reopened, &a).as_deref(), Some("first"));
     assert_eq!(focus(&reopened, &b).as_deref(), Some("other"));
+
+    // A limited list shows each workflow's newest top-level tasks and counts the rest.
+    for name in ["b1", "b2", "b3"] {
+        pause();
+        reopened
+            .start_task(
+                &b,
+                NewTask {
+                    workflow_id: w2.clone(),
+                    name: name.into(),
+                    goal: "G".into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+    }
+    let limited = reopened.list(Some(&b), Some(2)).unwrap();
+    let shown: Vec<&str> = limited[0].tasks.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(shown, ["b2", "b3"]);
+    assert_eq!(limited[0].omitted_tasks, 2);
+    assert_eq!(reopened.list(Some(&b), None).unwrap()[0].tasks.len(), 4);
 }

@@ -89,6 +89,8 @@ export interface WorkflowRecord {
     description: string | null;
     created_at: string;
     tasks: TaskRecord[];
+    /// Older top-level tasks a limited list leaves out (absent when none).
+    omitted_tasks?: number;
 }
 
 /// `SearchOutcome` (`src/memory/api.rs`), the answer of `tandem.memory.search`.

@@ -105,7 +105,8 @@ export class TasksTree implements vscode.TreeDataProvider<Node>, vscode.Disposab
             const running = w.tasks.some(hasRunning);
             const item = new vscode.TreeItem(w.name, running || w === this.model.workflows[0] ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.Collapsed);
             item.id = `workflow:${w.workflow_id}`;
-            item.description = `${w.tasks.length} task${w.tasks.length === 1 ? "" : "s"}`;
+            const shown = `${w.tasks.length} task${w.tasks.length === 1 ? "" : "s"}`;
+            item.description = w.omitted_tasks ? `${shown} (${w.omitted_tasks} earlier not shown)` : shown;
             item.tooltip = w.description ?? w.name;
             item.iconPath = new vscode.ThemeIcon("list-tree");
             item.contextValue = "workflow";

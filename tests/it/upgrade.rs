@@ -1,0 +1,111 @@
+//! A data dir written by an earlier format opens after an upgrade, with everything in it.
+//!
+//! `tests/data/format-1-home.tar.gz` is a data dir written by tandem 0.1.0 in format 1
+//! (sled without compression): three entries (one with a context, all with vectors of the
+//! test model), a link, a link suggestion, a workflow with a completed task and a decision,
+//! and its search index.
+
+use serde_json::Value;
+
+use crate::util::{TestHome, succeeds, succeeds_json};
+
+const PITFALL: &str = "01M87VTPSBR0G4PARCSARSFC60";
+const DECISION: &str = "01M87VTPSFT8WD87QF9Q7DDKTG";
+const TASK: &str = "01M87VTPT4FYKZE8VN9SNVXNQS";
+
+/// The fixture unpacked as `home`'s data dir.
+fn format_1_home() -> TestHome {
+    let home = TestHome::new();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    let archive = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/format-1-home.tar.gz"
+    );
+    let status = std::process::Command::new("tar")
+        .args(["-xzf", archive, "-C"])
+        .arg(home.tandem_home())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    home
+}
+
+fn format_of(home: &TestHome) -> Value {
+    let text = std::fs::read_to_string(home.tandem_home().join("format.json")).unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["format"].clone()
+}
+
+#[test]
+fn a_format_1_data_dir_is_upgraded_with_everything_in_it() {
+    let home = format_1_home();
+    assert_eq!(format_of(&home), 1);
+    let run = |args: &[&str]| {
+        let mut cmd = home.std_command();
+        cmd.args(args);
+        cmd
+    };
+
+    let shown = succeeds_json(run(&["memory", "show", PITFALL]));
+    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    assert!(!home.tandem_home().join("db.format-1").exists());
+    assert!(!home.tandem_home().join("db.upgrading").exists());
+    assert_eq!(
+        shown["title"],
+        "Safari rejects ISO dates without a colon in the offset"
+    );
+    assert_eq!(shown["context"], "web/date.ts while fixing the calendar");
+    assert_eq!(shown["embeddings"]["summary"], true, "{shown}");
+    assert_eq!(shown["embeddings"]["context"], true, "{shown}");
+    assert_eq!(shown["links"]["outgoing"][0]["target_id"], DECISION);
+
+    let found = succeeds_json(run(&["memory", "search", "safari offset"]));
+    assert_eq!(found["results"][0]["id"], PITFALL, "{found}");
+    let suggestions = succeeds(run(&["memory", "suggestions"]));
+    assert!(suggestions.contains("1 pending"), "{suggestions}");
+    let task = succeeds_json(run(&["tasks", "show", TASK]));
+    assert_eq!(task["name"], "Parse offsets");
+    assert_eq!(task["status"], "success");
+    assert_eq!(task["decisions"][0]["chosen"], "+00:00");
+
+    // Written after the upgrade, read back after a reopen.
+    let added = succeeds_json(run(&[
+        "memory",
+        "add",
+        "--type",
+        "pattern",
+        "--title",
+        "Compressed pages",
+        "--content",
+        "Written in format 2.",
+    ]));
+    let again = succeeds_json(run(&["memory", "show", added["id"].as_str().unwrap()]));
+    assert_eq!(again["content"], "Written in format 2.");
+    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+}
+
+/// An upgrade cut short at each step resumes at the next open: a half-written new
+/// database is written again, and an old one set aside with no `db` is put back.
+#[test]
+fn an_upgrade_cut_short_resumes() {
+    for cut in ["half-written copy", "old database set aside"] {
+        let home = format_1_home();
+        let dir = home.tandem_home();
+        match cut {
+            "half-written copy" => {
+                std::fs::create_dir_all(dir.join("db.upgrading")).unwrap();
+                std::fs::write(dir.join("db.upgrading/db"), b"not a database").unwrap();
+            }
+            _ => std::fs::rename(dir.join("db"), dir.join("db.format-1")).unwrap(),
+        }
+        let mut cmd = home.std_command();
+        cmd.args(["memory", "show", DECISION]);
+        let shown = succeeds_json(cmd);
+        assert_eq!(
+            shown["title"], "Store timestamps as UTC ISO strings with a colon offset",
+            "{cut}"
+        );
+        assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION, "{cut}");
+        assert!(!dir.join("db.upgrading").exists(), "{cut}");
+        assert!(!dir.join("db.format-1").exists(), "{cut}");
+    }
+}
