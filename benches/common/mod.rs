@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub mod clustered;
+pub mod corpus;
 pub mod home;
 pub mod load;
 pub mod lsp;
@@ -31,6 +32,18 @@ impl Stats {
             max: at(1.0),
         }
     }
+}
+
+/// A `kB` figure of `/proc/PID/status` (0 when unreadable).
+pub fn proc_status_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 pub fn ms(d: Duration) -> String {

@@ -45,11 +45,13 @@ const RECENT: usize = 128;
 /// Title and tag words count this many times a content word.
 const TITLE_WEIGHT: f32 = 2.0;
 /// How much memory the cached entries (their term frequencies and cards) may take before
-/// the cache starts over: ~20,000 entries of ordinary length, fewer long ones.
-const MAX_CACHED_ENTRY_BYTES: usize = 12 * 1024 * 1024;
+/// the cache starts over: ~8,000 entries of ordinary length, fewer long ones. What an add
+/// weighs is mostly the entries just written and their neighbours, so a larger cache
+/// buys little and is memory a daemon keeps.
+const MAX_CACHED_ENTRY_BYTES: usize = 4 * 1024 * 1024;
 /// How much the vocabulary (each term twice, its number, its document frequency) may take
-/// before it starts over, with the entries, which refer to it: ~100,000 terms.
-const MAX_VOCABULARY_BYTES: usize = 8 * 1024 * 1024;
+/// before it starts over, with the entries, which refer to it: ~25,000 terms.
+const MAX_VOCABULARY_BYTES: usize = 4 * 1024 * 1024;
 /// What a cached entry or term costs beside its text and term list: the map slot, the
 /// allocation headers, the `Arc`.
 const CACHE_OVERHEAD_BYTES: usize = 64;

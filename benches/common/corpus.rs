@@ -1,0 +1,251 @@
+//! The benchmarks' generated knowledge base: realistic developer entries (a Zipf-like
+//! vocabulary of technical stems, glue words, six types, twenty projects), deterministic
+//! from a seed, and queries drawn from the same vocabulary.
+
+use serde_json::{Value, json};
+use tandem::memory::{EntryType, NewEntry};
+
+/// A generated entry.
+pub struct Generated {
+    pub entry_type: EntryType,
+    pub title: String,
+    pub content: String,
+    pub tags: Vec<String>,
+    pub project: String,
+}
+
+impl Generated {
+    pub fn new_entry(&self) -> NewEntry {
+        NewEntry {
+            entry_type: Some(self.entry_type),
+            title: self.title.clone(),
+            content: self.content.clone(),
+            tags: self.tags.clone(),
+            project: Some(self.project.clone()),
+            ..Default::default()
+        }
+    }
+
+    pub fn tandem_record(&self, i: usize) -> Value {
+        let ts = "2026-01-01T00:00:00Z";
+        json!({
+            "record": "entry",
+            "id": ulid::Ulid::from_parts(1_700_000_000_000 + i as u64, i as u128).to_string(),
+            "type": self.entry_type.as_str(),
+            "title": self.title,
+            "content": self.content,
+            "tags": self.tags,
+            "project": self.project,
+            "confidence": 3,
+            "memory_type": "episodic",
+            "status": "active",
+            "created_at": ts,
+            "updated_at": ts,
+            "access_count": 0,
+        })
+    }
+
+    pub fn reference_record(&self, i: usize) -> Value {
+        json!({
+            "type": "entity",
+            "name": format!("{} #{i}", self.title),
+            "entityType": self.entry_type.as_str(),
+            "observations": [self.content],
+        })
+    }
+}
+
+/// Deterministic generator of developer-knowledge text.
+pub struct Corpus {
+    state: u64,
+    words: Vec<String>,
+}
+
+const STEMS: &[&str] = &[
+    "auth",
+    "token",
+    "cache",
+    "timeout",
+    "retry",
+    "socket",
+    "query",
+    "index",
+    "schema",
+    "migration",
+    "deploy",
+    "build",
+    "compile",
+    "linker",
+    "async",
+    "await",
+    "mutex",
+    "thread",
+    "pool",
+    "queue",
+    "header",
+    "cors",
+    "safari",
+    "chrome",
+    "render",
+    "layout",
+    "style",
+    "config",
+    "env",
+    "secret",
+    "docker",
+    "kernel",
+    "memory",
+    "leak",
+    "panic",
+    "error",
+    "parse",
+    "json",
+    "yaml",
+    "toml",
+    "route",
+    "handler",
+    "session",
+    "cookie",
+    "redirect",
+    "proxy",
+    "tls",
+    "cert",
+    "dns",
+    "latency",
+    "bench",
+    "profile",
+    "trace",
+    "log",
+    "metric",
+    "alert",
+    "test",
+    "fixture",
+    "mock",
+    "snapshot",
+    "git",
+    "rebase",
+    "merge",
+    "branch",
+    "commit",
+    "diff",
+    "patch",
+    "review",
+    "lint",
+    "format",
+    "api",
+    "client",
+    "server",
+    "stream",
+    "buffer",
+    "encode",
+    "decode",
+    "unicode",
+    "locale",
+    "time",
+];
+const SUFFIXES: &[&str] = &[
+    "", "s", "er", "ing", "ed", "ion", "ment", "ness", "al", "ity", "ize", "or", "ure", "ive",
+    "able",
+];
+const GLUE: &[&str] = &[
+    "the", "a", "when", "with", "under", "after", "before", "on", "in", "for", "because", "so",
+    "and", "but", "fails", "breaks", "needs", "uses", "returns", "drops",
+];
+const TYPES: [EntryType; 6] = [
+    EntryType::Bug,
+    EntryType::Pattern,
+    EntryType::Decision,
+    EntryType::Pitfall,
+    EntryType::Config,
+    EntryType::Reference,
+];
+
+impl Corpus {
+    pub fn new(seed: u64) -> Corpus {
+        let mut words = Vec::new();
+        for s in STEMS {
+            for x in SUFFIXES {
+                words.push(format!("{s}{x}"));
+            }
+        }
+        for i in 0..800 {
+            words.push(
+                format!(
+                    "{}{}",
+                    STEMS[i % STEMS.len()],
+                    ["x", "ql", "io", "db", "rs", "js", "ts", "go"][i % 8]
+                ) + &i.to_string(),
+            );
+        }
+        Corpus {
+            state: seed.max(1),
+            words,
+        }
+    }
+
+    pub fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        // Zipf-like: small indexes far more often, as in real vocabularies.
+        let r = (self.next() % 10_000) as f64 / 10_000.0;
+        let i = ((items.len() as f64).powf(r) - 1.0) as usize;
+        &items[i.min(items.len() - 1)]
+    }
+
+    pub fn word(&mut self) -> String {
+        if self.next().is_multiple_of(4) {
+            GLUE[(self.next() % GLUE.len() as u64) as usize].to_string()
+        } else {
+            let words = std::mem::take(&mut self.words);
+            let w = self.pick(&words).clone();
+            self.words = words;
+            w
+        }
+    }
+
+    pub fn sentence(&mut self, n: usize) -> String {
+        (0..n).map(|_| self.word()).collect::<Vec<_>>().join(" ")
+    }
+
+    pub fn entry(&mut self) -> Generated {
+        let title_words = 4 + (self.next() % 5) as usize;
+        let mut title = self.sentence(title_words);
+        title.truncate(100);
+        let content_words = 60 + (self.next() % 80) as usize;
+        let content = self.sentence(content_words) + ".";
+        let tags = (0..3)
+            .map(|_| STEMS[(self.next() % STEMS.len() as u64) as usize].to_string())
+            .collect();
+        Generated {
+            entry_type: TYPES[(self.next() % 6) as usize],
+            title,
+            content,
+            tags,
+            project: format!("project{}", self.next() % 20),
+        }
+    }
+
+    /// One of the numbered, rarer words.
+    pub fn rare_word(&mut self) -> String {
+        let first_rare = STEMS.len() * SUFFIXES.len();
+        let i = first_rare + (self.next() as usize) % (self.words.len() - first_rare);
+        self.words[i].clone()
+    }
+
+    pub fn query(&mut self) -> String {
+        let n = 2 + (self.next() % 2) as usize;
+        let words = std::mem::take(&mut self.words);
+        let q = (0..n)
+            .map(|_| self.pick(&words).clone())
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.words = words;
+        q
+    }
+}

@@ -1,0 +1,270 @@
+//! The scale benchmark (issue 15): a knowledge base of `--entries N` (default 100,000)
+//! generated entries of realistic length (`common::corpus`), brought in as a user does,
+//! then measured. Prints figures; asserts nothing about time.
+//!
+//! - `tandem memory import` of the JSON Lines (the release binary, no daemon): entries a
+//!   second;
+//! - with `TANDEM_TEST_MODEL` (a model folder), `tandem memory reindex --embeddings`:
+//!   entries embedded a second;
+//! - the data dir on disk per entry: sled's files, the search index, in all;
+//! - cold start: `tandem mcp --standalone` spawned to its first answered search (the
+//!   median of three), and the same through a daemon already running;
+//! - the idle daemon's resident memory after a session's search;
+//! - in process: search p50/p99 (hybrid with the model) and add p50/p99 (durable, with
+//!   similarity and suggestions).
+//!
+//! `cargo bench --bench scale -- --entries 1000000` (release; ~1 GB of JSON Lines in a
+//! temp dir at that size).
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::{RoleClient, ServiceExt, service::RunningService};
+use serde_json::{Value, json};
+use tandem::memory::embeddings::Embedder;
+use tandem::memory::{Memory, NoProgress, SearchQuery};
+use tandem::store::Store;
+
+#[allow(dead_code)]
+mod common;
+use common::corpus::Corpus;
+use common::home::{DaemonGuard, Home};
+use common::{Stats, ms, proc_status_kb};
+
+const SEARCHES: usize = 1_000;
+const ADDS: usize = 300;
+const COLD_STARTS: usize = 3;
+
+fn main() {
+    let mut entries = 100_000usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--entries" {
+            entries = args
+                .next()
+                .and_then(|v| v.replace('_', "").parse().ok())
+                .expect("--entries N");
+        }
+    }
+    let model = std::env::var_os("TANDEM_TEST_MODEL").map(std::path::PathBuf::from);
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run(entries, model.as_deref()));
+}
+
+async fn run(n: usize, model: Option<&Path>) {
+    let home = Home::new("tandem-scale");
+    let with_model = |cmd: &mut std::process::Command| {
+        if let Some(m) = model {
+            cmd.env("TANDEM_EMBEDDING_MODEL", m);
+        }
+    };
+
+    eprintln!("bench: generating {n} entries");
+    let file = home.dir.path().join("entries.jsonl");
+    let mut corpus = Corpus::new(42);
+    let mut json_bytes = 0u64;
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+        for i in 0..n {
+            let line = corpus.entry().tandem_record(i).to_string();
+            json_bytes += line.len() as u64 + 1;
+            writeln!(out, "{line}").unwrap();
+        }
+    }
+
+    eprintln!("bench: tandem memory import");
+    let mut import = home.tandem(&["memory", "import"]);
+    import.arg(&file);
+    with_model(import.as_std_mut());
+    let started = Instant::now();
+    let out = import.output().await.unwrap();
+    let import_time = started.elapsed();
+    assert!(
+        out.status.success(),
+        "import: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let embed_time = match model {
+        Some(_) => {
+            eprintln!("bench: tandem memory reindex --embeddings");
+            let mut reindex = home.tandem(&["memory", "reindex", "--embeddings"]);
+            with_model(reindex.as_std_mut());
+            let started = Instant::now();
+            let out = reindex.output().await.unwrap();
+            assert!(
+                out.status.success(),
+                "reindex: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Some(started.elapsed())
+        }
+        None => None,
+    };
+
+    let data = home.tandem_home();
+    let db_bytes = tandem::store::dir_size(&data.join("db"));
+    let index_bytes = tandem::store::dir_size(&data.join("index"));
+    let all_bytes = tandem::store::dir_size(&data);
+
+    eprintln!("bench: cold starts");
+    let mut cold = Vec::new();
+    for i in 0..COLD_STARTS {
+        let mut cmd = home.tandem(&["mcp", "--standalone"]);
+        with_model(cmd.as_std_mut());
+        cold.push(first_search(cmd, &format!("cold start {i}")).await);
+    }
+    let cold = Stats::of(cold);
+
+    eprintln!("bench: through the daemon");
+    let mut guard = DaemonGuard {
+        home: &home,
+        pid: None,
+    };
+    let via_daemon = || {
+        let mut cmd = home.tandem(&["mcp", "--workspace"]);
+        cmd.arg(&home.workspace);
+        with_model(cmd.as_std_mut());
+        cmd
+    };
+    let first_via_daemon = first_search(via_daemon(), "daemon start").await;
+    guard.pid = home.daemon_pid();
+    let warm_via_daemon = first_search(via_daemon(), "daemon running").await;
+    // The sessions have ended: the daemon idles with the data open (and the model, if any).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let daemon_rss_kb = guard.pid.map_or(0, |pid| proc_status_kb(pid, "VmRSS:"));
+    drop(guard);
+
+    eprintln!("bench: in process");
+    let store = Arc::new(Store::open(&data).unwrap());
+    let memory = Memory::open(store, &NoProgress).unwrap();
+    if let Some(m) = model {
+        memory.use_embedder(Embedder::load(m).unwrap()).unwrap();
+    }
+    let queries: Vec<String> = (0..SEARCHES).map(|_| corpus.query()).collect();
+    let search = |q: &str| {
+        memory
+            .search(&SearchQuery {
+                query: q.to_string(),
+                ..Default::default()
+            })
+            .unwrap()
+    };
+    search(&queries[0]);
+    let mut searches = Vec::with_capacity(SEARCHES);
+    for q in &queries {
+        let t = Instant::now();
+        search(q);
+        searches.push(t.elapsed());
+    }
+    let mut adds = Vec::with_capacity(ADDS);
+    for _ in 0..ADDS {
+        let e = corpus.entry().new_entry();
+        let t = Instant::now();
+        memory.add(e).unwrap();
+        adds.push(t.elapsed());
+    }
+    drop(memory);
+
+    let per = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
+    let rate = |d: Duration| format!("{:.0}/s", n as f64 / d.as_secs_f64());
+    let searches = Stats::of(searches);
+    let adds = Stats::of(adds);
+    println!(
+        "\n## Scale: {n} entries ({} of JSON Lines, {} an entry)\n",
+        mb(json_bytes),
+        per(json_bytes)
+    );
+    println!("| figure | value |");
+    println!("|---|---|");
+    println!(
+        "| `tandem memory import` | {:.1} s ({}) |",
+        import_time.as_secs_f64(),
+        rate(import_time)
+    );
+    if let Some(d) = embed_time {
+        println!(
+            "| `tandem memory reindex --embeddings` | {:.1} s ({}) |",
+            d.as_secs_f64(),
+            rate(d)
+        );
+    }
+    println!(
+        "| data dir on disk | {} ({} an entry) |",
+        mb(all_bytes),
+        per(all_bytes)
+    );
+    println!(
+        "| of which sled | {} ({} an entry) |",
+        mb(db_bytes),
+        per(db_bytes)
+    );
+    println!(
+        "| of which search index | {} ({} an entry) |",
+        mb(index_bytes),
+        per(index_bytes)
+    );
+    println!(
+        "| cold start to the first search, `tandem mcp --standalone` | p50 {} (max {}) |",
+        ms(cold.p50),
+        ms(cold.max)
+    );
+    println!(
+        "| first search through a daemon it starts | {} |",
+        ms(first_via_daemon)
+    );
+    println!(
+        "| first search of a new session, daemon running | {} |",
+        ms(warm_via_daemon)
+    );
+    println!(
+        "| idle daemon RSS after a search | {:.1} MB |",
+        daemon_rss_kb as f64 / 1024.0
+    );
+    println!(
+        "| search in process{} | p50 {} / p99 {} |",
+        if model.is_some() { " (hybrid)" } else { "" },
+        ms(searches.p50),
+        ms(searches.p99)
+    );
+    println!(
+        "| add in process (durable) | p50 {} / p99 {} |",
+        ms(adds.p50),
+        ms(adds.p99)
+    );
+}
+
+/// Spawns an MCP server (`cmd`), searches once; the time from the spawn to the answer.
+async fn first_search(mut cmd: tokio::process::Command, what: &str) -> Duration {
+    cmd.kill_on_drop(true);
+    let started = Instant::now();
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client: RunningService<RoleClient, ()> = ().serve(transport).await.unwrap();
+    let Value::Object(args) = json!({"query": "timeout retry socket"}) else {
+        unreachable!()
+    };
+    let r = client
+        .call_tool(CallToolRequestParams::new("rekall_search").with_arguments(args))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_ne!(r.is_error, Some(true), "{what}: {r:?}");
+    client.cancel().await.unwrap();
+    took
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
