@@ -31,7 +31,6 @@ use tandem::memory::embeddings::Embedder;
 use tandem::memory::{Memory, NoProgress, SearchQuery};
 use tandem::store::Store;
 
-#[allow(dead_code)]
 mod common;
 use common::corpus::Corpus;
 use common::home::{DaemonGuard, Home};
