@@ -108,10 +108,7 @@ pub struct Store {
 impl Store {
     /// Opens (creating if needed, mode 0700) the data dir and takes its lock.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let io = |source| StoreError::Io {
-            dir: dir.to_path_buf(),
-            source,
-        };
+        let io = io_error(dir);
         create_private_dir(dir).map_err(io)?;
         let lock = lock_dir(dir)?;
         if check_format(dir)? < FORMAT_VERSION {
@@ -161,10 +158,7 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 
 fn lock_dir(dir: &Path) -> Result<File, StoreError> {
     let path = dir.join(LOCK_FILE);
-    let io = |source| StoreError::Io {
-        dir: dir.to_path_buf(),
-        source,
-    };
+    let io = io_error(dir);
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -225,10 +219,7 @@ fn check_format(dir: &Path) -> Result<u32, StoreError> {
             write_format(dir)?;
             Ok(FORMAT_VERSION)
         }
-        Err(source) => Err(StoreError::Io {
-            dir: dir.to_path_buf(),
-            source,
-        }),
+        Err(source) => Err(io_error(dir)(source)),
     }
 }
 
@@ -238,10 +229,15 @@ fn write_format(dir: &Path) -> Result<(), StoreError> {
         created_by: format!("tandem {}", env!("CARGO_PKG_VERSION")),
     };
     let text = serde_json::to_string_pretty(&format).expect("plain struct serialises");
-    write_atomically(&dir.join(FORMAT_FILE), text.as_bytes()).map_err(|source| StoreError::Io {
+    write_atomically(&dir.join(FORMAT_FILE), text.as_bytes()).map_err(io_error(dir))
+}
+
+/// An I/O error of the data dir `dir`, as [`StoreError::Io`].
+fn io_error(dir: &Path) -> impl Fn(std::io::Error) -> StoreError + Copy + '_ {
+    move |source| StoreError::Io {
         dir: dir.to_path_buf(),
         source,
-    })
+    }
 }
 
 /// The sled database of this format at `path`.
@@ -260,10 +256,7 @@ fn sled_config(path: &Path) -> sled::Config {
 /// a half-written new database is written again; a replaced old one (`db.format-1`) with no
 /// `db` is put back; with both, only the format was left to record.
 fn upgrade(dir: &Path) -> Result<(), StoreError> {
-    let io = |source| StoreError::Io {
-        dir: dir.to_path_buf(),
-        source,
-    };
+    let io = io_error(dir);
     let db = dir.join(DB_DIR);
     let upgrading = dir.join(DB_UPGRADING);
     let old = dir.join(DB_FORMAT_1);
@@ -283,10 +276,7 @@ fn upgrade(dir: &Path) -> Result<(), StoreError> {
 }
 
 fn copy_into_new_format(dir: &Path, db: &Path, upgrading: &Path) -> Result<(), StoreError> {
-    let io = |source| StoreError::Io {
-        dir: dir.to_path_buf(),
-        source,
-    };
+    let io = io_error(dir);
     let started = std::time::Instant::now();
     tracing::info!(
         "upgrading the data dir {} to format {FORMAT_VERSION}: copying the database into a compressed one",

@@ -473,7 +473,6 @@ fn render_suggestions(both: &calls::Suggestions) -> String {
     s
 }
 
-/// `tandem memory export`: JSON Lines to a file (a summary on stderr) or to stdout.
 /// Lines an import sends in one `memory/import` call: each call is one batch of
 /// transactions and one index commit, and a few MB over the daemon's socket.
 const IMPORT_BATCH_LINES: usize = 5_000;
@@ -493,14 +492,7 @@ fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<Import
             ImportLine::Link => links.push(line),
         }
     }
-    let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::with_draw_target(
-            Some((entries.len() + links.len()) as u64),
-            indicatif::ProgressDrawTarget::stderr(),
-        )
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = stderr_bar(Some((entries.len() + links.len()) as u64));
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "importing {bar:30} {pos}/{len} records ({per_sec}, {eta} left)",
@@ -538,6 +530,7 @@ fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<Import
     Ok(report)
 }
 
+/// `tandem memory export`: JSON Lines to a file (a summary on stderr) or to stdout.
 fn export(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<()> {
     let e = backend.call(&calls::MEMORY_EXPORT, &NoParams {})?;
     match file.filter(|f| f.as_os_str() != "-") {
@@ -777,6 +770,15 @@ fn model_error(e: model_source::ModelSourceError) -> anyhow::Error {
     calls::CallError::from(MemoryError::from(e)).into()
 }
 
+/// A progress bar of `len` steps on stderr, hidden when stderr is not a terminal.
+fn stderr_bar(len: Option<u64>) -> indicatif::ProgressBar {
+    if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::with_draw_target(len, indicatif::ProgressDrawTarget::stderr())
+    } else {
+        indicatif::ProgressBar::hidden()
+    }
+}
+
 /// The download's progress on stderr, one file after the other (hidden when stderr is not a
 /// terminal).
 struct DownloadBar {
@@ -786,11 +788,7 @@ struct DownloadBar {
 
 impl DownloadBar {
     fn new() -> DownloadBar {
-        let bar = if std::io::stderr().is_terminal() {
-            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
+        let bar = stderr_bar(None);
         DownloadBar {
             bar,
             file: std::cell::Cell::new(None),

@@ -2,7 +2,7 @@
 //! JSON Lines; an import is checked whole before anything is written.
 
 use std::collections::HashMap;
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 
 use ulid::Ulid;
 
@@ -17,7 +17,7 @@ use super::{
 
 impl Memory {
     /// Writes every entry, then every link, as JSON Lines.
-    pub fn export(&self, out: &mut dyn std::io::Write) -> Result<ExportReport> {
+    pub fn export(&self, out: &mut dyn Write) -> Result<ExportReport> {
         let mut report = ExportReport::default();
         for entry in self.iter_entries() {
             let line = serde_json::to_string(&Record::Entry(entry?)).expect("plain data");
@@ -52,7 +52,7 @@ impl Memory {
         let mut seq = self.current_seq()?;
         let mut count = self.entry_count()?;
         // What to write, in order; an id met twice in the input is written once.
-        let mut writes: Vec<Write> = Vec::new();
+        let mut writes: Vec<Pending> = Vec::new();
         let mut written: HashMap<Ulid, usize> = HashMap::new();
         for record in &records {
             let Record::Entry(incoming) = record else {
@@ -86,7 +86,7 @@ impl Memory {
             seq += 1;
             incoming.seq = seq;
             written.insert(incoming.id, writes.len());
-            writes.push(Write {
+            writes.push(Pending {
                 entry: incoming,
                 replaces_seq: existing.map(|o| o.seq),
                 count,
@@ -184,7 +184,7 @@ const IMPORT_CHUNK: usize = 2_000;
 
 /// An entry an import writes: the seq of the version it replaces (whose `by_seq` key goes),
 /// and the entry count once it is written.
-struct Write {
+struct Pending {
     entry: Entry,
     replaces_seq: Option<u64>,
     count: u64,
