@@ -18,6 +18,7 @@ mod semantic;
 mod similarity;
 mod suggestions;
 mod transfer;
+mod vector_file;
 pub mod vectors;
 
 use std::sync::{Arc, Mutex};
@@ -85,6 +86,8 @@ const MAX_SIMILAR_SHOWN: usize = 5;
 const META_SEQ: &[u8] = b"seq";
 /// The `memory.meta` key of the entry count.
 const META_COUNT: &[u8] = b"entries";
+/// The entries' vectors ([`vector_file`]), in the data dir's `index` folder.
+const VECTOR_FILE: &str = "memory-vectors";
 
 /// How [`Memory::open`] and [`Memory::reindex`] report a rebuild of the search index.
 pub trait Progress {
@@ -133,7 +136,7 @@ impl Memory {
             suggestions_by_entry: db.open_tree("memory.suggestions_by_entry")?,
             meta: db.open_tree("memory.meta")?,
             index,
-            semantic: semantic::Semantic::open(db)?,
+            semantic: semantic::Semantic::open(db, &store.dir().join("index").join(VECTOR_FILE))?,
             store,
             write_lock: Mutex::new(similarity::SimilarityCache::default()),
         };
@@ -475,15 +478,15 @@ impl Memory {
             s
         });
 
-        let vectors = self
+        let stored = self
             .semantic
             .embedder()
-            .map(|e| semantic::Semantic::vectors_of(&e, &entry));
+            .map(|e| semantic::Semantic::stored(&e, &entry));
         let similar = similarity::find_similar(
             self,
             cache,
             &entry,
-            vectors.as_ref(),
+            stored.as_ref().map(|s| &s.vectors),
             similarity::Weighed::Added,
         )?;
         let suggestions = suggestions::plan(self, &entry, &similar, no_suggest, now)?;
@@ -513,10 +516,9 @@ impl Memory {
                 }
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;
-        if let Some(vectors) = &vectors {
-            self.semantic.put(&entry, vectors)?;
-        }
         self.store.flush()?;
+        let embeddings_calculated = stored.is_some();
+        self.semantic.put(stored.into_iter().collect());
         self.index_after_write(&entry);
 
         Ok(AddOutcome {
@@ -524,7 +526,7 @@ impl Memory {
             title: entry.title.clone(),
             entry_type: entry.entry_type.to_string(),
             created: true,
-            embeddings_calculated: vectors.is_some(),
+            embeddings_calculated,
             similar_entries: similar
                 .iter()
                 .take(MAX_SIMILAR_SHOWN)

@@ -5,11 +5,15 @@
 //! ready, entries without vectors (added before, or while no model was available) are
 //! embedded in the background, and every add embeds its entry before it is acknowledged.
 //!
-//! Vectors are derived data, like the search index: they live in `memory.vectors`
-//! ([`super::vectors`]), tagged in `memory.meta` with the model that made them, and a
-//! different model (the setting changed) has them made again.
+//! Vectors are derived data, like the search index: they live in a file beside it
+//! ([`super::vector_file`]), whose header names the model that made them; a different model
+//! (the setting changed) has them made again. When the model is ready the file is read
+//! into [`VectorIndex`]; sled counts the entries, so a file that holds fewer (it lost its
+//! tail, or entries came while no model was ready) has the others embedded, and nothing
+//! else of sled is read.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -17,10 +21,14 @@ use ulid::Ulid;
 
 use super::embeddings::Embedder;
 use super::model::Entry;
+use super::vector_file::{Maker, Record, Stored, VectorFile};
 use super::vectors::{EntryVectors, Filter, Quantised, VectorIndex};
-use super::{Memory, MemoryError, Result, decode};
+use super::{Memory, MemoryError, Result, decode, parse_id_bytes};
 
-/// The `memory.meta` key of the fingerprint of the model the stored vectors come from.
+/// Data dirs written before the vector file kept the vectors in this sled tree, under the
+/// model fingerprint at [`META_MODEL`] in `memory.meta`; they move to the file when a model
+/// is ready.
+const LEGACY_TREE: &str = "memory.vectors";
 const META_MODEL: &[u8] = b"embeddings.model";
 /// Entries embedded between two checks that the memory is still open.
 const BATCH: usize = 256;
@@ -49,8 +57,13 @@ pub struct Semantic {
     /// Told whenever the state changes.
     changed: Condvar,
     index: RwLock<VectorIndex>,
-    /// Entry id → [`EntryVectors::encode`].
-    tree: sled::Tree,
+    /// The vector file, open once a model is ready (its vectors are then all in `index`).
+    file: Mutex<Option<VectorFile>>,
+    path: PathBuf,
+    /// The vectors a data dir written before the file kept in sled, until they are moved to the file.
+    legacy: sled::Tree,
+    /// Entries for the loader thread to embed once its model is ready (an import's).
+    queue: Mutex<Option<mpsc::Sender<Vec<Ulid>>>>,
 }
 
 /// The text an entry's summary vector is made of: title, tags, content. Public so the
@@ -60,13 +73,29 @@ pub fn summary_text(title: &str, tags: &[String], content: &str) -> String {
 }
 
 impl Semantic {
-    pub fn open(db: &sled::Db) -> Result<Semantic> {
+    /// The semantic side of a memory whose vectors are kept in the file at `path`.
+    pub fn open(db: &sled::Db, path: &Path) -> Result<Semantic> {
         Ok(Semantic {
             state: Mutex::new(ModelState::Off),
             changed: Condvar::new(),
             index: RwLock::new(VectorIndex::default()),
-            tree: db.open_tree("memory.vectors")?,
+            file: Mutex::new(None),
+            path: path.to_path_buf(),
+            legacy: db.open_tree(LEGACY_TREE)?,
+            queue: Mutex::new(None),
         })
+    }
+
+    fn lock_file(&self) -> MutexGuard<'_, Option<VectorFile>> {
+        self.file.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_index(&self) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
+        self.index.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read_index(&self) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
+        self.index.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_state(&self) -> MutexGuard<'_, ModelState> {
@@ -144,6 +173,16 @@ impl Semantic {
         }
     }
 
+    /// What is stored of an entry under `embedder`.
+    pub fn stored(embedder: &Embedder, entry: &Entry) -> Stored {
+        Stored {
+            id: entry.id,
+            entry_type: entry.entry_type,
+            project: entry.project.clone(),
+            vectors: Semantic::vectors_of(embedder, entry),
+        }
+    }
+
     /// The query vector of a search: its text, with its context mixed in at `weight`.
     pub fn query_vector(
         embedder: &Embedder,
@@ -164,22 +203,68 @@ impl Semantic {
         Quantised::of(&v)
     }
 
-    /// Stores an entry's vectors (not flushed: the caller's write flushes) and indexes its
-    /// summary.
-    pub fn put(&self, entry: &Entry, vectors: &EntryVectors) -> Result<()> {
-        self.tree
-            .insert(entry.id.to_string().as_bytes(), vectors.encode())?;
-        self.index
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .upsert(entry, &vectors.summary);
+    /// Stores entries' vectors and indexes their summaries. Called once the entries are
+    /// durable in sled; a write that fails loses nothing (logged: the entries are found
+    /// without vectors at the next start and embedded again).
+    pub fn put(&self, stored: Vec<Stored>) {
+        if stored.is_empty() {
+            return;
+        }
+        {
+            let mut index = self.write_index();
+            for s in &stored {
+                index.upsert_row(
+                    s.id,
+                    s.entry_type,
+                    s.project.as_deref(),
+                    &s.vectors.summary,
+                    s.vectors.context.is_some(),
+                );
+            }
+        }
+        let records: Vec<Record> = stored.into_iter().map(Record::Put).collect();
+        if let Some(file) = self.lock_file().as_mut()
+            && let Err(e) = file.append(&records)
+        {
+            tracing::error!(
+                "writing {} entries' vectors failed ({e}); they are embedded again at the next start",
+                records.len()
+            );
+        }
+    }
+
+    /// Forgets the vectors of `ids` (entries an import replaced), durably, before the
+    /// entries change: whether or not a model is ready, no stale vector survives them.
+    pub fn forget(&self, ids: &[Ulid]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut index = self.write_index();
+            ids.iter().for_each(|id| index.remove(id));
+        }
+        let records: Vec<Record> = ids.iter().copied().map(Record::Drop).collect();
+        match self.lock_file().as_mut() {
+            Some(file) => file.append(&records).and_then(|()| file.sync())?,
+            None => VectorFile::append_at(&self.path, &records)?,
+        }
+        for id in ids {
+            self.legacy.remove(id.to_string())?;
+        }
         Ok(())
     }
 
-    /// Which of an entry's vectors are stored.
+    /// Which of an entry's vectors are stored: from memory once a model is ready, before
+    /// from the file itself.
     pub fn has(&self, id: &Ulid) -> Result<(bool, bool)> {
-        let stored = self.tree.get(id.to_string())?;
-        Ok(match stored.as_deref().and_then(EntryVectors::decode) {
+        if self.lock_file().is_some() {
+            return Ok(self.read_index().has(id));
+        }
+        if let Some(context) = VectorFile::stored_at(&self.path, id)? {
+            return Ok((true, context));
+        }
+        let legacy = self.legacy.get(id.to_string())?;
+        Ok(match legacy.as_deref().and_then(EntryVectors::decode) {
             Some(v) => (true, v.context.is_some()),
             None => (false, false),
         })
@@ -187,10 +272,7 @@ impl Semantic {
 
     /// Whether a search of the vectors is worth a thread of its own ([`VectorIndex::is_large`]).
     pub fn is_large(&self) -> bool {
-        self.index
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_large()
+        self.read_index().is_large()
     }
 
     /// The `k` entries nearest `query`, best first, with their cosine.
@@ -201,15 +283,12 @@ impl Semantic {
         filter: Filter<'_>,
         skip: Option<&Ulid>,
     ) -> Vec<(Ulid, f32)> {
-        self.index
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .nearest(query, k, filter, skip)
+        self.read_index().nearest(query, k, filter, skip)
     }
 
     /// The cosine of `query` with the summary of each of `ids` that has one.
     pub fn cosines(&self, query: &Quantised, ids: &[Ulid]) -> Vec<Option<f32>> {
-        let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+        let index = self.read_index();
         ids.iter()
             .map(|id| index.get(id).map(|v| query.cosine(&v)))
             .collect()
@@ -219,8 +298,9 @@ impl Semantic {
 impl Memory {
     /// Finds and loads the embedding model `model` in the background: `locate` gives its
     /// folder (fetching it if it must), or `None` when embeddings are off. Once loaded, the
-    /// memory uses it, and embeds the entries that have no vectors yet. Returns at once; the
-    /// loader holds the memory only while it writes, so closing it is never held up.
+    /// memory uses it, and embeds the entries that have no vectors yet, then those given
+    /// to [`Self::embed_later`]. Returns at once; the loader holds the memory only while
+    /// it writes, so closing it is never held up.
     pub fn start_embeddings(
         self: &Arc<Self>,
         model: String,
@@ -229,6 +309,12 @@ impl Memory {
         self.semantic.set_state(ModelState::Loading {
             model: model.clone(),
         });
+        let (queue, later) = mpsc::channel::<Vec<Ulid>>();
+        *self
+            .semantic
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(queue);
         let memory: Weak<Memory> = Arc::downgrade(self);
         let load = move || {
             let loaded = locate().and_then(|folder| {
@@ -271,21 +357,24 @@ impl Memory {
                 }
                 None => return,
             };
-            let mut done = 0;
-            for batch in missing.chunks(BATCH) {
-                let Some(memory) = memory.upgrade() else {
-                    return;
-                };
-                match memory.embed_entries(&embedder, batch) {
-                    Ok(n) => done += n,
-                    Err(e) => {
-                        tracing::error!("embedding entries failed: {e}");
+            // Then what comes later, until the memory is closed (its sender dropped).
+            for ids in std::iter::once(missing).chain(later) {
+                let mut done = 0;
+                for batch in ids.chunks(BATCH) {
+                    let Some(memory) = memory.upgrade() else {
                         return;
+                    };
+                    match memory.embed_entries(&embedder, batch) {
+                        Ok(n) => done += n,
+                        Err(e) => {
+                            tracing::error!("embedding entries failed: {e}");
+                            return;
+                        }
                     }
                 }
-            }
-            if done > 0 {
-                tracing::info!("embedded {done} entries with {model}");
+                if done > 0 {
+                    tracing::info!("embedded {done} entries with {model}");
+                }
             }
         };
         if let Err(e) = std::thread::Builder::new()
@@ -301,9 +390,37 @@ impl Memory {
     pub fn use_embedder(&self, embedder: Embedder) -> Result<u64> {
         let embedder = Arc::new(embedder);
         let missing = self.adopt("(given)", embedder.clone())?;
+        self.embed_all(&embedder, &missing)
+    }
+
+    /// Embeds `ids` (written without vectors: an import's) once the model is ready: in
+    /// the loader's thread when there is one, else at once when a model is ready. An id
+    /// that has vectors by then is left as it is.
+    pub(super) fn embed_later(&self, ids: Vec<Ulid>) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        if let Some(queue) = &*self
+            .semantic
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
+            // A closed queue means the loader gave up (no model): the ids are found
+            // missing when a model is next ready.
+            let _ = queue.send(ids);
+            return Ok(());
+        }
+        if let Some(embedder) = self.semantic.embedder() {
+            self.embed_all(&embedder, &ids)?;
+        }
+        Ok(())
+    }
+
+    fn embed_all(&self, embedder: &Embedder, ids: &[Ulid]) -> Result<u64> {
         let mut done = 0;
-        for batch in missing.chunks(BATCH) {
-            done += self.embed_entries(&embedder, batch)?;
+        for batch in ids.chunks(BATCH) {
+            done += self.embed_entries(embedder, batch)?;
         }
         Ok(done)
     }
@@ -314,52 +431,81 @@ impl Memory {
         let embedder = Semantic::ready_or_why(self.semantic.settled(LOAD_WAIT))?;
         let all: Vec<Ulid> = {
             let _guard = self.lock_writes();
-            self.semantic.tree.clear()?;
-            *self
-                .semantic
-                .index
-                .write()
-                .unwrap_or_else(|p| p.into_inner()) = VectorIndex::new(embedder.dimensions());
-            self.iter_entries()
-                .map(|e| e.map(|e| e.id))
-                .collect::<Result<_>>()?
+            let sem = &self.semantic;
+            if let Some(file) = sem.lock_file().as_mut() {
+                file.clear()?;
+            }
+            *sem.write_index() = VectorIndex::new(embedder.dimensions());
+            self.entry_ids()?
         };
-        let mut done = 0;
-        for batch in all.chunks(BATCH) {
-            done += self.embed_entries(&embedder, batch)?;
-        }
-        Ok(done)
+        self.embed_all(&embedder, &all)
     }
 
-    /// Makes `embedder` the memory's model: the stored vectors of another model are
-    /// dropped, the others loaded into the index, and the model is ready. Returns the
-    /// entries that have no vectors.
+    /// Every entry's id, read from sled's keys.
+    fn entry_ids(&self) -> Result<Vec<Ulid>> {
+        self.entries
+            .iter()
+            .keys()
+            .map(|k| parse_id_bytes(&k?))
+            .collect()
+    }
+
+    /// Makes `embedder` the memory's model: the vector file is read into memory (started
+    /// again when another model made it), the vectors a data dir written before the file kept in sled moved into
+    /// it, and the model is ready. Returns the entries that have no vectors.
     fn adopt(&self, model: &str, embedder: Arc<Embedder>) -> Result<Vec<Ulid>> {
-        let fingerprint = format!("{}:{:016x}", embedder.dimensions(), embedder.fingerprint());
+        let maker = Maker {
+            dims: embedder.dimensions(),
+            fingerprint: embedder.fingerprint(),
+        };
         // Under the write lock, so that an add either ends before the model is ready (and
         // its entry is found missing below) or embeds its own entry.
         let _guard = self.lock_writes();
         let sem = &self.semantic;
-        if self.meta.get(META_MODEL)?.as_deref() != Some(fingerprint.as_bytes()) {
-            if !sem.tree.is_empty() {
-                tracing::info!("the embedding model changed: the memory's vectors are made again");
-            }
-            sem.tree.clear()?;
-            self.meta.insert(META_MODEL, fingerprint.as_bytes())?;
+        let opened = VectorFile::open(&sem.path, maker)?;
+        if let Some(why) = &opened.discarded {
+            tracing::info!("{why}: the entries it lacks are embedded again");
         }
-        let mut index = VectorIndex::new(embedder.dimensions());
-        let mut missing = Vec::new();
-        for entry in self.iter_entries() {
-            let entry = entry?;
-            let stored = sem.tree.get(entry.id.to_string())?;
-            match stored.as_deref().and_then(EntryVectors::decode) {
-                Some(v) if v.summary.values.len() == embedder.dimensions() => {
-                    index.upsert(&entry, &v.summary);
-                }
-                _ => missing.push(entry.id),
-            }
+        let mut file = opened.file;
+        let mut index = VectorIndex::new(maker.dims);
+        for s in &opened.stored {
+            index.upsert_row(
+                s.id,
+                s.entry_type,
+                s.project.as_deref(),
+                &s.vectors.summary,
+                s.vectors.context.is_some(),
+            );
         }
-        *sem.index.write().unwrap_or_else(|p| p.into_inner()) = index;
+        if !sem.legacy.is_empty() {
+            let moved = self.legacy_vectors(maker, &index)?;
+            tracing::info!("moving {} entries' vectors out of sled", moved.len());
+            for s in &moved {
+                index.upsert_row(
+                    s.id,
+                    s.entry_type,
+                    s.project.as_deref(),
+                    &s.vectors.summary,
+                    s.vectors.context.is_some(),
+                );
+            }
+            file.append(&moved.into_iter().map(Record::Put).collect::<Vec<_>>())?;
+            file.sync()?;
+            sem.legacy.clear()?;
+            self.meta.remove(META_MODEL)?;
+            self.store.flush()?;
+        }
+        // sled counts the entries: when the file holds as many, none is missing (a vector
+        // is written only after its entry is durable, and entries are never deleted).
+        let missing = if index.len() as u64 == self.entry_count()? {
+            Vec::new()
+        } else {
+            let mut missing = self.entry_ids()?;
+            missing.retain(|id| !index.has(id).0);
+            missing
+        };
+        *sem.write_index() = index;
+        *sem.lock_file() = Some(file);
         sem.set_state(ModelState::Ready {
             model: model.to_string(),
             embedder,
@@ -373,23 +519,52 @@ impl Memory {
         Ok(missing)
     }
 
-    /// Embeds and stores the vectors of `ids` (read again: they may have changed), then
-    /// flushes. Returns how many were embedded.
-    fn embed_entries(&self, embedder: &Embedder, ids: &[Ulid]) -> Result<u64> {
-        let mut done = 0;
-        {
-            let _guard = self.lock_writes();
-            for id in ids {
-                let Some(bytes) = self.entries.get(id.to_string())? else {
-                    continue;
-                };
-                let entry: Entry = decode(&bytes)?;
-                self.semantic
-                    .put(&entry, &Semantic::vectors_of(embedder, &entry))?;
-                done += 1;
+    /// The vectors a data dir written before the file kept in sled, when `maker` made them, for the
+    /// entries `index` lacks.
+    fn legacy_vectors(&self, maker: Maker, index: &VectorIndex) -> Result<Vec<Stored>> {
+        let legacy_maker = format!("{}:{:016x}", maker.dims, maker.fingerprint);
+        if self.meta.get(META_MODEL)?.as_deref() != Some(legacy_maker.as_bytes()) {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for item in self.semantic.legacy.iter() {
+            let (key, value) = item?;
+            let id = parse_id_bytes(&key)?;
+            let Some(vectors) = EntryVectors::decode(&value) else {
+                continue;
+            };
+            if index.has(&id).0 || vectors.summary.values.len() != maker.dims {
+                continue;
+            }
+            if let Some(entry) = self.get(&id)? {
+                out.push(Stored {
+                    id,
+                    entry_type: entry.entry_type,
+                    project: entry.project,
+                    vectors,
+                });
             }
         }
-        self.store.flush()?;
+        Ok(out)
+    }
+
+    /// Embeds and stores the vectors of those of `ids` that have none (read again: they
+    /// may have changed). Returns how many were embedded.
+    fn embed_entries(&self, embedder: &Embedder, ids: &[Ulid]) -> Result<u64> {
+        let _guard = self.lock_writes();
+        let mut stored = Vec::new();
+        for id in ids {
+            if self.semantic.read_index().has(id).0 {
+                continue;
+            }
+            let Some(bytes) = self.entries.get(id.to_string())? else {
+                continue;
+            };
+            let entry: Entry = decode(&bytes)?;
+            stored.push(Semantic::stored(embedder, &entry));
+        }
+        let done = stored.len() as u64;
+        self.semantic.put(stored);
         Ok(done)
     }
 }

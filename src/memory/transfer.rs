@@ -92,6 +92,13 @@ impl Memory {
                 count,
             });
         }
+        // The vectors of replaced entries go first: none outlives the text it was made of.
+        let replaced: Vec<Ulid> = writes
+            .iter()
+            .filter(|w| w.replaces_seq.is_some())
+            .map(|w| w.entry.id)
+            .collect();
+        self.semantic.forget(&replaced)?;
         for chunk in writes.chunks(IMPORT_CHUNK) {
             let encoded: Vec<(String, Vec<u8>)> = chunk
                 .iter()
@@ -112,6 +119,7 @@ impl Memory {
             })?;
         }
         let to_index: Vec<Entry> = writes.into_iter().map(|w| w.entry).collect();
+        let to_embed: Vec<Ulid> = to_index.iter().map(|e| e.id).collect();
         for record in &records {
             let Record::Link(link) = record else { continue };
             let key = link_key(&link.source, &link.target, link.relation);
@@ -138,6 +146,8 @@ impl Memory {
                 "indexing the import failed ({e}); it is stored and will be indexed at the next start"
             );
         }
+        drop(guard);
+        self.embed_later(to_embed)?;
         Ok(report)
     }
 }

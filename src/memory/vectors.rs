@@ -1,9 +1,10 @@
-//! Entry vectors: stored in sled quantised to int8, searched in memory by brute force.
+//! Entry vectors: quantised to int8, kept in a file ([`super::vector_file`]), searched in
+//! memory by brute force.
 //!
 //! Each entry has a summary vector (title, tags and content) and, when it has a context, a
 //! context vector ([`EntryVectors`]). Both are unit length before quantisation; a vector is
 //! kept as `i8` values with one scale (`max |x| / 127`), so a cosine is an integer dot
-//! product times two scales. A record in `memory.vectors` is one entry's vectors:
+//! product times two scales. [`EntryVectors::encode`] is one entry's vectors:
 //!
 //! ```text
 //! [version: u8 = 1] [dimensions: u16 LE] [flags: u8, bit 0 = has context]
@@ -72,7 +73,7 @@ pub struct EntryVectors {
 }
 
 impl EntryVectors {
-    /// The record stored in `memory.vectors`.
+    /// The bytes of these vectors, as the vector file stores them.
     pub fn encode(&self) -> Vec<u8> {
         let dims = self.summary.values.len();
         let mut out = Vec::with_capacity(HEADER + 2 * (4 + dims));
@@ -150,6 +151,8 @@ struct Row {
     entry_type: EntryType,
     /// The number of the entry's [`project_key`] in [`VectorIndex::projects`], 0 for none.
     project: u32,
+    /// Whether the entry has a context vector too (stored, not searched).
+    has_context: bool,
 }
 
 /// A search's filters, as `rekall_search` gives them.
@@ -239,14 +242,33 @@ impl VectorIndex {
 
     /// Adds or replaces `entry`'s summary vector.
     pub fn upsert(&mut self, entry: &Entry, summary: &Quantised) {
+        self.upsert_row(
+            entry.id,
+            entry.entry_type,
+            entry.project.as_deref(),
+            summary,
+            false,
+        );
+    }
+
+    /// Adds or replaces the summary vector of entry `id` of this type and project.
+    pub fn upsert_row(
+        &mut self,
+        id: Ulid,
+        entry_type: EntryType,
+        project: Option<&str>,
+        summary: &Quantised,
+        has_context: bool,
+    ) {
         debug_assert_eq!(summary.values.len(), self.dims);
         let row = Row {
-            id: entry.id,
-            entry_type: entry.entry_type,
-            project: self.project_number(entry.project.as_deref()),
+            id,
+            entry_type,
+            project: self.project_number(project),
+            has_context,
         };
         let (dims, words) = (self.dims, words(self.dims));
-        match self.at.get(&entry.id) {
+        match self.at.get(&id) {
             Some(&i) => {
                 self.rows[i] = row;
                 self.scales[i] = summary.scale;
@@ -259,12 +281,40 @@ impl VectorIndex {
                 }
             }
             None => {
-                self.at.insert(entry.id, self.rows.len());
+                self.at.insert(id, self.rows.len());
                 self.rows.push(row);
                 self.scales.push(summary.scale);
                 self.values.extend_from_slice(&summary.values);
                 self.signs.extend(signs_of(&summary.values));
             }
+        }
+    }
+
+    /// Takes `id`'s row out (the last row takes its place).
+    pub fn remove(&mut self, id: &Ulid) {
+        let Some(i) = self.at.remove(id) else {
+            return;
+        };
+        let (dims, words) = (self.dims, words(self.dims));
+        let last = self.rows.len() - 1;
+        if i != last {
+            self.at.insert(self.rows[last].id, i);
+            self.values
+                .copy_within(last * dims..(last + 1) * dims, i * dims);
+            self.signs
+                .copy_within(last * words..(last + 1) * words, i * words);
+        }
+        self.rows.swap_remove(i);
+        self.scales.swap_remove(i);
+        self.values.truncate(last * dims);
+        self.signs.truncate(last * words);
+    }
+
+    /// Whether `id` has a summary vector here, and whether a context vector is stored too.
+    pub fn has(&self, id: &Ulid) -> (bool, bool) {
+        match self.at.get(id) {
+            Some(&i) => (true, self.rows[i].has_context),
+            None => (false, false),
         }
     }
 
@@ -646,6 +696,20 @@ mod tests {
         );
         assert_eq!(index.len(), 4);
         assert_eq!(ids(index.nearest(&q, 2, Filter::default(), None)), [2, 3]);
+        // Removing a row moves the last one into its place, searched as before.
+        index.remove(&Ulid::from(2));
+        index.remove(&Ulid::from(9));
+        assert_eq!(index.len(), 3);
+        assert_eq!(index.has(&Ulid::from(2)), (false, false));
+        assert_eq!(ids(index.nearest(&q, 1, Filter::default(), None)), [3]);
+        let mut bug_ids = ids(index.nearest(&q, 10, bugs, None));
+        bug_ids.sort();
+        assert_eq!(bug_ids, [1, 4]);
+        assert!(
+            index
+                .get(&Ulid::from(4))
+                .is_some_and(|v| v.values[2] == 127)
+        );
     }
 
     #[test]

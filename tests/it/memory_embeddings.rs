@@ -162,12 +162,135 @@ fn vectors_survive_a_restart_and_entries_added_without_a_model_are_embedded_late
         assert!(!memory.show(&added.id).unwrap().embeddings.summary);
         added.id
     };
+    {
+        let memory = home.memory();
+        // Only the entry added without the model is embedded again.
+        assert_eq!(memory.use_embedder(test_model()).unwrap(), 1);
+        assert!(memory.show(&late_id).unwrap().embeddings.summary);
+        let found = memory.search(&search(PARAPHRASE)).unwrap();
+        assert_eq!(found.results[0].title, SAFARI);
+    }
+    // Read back from the vector file: nothing embedded again.
+    assert_eq!(home.memory().use_embedder(test_model()).unwrap(), 0);
+
+    // The file loses its tail (a torn last record): the entry it held is embedded again.
+    let file = vector_file(&home);
+    let len = std::fs::metadata(&file).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
     let memory = home.memory();
-    // Only the entry added without the model is embedded again.
     assert_eq!(memory.use_embedder(test_model()).unwrap(), 1);
     assert!(memory.show(&late_id).unwrap().embeddings.summary);
     let found = memory.search(&search(PARAPHRASE)).unwrap();
     assert_eq!(found.results[0].title, SAFARI);
+}
+
+fn vector_file(home: &TestHome) -> PathBuf {
+    home.tandem_home().join("index/memory-vectors")
+}
+
+/// An import that replaces an entry's text drops its old vectors and embeds the new
+/// text: the entry is found by the meaning it has now, not the one it had.
+#[test]
+fn an_import_replacing_an_entry_embeds_its_new_text() {
+    let home = TestHome::new();
+    let memory = home.memory();
+    memory.use_embedder(test_model()).unwrap();
+    let ids: Vec<String> = knowledge()
+        .into_iter()
+        .map(|e| memory.add(e).unwrap().id)
+        .collect();
+    let mut exported = Vec::new();
+    memory.export(&mut exported).unwrap();
+    let exported = String::from_utf8(exported).unwrap();
+    // The Safari entry rewritten as a Kubernetes one, updated later.
+    let rewritten: String = exported
+        .lines()
+        .filter(|l| l.contains(&ids[0]))
+        .map(|line| {
+            let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let record = if v.get("entry").is_some() {
+                &mut v["entry"]
+            } else {
+                &mut v
+            };
+            record["title"] = "Pods restart in a loop when the liveness probe is too eager".into();
+            record["content"] =
+                "Give the container time to warm up before Kubernetes checks its health.".into();
+            record["tags"] = serde_json::json!(["kubernetes"]);
+            record["updated_at"] = "2099-01-01T00:00:00Z".into();
+            v.to_string() + "\n"
+        })
+        .collect();
+    let report = memory.import(&mut rewritten.as_bytes()).unwrap();
+    assert_eq!(report.entries_updated, 1, "{report:?}");
+    assert!(memory.show(&ids[0]).unwrap().embeddings.summary);
+    let by_meaning = |memory: &Memory, query: &str| {
+        let found = memory.search_ranked(&search(query), Ranking::Semantic);
+        found.unwrap().results[0].id.clone()
+    };
+    const PROBES: &str = "containers killed by health checks during startup";
+    assert_eq!(by_meaning(&memory, PROBES), ids[0]);
+    assert_ne!(by_meaning(&memory, PARAPHRASE), ids[0]);
+    drop(memory);
+    // The file holds the new vectors, not the old: nothing to embed at the next open.
+    let memory = home.memory();
+    assert_eq!(memory.use_embedder(test_model()).unwrap(), 0);
+    assert_eq!(by_meaning(&memory, PROBES), ids[0]);
+}
+
+/// A data dir written before the vector file kept its vectors in sled: they move to it
+/// when the model is ready, without embedding anything again.
+#[test]
+fn vectors_kept_in_sled_move_to_the_file() {
+    use tandem::memory::vectors::{EntryVectors, Quantised};
+    let home = TestHome::new();
+    let model = test_model();
+    let shown: Vec<_> = {
+        let memory = home.memory();
+        knowledge()
+            .into_iter()
+            .map(|e| memory.show(&memory.add(e).unwrap().id).unwrap())
+            .collect()
+    };
+    // Each entry's vectors as sled kept them, under its model's fingerprint.
+    {
+        let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+        let legacy = store.db().open_tree("memory.vectors").unwrap();
+        for e in &shown {
+            let text = tandem::memory::summary_text(&e.title, &e.tags, &e.content);
+            let vectors = EntryVectors {
+                summary: Quantised::of(&model.embed(&text)),
+                context: None,
+            };
+            legacy.insert(e.id.as_bytes(), vectors.encode()).unwrap();
+        }
+        let maker = format!("{}:{:016x}", model.dimensions(), model.fingerprint());
+        let meta = store.db().open_tree("memory.meta").unwrap();
+        meta.insert("embeddings.model", maker.as_bytes()).unwrap();
+        store.db().flush().unwrap();
+    }
+    assert!(!vector_file(&home).exists());
+    {
+        let memory = home.memory();
+        // Read from sled before a model is ready, as before.
+        assert!(memory.show(&shown[0].id).unwrap().embeddings.summary);
+        assert_eq!(memory.use_embedder(test_model()).unwrap(), 0);
+        let found = memory.search(&search(PARAPHRASE)).unwrap();
+        assert_eq!(found.results[0].title, SAFARI);
+    }
+    assert!(vector_file(&home).exists());
+    let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+    assert!(store.db().open_tree("memory.vectors").unwrap().is_empty());
+    drop(store);
+    // From the file now: nothing embedded again.
+    let memory = home.memory();
+    assert!(memory.show(&shown[0].id).unwrap().embeddings.summary);
+    assert_eq!(memory.use_embedder(test_model()).unwrap(), 0);
 }
 
 #[test]
