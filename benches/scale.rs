@@ -6,7 +6,7 @@
 //!   second;
 //! - with `TANDEM_TEST_MODEL` (a model folder), `tandem memory reindex --embeddings`:
 //!   entries embedded a second;
-//! - the data dir on disk per entry: sled's files, the search index, in all;
+//! - the data dir on disk per entry: sled's files, the search index, the vectors, in all;
 //! - cold start: `tandem mcp --standalone` spawned to its first answered search (the
 //!   median of three), and the same through a daemon already running;
 //! - the idle daemon's resident memory after a session's search;
@@ -112,7 +112,10 @@ async fn run(n: usize, model: Option<&Path>) {
 
     let data = home.tandem_home();
     let db_bytes = tandem::store::dir_size(&data.join("db"));
-    let index_bytes = tandem::store::dir_size(&data.join("index"));
+    let index_bytes = tandem::store::dir_size(&data.join("index").join("memory"));
+    let vector_bytes = std::fs::metadata(data.join("index").join("memory-vectors"))
+        .map(|m| m.len())
+        .unwrap_or(0);
     let all_bytes = tandem::store::dir_size(&data);
 
     eprintln!("bench: cold starts");
@@ -212,6 +215,13 @@ async fn run(n: usize, model: Option<&Path>) {
         mb(index_bytes),
         per(index_bytes)
     );
+    if vector_bytes > 0 {
+        println!(
+            "| of which vectors | {} ({} an entry) |",
+            mb(vector_bytes),
+            per(vector_bytes)
+        );
+    }
     println!(
         "| cold start to the first search, `tandem mcp --standalone` | p50 {} (max {}) |",
         ms(cold.p50),

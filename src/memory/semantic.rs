@@ -462,21 +462,22 @@ impl Memory {
         // its entry is found missing below) or embeds its own entry.
         let _guard = self.lock_writes();
         let sem = &self.semantic;
-        let opened = VectorFile::open(&sem.path, maker)?;
-        if let Some(why) = &opened.discarded {
-            tracing::info!("{why}: the entries it lacks are embedded again");
-        }
-        let mut file = opened.file;
         let mut index = VectorIndex::new(maker.dims);
-        for s in &opened.stored {
-            index.upsert_row(
+        let opened = VectorFile::open(&sem.path, maker, |record| match record {
+            Record::Put(s) => index.upsert_row(
                 s.id,
                 s.entry_type,
                 s.project.as_deref(),
                 &s.vectors.summary,
                 s.vectors.context.is_some(),
-            );
+            ),
+            Record::Drop(id) => index.remove(&id),
+        })?;
+        if let Some(why) = &opened.discarded {
+            tracing::info!("{why}: the entries it lacks are embedded again");
         }
+        let mut file = opened.file;
+        file.compact_if_superseded(opened.records, index.len())?;
         if !sem.legacy.is_empty() {
             let moved = self.legacy_vectors(maker, &index)?;
             tracing::info!("moving {} entries' vectors out of sled", moved.len());

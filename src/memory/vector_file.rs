@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use ulid::Ulid;
@@ -137,40 +137,92 @@ fn header(maker: Maker) -> [u8; HEADER] {
 }
 
 /// The maker a header names, `None` when it is not a header of this version.
-fn maker_of(bytes: &[u8]) -> Option<Maker> {
-    let h = bytes.get(..HEADER)?;
+fn maker_of(h: &[u8; HEADER]) -> Option<Maker> {
     (&h[..8] == MAGIC && h[8..12] == VERSION.to_le_bytes()).then(|| Maker {
         dims: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")) as usize,
         fingerprint: u64::from_le_bytes(h[16..].try_into().expect("8 bytes")),
     })
 }
 
-/// The records after the header, and how many bytes of the file they take: the file is
-/// good up to there.
-fn records(bytes: &[u8]) -> (Vec<Record>, usize) {
-    let mut out = Vec::new();
-    let mut at = HEADER;
-    while let Some((frame, rest)) = bytes.get(at..).and_then(|b| b.split_first_chunk::<FRAME>()) {
-        let len = u32::from_le_bytes(frame[..4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(frame[4..].try_into().expect("4 bytes"));
-        let Some(body) = rest.get(..len) else { break };
-        if checksum(body) != crc {
-            break;
-        }
-        let Some(record) = Record::decode(body) else {
-            break;
-        };
-        out.push(record);
-        at += FRAME + len;
-    }
-    (out, at)
+/// What a read of the file found.
+struct Scan {
+    /// The maker its header names (`None`: no file, or no header this version reads).
+    maker: Option<Maker>,
+    /// How many records it holds.
+    records: usize,
+    /// How many bytes the header and those records take: the file is good up to there.
+    good: u64,
+    /// The file's length.
+    len: u64,
 }
 
-/// What the file holds: each id's last record, in the order first written.
-fn live(records: Vec<Record>) -> Vec<Stored> {
-    let mut at: HashMap<Ulid, usize> = HashMap::with_capacity(records.len());
-    let mut out: Vec<Option<Stored>> = Vec::with_capacity(records.len());
-    for record in records {
+/// Reads the file at `path` record by record (streamed, nothing kept) into `each`, when its
+/// header names `wanted` (any maker when `None`); stops at the first record torn or
+/// damaged.
+fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io::Result<Scan> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(Scan {
+                maker: None,
+                records: 0,
+                good: 0,
+                len: 0,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    let mut reader = io::BufReader::with_capacity(1 << 16, file);
+    let mut head = [0; HEADER];
+    let maker = match reader.read_exact(&mut head) {
+        Ok(()) => maker_of(&head),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => None,
+        Err(e) => return Err(e),
+    };
+    let mut found = Scan {
+        maker,
+        records: 0,
+        good: 0,
+        len,
+    };
+    if maker.is_none() || wanted.is_some_and(|w| Some(w) != maker) {
+        return Ok(found);
+    }
+    found.good = HEADER as u64;
+    let mut body = Vec::new();
+    loop {
+        let mut frame = [0; FRAME];
+        match reader.read_exact(&mut frame) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e),
+        }
+        let body_len = u32::from_le_bytes(frame[..4].try_into().expect("4 bytes")) as u64;
+        let crc = u32::from_le_bytes(frame[4..].try_into().expect("4 bytes"));
+        if found.good + (FRAME as u64) + body_len > len {
+            break;
+        }
+        body.resize(body_len as usize, 0);
+        reader.read_exact(&mut body)?;
+        let Some(record) = (checksum(&body) == crc)
+            .then(|| Record::decode(&body))
+            .flatten()
+        else {
+            break;
+        };
+        each(record);
+        found.records += 1;
+        found.good += FRAME as u64 + body_len;
+    }
+    Ok(found)
+}
+
+/// Each id's last record, in the order first written: what the file holds.
+fn live(path: &Path, maker: Maker) -> io::Result<Vec<Stored>> {
+    let mut at: HashMap<Ulid, usize> = HashMap::new();
+    let mut out: Vec<Option<Stored>> = Vec::new();
+    scan(path, Some(maker), |record| {
         let id = record.id();
         let slot = match record {
             Record::Put(s) => Some(s),
@@ -183,8 +235,8 @@ fn live(records: Vec<Record>) -> Vec<Stored> {
                 out.push(slot);
             }
         }
-    }
-    out.into_iter().flatten().collect()
+    })?;
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// The file, open for appending.
@@ -198,57 +250,41 @@ pub struct VectorFile {
 /// What [`VectorFile::open`] found.
 pub struct Opened {
     pub file: VectorFile,
-    /// Every entry's vectors the file holds.
-    pub stored: Vec<Stored>,
+    /// How many records it holds (a record superseded by a later one of its id counts).
+    pub records: usize,
     /// Why the file's earlier content was set aside, if it was: vectors of another model,
     /// or a damaged tail.
     pub discarded: Option<String>,
 }
 
 impl VectorFile {
-    /// Opens (or makes) the file at `path` for vectors made by `maker`. A file of another
-    /// model is started again; a damaged tail is cut; one mostly superseded records is
-    /// rewritten.
-    pub fn open(path: &Path, maker: Maker) -> io::Result<Opened> {
-        let bytes = match fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(e),
-        };
-        let found = maker_of(&bytes);
-        if found != Some(maker) {
-            let discarded = match found {
+    /// Opens (or makes) the file at `path` for vectors made by `maker`, giving `each` of
+    /// its records in order (the last of an id wins; streamed, so loading holds nothing
+    /// but what `each` keeps). A file of another model is started again; a damaged tail
+    /// is cut.
+    pub fn open(path: &Path, maker: Maker, each: impl FnMut(Record)) -> io::Result<Opened> {
+        let found = scan(path, Some(maker), each)?;
+        if found.maker != Some(maker) {
+            let discarded = match found.maker {
                 Some(_) => Some("the vectors were made by another model".to_string()),
-                None if bytes.is_empty() => None,
+                None if found.len == 0 => None,
                 None => Some("the vector file has no header this version reads".to_string()),
             };
-            let file = VectorFile::create(path, maker, &[])?;
             return Ok(Opened {
-                file,
-                stored: Vec::new(),
+                file: VectorFile::create(path, maker, &[])?,
+                records: 0,
                 discarded,
             });
         }
-        let (records, good) = records(&bytes);
-        let discarded = (good < bytes.len()).then(|| {
+        let discarded = (found.good < found.len).then(|| {
             format!(
-                "the vector file was damaged after {good} of its {} bytes",
-                bytes.len()
+                "the vector file was damaged after {} of its {} bytes",
+                found.good, found.len
             )
         });
-        let count = records.len();
-        let stored = live(records);
-        if count > REWRITE_RATIO * stored.len().max(1) {
-            let file = VectorFile::create(path, maker, &stored)?;
-            return Ok(Opened {
-                file,
-                stored,
-                discarded,
-            });
-        }
         let file = OpenOptions::new().write(true).open(path)?;
-        if good < bytes.len() {
-            file.set_len(good as u64)?;
+        if found.good < found.len {
+            file.set_len(found.good)?;
             file.sync_all()?;
         }
         let mut file = VectorFile {
@@ -259,9 +295,20 @@ impl VectorFile {
         file.seek_end()?;
         Ok(Opened {
             file,
-            stored,
+            records: found.records,
             discarded,
         })
+    }
+
+    /// Rewrites the file with each entry's last record only, when it holds more than
+    /// [`REWRITE_RATIO`] records for each of the `live` entries.
+    pub fn compact_if_superseded(&mut self, records: usize, live: usize) -> io::Result<()> {
+        if records <= REWRITE_RATIO * live.max(1) {
+            return Ok(());
+        }
+        let stored = self::live(&self.path, self.maker)?;
+        *self = VectorFile::create(&self.path, self.maker, &stored)?;
+        Ok(())
     }
 
     /// Writes a file holding `stored` in place of whatever is at `path` (atomically).
@@ -306,21 +353,16 @@ impl VectorFile {
     /// last whole record (a file without a header this version reads is left alone:
     /// nothing in it is read).
     pub fn append_at(path: &Path, records: &[Record]) -> io::Result<()> {
-        let bytes = match fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let Some(maker) = maker_of(&bytes) else {
+        let found = scan(path, None, |_| {})?;
+        let Some(maker) = found.maker else {
             return Ok(());
         };
-        let good = self::records(&bytes).1;
         let mut file = VectorFile {
             path: path.to_path_buf(),
             file: OpenOptions::new().write(true).open(path)?,
             maker,
         };
-        file.file.set_len(good as u64)?;
+        file.file.set_len(found.good)?;
         file.seek_end()?;
         file.append(records)?;
         file.sync()
@@ -336,19 +378,13 @@ impl VectorFile {
     /// among them: read from the file (used while no model is ready, when nothing of it is
     /// in memory).
     pub fn stored_at(path: &Path, id: &Ulid) -> io::Result<Option<bool>> {
-        let bytes = match fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        if maker_of(&bytes).is_none() {
-            return Ok(None);
-        }
-        let found = records(&bytes).0.into_iter().rfind(|r| r.id() == *id);
-        Ok(match found {
-            Some(Record::Put(s)) => Some(s.vectors.context.is_some()),
-            _ => None,
-        })
+        let mut found = None;
+        scan(path, None, |record| match record {
+            Record::Put(s) if s.id == *id => found = Some(s.vectors.context.is_some()),
+            Record::Drop(d) if d == *id => found = None,
+            _ => {}
+        })?;
+        Ok(found)
     }
 }
 
@@ -361,6 +397,13 @@ mod tests {
         dims: 4,
         fingerprint: 7,
     };
+
+    /// Opens the file as a memory does, with what it holds.
+    fn open(path: &Path, maker: Maker) -> (Opened, Vec<Stored>) {
+        let opened = VectorFile::open(path, maker, |_| {}).unwrap();
+        let stored = live(path, maker).unwrap();
+        (opened, stored)
+    }
 
     fn stored(n: u8, project: Option<&str>, context: bool) -> Stored {
         let q = |x: f32| Quantised::of(&[x, 0.5, -0.25, 0.0]);
@@ -379,7 +422,7 @@ mod tests {
     fn records_are_read_back_the_last_of_an_id_winning() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vectors");
-        let mut file = VectorFile::open(&path, MAKER).unwrap().file;
+        let mut file = open(&path, MAKER).0.file;
         let (a, b, b2) = (
             stored(1, Some("web"), true),
             stored(2, None, false),
@@ -389,15 +432,16 @@ mod tests {
             .unwrap();
         file.append(&[Record::Put(b2.clone())]).unwrap();
         drop(file);
-        let opened = VectorFile::open(&path, MAKER).unwrap();
-        assert_eq!(opened.stored, vec![a.clone(), b2]);
+        let (opened, stored) = open(&path, MAKER);
+        assert_eq!(stored, vec![a.clone(), b2]);
+        assert_eq!(opened.records, 3);
         assert!(opened.discarded.is_none());
         assert_eq!(VectorFile::stored_at(&path, &a.id).unwrap(), Some(true));
 
         let mut file = opened.file;
         file.append(&[Record::Drop(a.id)]).unwrap();
         drop(file);
-        assert_eq!(VectorFile::open(&path, MAKER).unwrap().stored.len(), 1);
+        assert_eq!(open(&path, MAKER).1.len(), 1);
         assert_eq!(VectorFile::stored_at(&path, &a.id).unwrap(), None);
     }
 
@@ -405,7 +449,7 @@ mod tests {
     fn a_torn_tail_is_cut_and_another_models_file_started_again() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vectors");
-        let mut file = VectorFile::open(&path, MAKER).unwrap().file;
+        let mut file = open(&path, MAKER).0.file;
         file.append(&[Record::Put(stored(1, None, false))]).unwrap();
         file.append(&[Record::Put(stored(2, None, false))]).unwrap();
         drop(file);
@@ -417,19 +461,14 @@ mod tests {
             .set_len(full - 3)
             .unwrap();
 
-        let opened = VectorFile::open(&path, MAKER).unwrap();
-        assert_eq!(opened.stored, vec![stored(1, None, false)]);
+        let (opened, kept) = open(&path, MAKER);
+        assert_eq!(kept, vec![stored(1, None, false)]);
         assert!(opened.discarded.unwrap().contains("damaged"));
         // Cut back to the last whole record, and appended after it.
         let mut file = opened.file;
         file.append(&[Record::Put(stored(3, None, false))]).unwrap();
         drop(file);
-        let ids: Vec<Ulid> = VectorFile::open(&path, MAKER)
-            .unwrap()
-            .stored
-            .iter()
-            .map(|s| s.id)
-            .collect();
+        let ids: Vec<Ulid> = open(&path, MAKER).1.iter().map(|s| s.id).collect();
         assert_eq!(
             ids,
             vec![stored(1, None, false).id, stored(3, None, false).id]
@@ -439,8 +478,8 @@ mod tests {
             fingerprint: 8,
             ..MAKER
         };
-        let opened = VectorFile::open(&path, other).unwrap();
-        assert!(opened.stored.is_empty());
+        let (opened, kept) = open(&path, other);
+        assert!(kept.is_empty());
         assert!(opened.discarded.unwrap().contains("another model"));
         assert_eq!(opened.file.maker, other);
         assert_eq!(fs::metadata(&path).unwrap().len(), HEADER as u64);
@@ -450,15 +489,28 @@ mod tests {
     fn a_file_mostly_superseded_is_rewritten() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vectors");
-        let mut file = VectorFile::open(&path, MAKER).unwrap().file;
+        let mut file = open(&path, MAKER).0.file;
         for _ in 0..5 {
             file.append(&[Record::Put(stored(1, None, false))]).unwrap();
         }
         drop(file);
         let before = fs::metadata(&path).unwrap().len();
-        let opened = VectorFile::open(&path, MAKER).unwrap();
-        assert_eq!(opened.stored, vec![stored(1, None, false)]);
+        let (mut opened, kept) = open(&path, MAKER);
+        assert_eq!(kept, vec![stored(1, None, false)]);
+        assert_eq!(opened.records, 5);
+        // Twice as many records as entries is kept as it is; more is rewritten.
+        opened.file.compact_if_superseded(5, 3).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), before);
+        opened.file.compact_if_superseded(5, 1).unwrap();
+        opened
+            .file
+            .append(&[Record::Put(stored(2, None, false))])
+            .unwrap();
+        assert_eq!(
+            open(&path, MAKER).1,
+            vec![stored(1, None, false), stored(2, None, false)]
+        );
         let after = fs::metadata(&path).unwrap().len();
-        assert_eq!(after, HEADER as u64 + (before - HEADER as u64) / 5);
+        assert_eq!(after, HEADER as u64 + 2 * (before - HEADER as u64) / 5);
     }
 }
