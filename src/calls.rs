@@ -491,21 +491,40 @@ pub const MEMORY_REINDEX: Method<ReindexParams, Reindexed> =
         Ok(Reindexed { indexed, embedded })
     });
 
-/// The answer to `memory/export`: every entry and link as JSON Lines, and how many.
+/// The answer to `memory/export`: entries and links as JSON Lines, how many, and where
+/// the next page starts (none: this was the last).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Exported {
     pub jsonl: String,
     #[serde(flatten)]
     pub report: ExportReport,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
-pub const MEMORY_EXPORT: Method<NoParams, Exported> = Method::new("memory/export", |core, _, _| {
-    let mut jsonl = Vec::new();
-    let report = core.memory.export(&mut jsonl)?;
-    let jsonl = String::from_utf8(jsonl)
-        .map_err(|e| CallError::internal(format!("export is not UTF-8: {e}")))?;
-    Ok(Exported { jsonl, report })
-});
+pub const MEMORY_EXPORT: Method<ExportParams, Exported> =
+    Method::new("memory/export", |core, _, p| {
+        let limit = match p.limit {
+            None => usize::MAX,
+            Some(0) => {
+                return Err(
+                    memory::MemoryError::invalid_argument("limit", "must be at least 1").into(),
+                );
+            }
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        let mut jsonl = Vec::new();
+        let (report, next) = core
+            .memory
+            .export_page(p.after.as_deref(), limit, &mut jsonl)?;
+        let jsonl = String::from_utf8(jsonl)
+            .map_err(|e| CallError::internal(format!("export is not UTF-8: {e}")))?;
+        Ok(Exported {
+            jsonl,
+            report,
+            next,
+        })
+    });
 
 pub const MEMORY_IMPORT: Method<ImportParams, ImportReport> =
     Method::new("memory/import", |core, _, p| {

@@ -153,10 +153,22 @@ pub struct ReindexParams {
     pub embeddings: bool,
 }
 
-/// No parameters (`memory/export`).
+/// No parameters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
+
+/// `memory/export`: the whole export, or one page of it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportParams {
+    /// Where the page starts: the `next` of the previous page (none: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// At most this many lines (none: every line, in one answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

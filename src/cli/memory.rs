@@ -12,7 +12,9 @@ use tandem::calls::{self, params::*};
 use tandem::config::Config;
 use tandem::memory::embeddings::Embedder;
 use tandem::memory::model_source::{self, ModelSetting, PullProgress, Resolved, SettingSource};
-use tandem::memory::{EntryType, ImportLine, ImportReport, MemoryError, MemoryType, RelationType};
+use tandem::memory::{
+    EntryType, ExportReport, ImportLine, ImportReport, MemoryError, MemoryType, RelationType,
+};
 
 use super::backend::Backend;
 
@@ -530,21 +532,62 @@ fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<Import
     Ok(report)
 }
 
-/// `tandem memory export`: JSON Lines to a file (a summary on stderr) or to stdout.
+/// Lines a page of `tandem memory export` asks for: an answer of a few MB, however large
+/// the knowledge base.
+const EXPORT_PAGE_LINES: u64 = 5_000;
+
+/// `tandem memory export`: JSON Lines to a file (a summary on stderr) or to stdout, asked
+/// for in pages. A file is written beside its place and renamed into it once whole.
 fn export(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<()> {
-    let e = backend.call(&calls::MEMORY_EXPORT, &NoParams {})?;
+    let mut pages = |out: &mut dyn Write| -> anyhow::Result<ExportReport> {
+        let mut report = ExportReport::default();
+        let mut after = None;
+        loop {
+            let page = backend.call(
+                &calls::MEMORY_EXPORT,
+                &ExportParams {
+                    after,
+                    limit: Some(EXPORT_PAGE_LINES),
+                },
+            )?;
+            out.write_all(page.jsonl.as_bytes())?;
+            report.entries += page.report.entries;
+            report.links += page.report.links;
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        out.flush()?;
+        Ok(report)
+    };
     match file.filter(|f| f.as_os_str() != "-") {
         Some(path) => {
-            std::fs::write(&path, &e.jsonl)
+            let mut partial = path.clone().into_os_string();
+            partial.push(".partial");
+            let partial = PathBuf::from(partial);
+            let written = std::fs::File::create(&partial)
+                .map_err(anyhow::Error::from)
+                .and_then(|f| pages(&mut std::io::BufWriter::new(f)));
+            let report = match written {
+                Ok(report) => report,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&partial);
+                    return Err(e.context(format!("cannot write {}", path.display())));
+                }
+            };
+            std::fs::rename(&partial, &path)
                 .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!(
                 "exported {} entries and {} links to {}",
-                e.report.entries,
-                e.report.links,
+                report.entries,
+                report.links,
                 path.display()
             );
         }
-        None => std::io::stdout().lock().write_all(e.jsonl.as_bytes())?,
+        None => {
+            pages(&mut std::io::stdout().lock())?;
+        }
     }
     Ok(())
 }

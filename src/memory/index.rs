@@ -237,13 +237,15 @@ impl MemoryIndex {
         Ok(())
     }
 
-    /// Adds or replaces many entries and commits once (imports).
-    pub fn upsert_batch(&self, entries: &[Entry]) -> tantivy::Result<()> {
+    /// Adds or replaces many entries, not committed: the indexing threads work on them
+    /// while the caller goes on (an import writes its next part), and [`Self::commit`]
+    /// makes them visible.
+    pub fn write_batch(&self, entries: &[Entry]) -> tantivy::Result<()> {
         let mut w = self.lock();
         for entry in entries {
             self.write_doc(&mut w, entry)?;
         }
-        self.commit_locked(&mut w)
+        Ok(())
     }
 
     fn write_doc(&self, w: &mut Writer, entry: &Entry) -> tantivy::Result<()> {

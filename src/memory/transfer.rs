@@ -18,20 +18,84 @@ use super::{
 impl Memory {
     /// Writes every entry, then every link, as JSON Lines.
     pub fn export(&self, out: &mut dyn Write) -> Result<ExportReport> {
+        Ok(self.export_page(None, usize::MAX, out)?.0)
+    }
+
+    /// Writes at most `max_lines` lines of the export after cursor `after` (`None`: from
+    /// the start), and the cursor to go on from, `None` once every line is written. A
+    /// client that cannot hold the whole export (a daemon's answer is one JSON line) asks
+    /// for it in pages. The pages are not one snapshot: what is written meanwhile may or
+    /// may not be in them.
+    pub fn export_page(
+        &self,
+        after: Option<&str>,
+        max_lines: usize,
+        out: &mut dyn Write,
+    ) -> Result<(ExportReport, Option<String>)> {
+        let bad = || {
+            MemoryError::invalid_argument(
+                "after",
+                "not a cursor of this export (give back the `next` of the previous page)",
+            )
+        };
+        let (entries_after, links_after) = match after {
+            None => (Some(Vec::new()), None),
+            Some(cursor) => match cursor.split_once(':') {
+                Some((EXPORT_ENTRIES, id)) if Ulid::from_string(id).is_ok() => {
+                    (Some(id.as_bytes().to_vec()), None)
+                }
+                Some((EXPORT_LINKS, key)) if !key.is_empty() => {
+                    (None, Some(key.as_bytes().to_vec()))
+                }
+                _ => return Err(bad()),
+            },
+        };
         let mut report = ExportReport::default();
-        for entry in self.iter_entries() {
-            let line = serde_json::to_string(&Record::Entry(entry?)).expect("plain data");
-            writeln!(out, "{line}")?;
-            report.entries += 1;
+        let mut written = 0;
+        let mut write = |out: &mut dyn Write, record: &Record| -> Result<bool> {
+            if written == max_lines {
+                return Ok(false);
+            }
+            let text = serde_json::to_string(record).expect("plain data");
+            writeln!(out, "{text}")?;
+            written += 1;
+            Ok(true)
+        };
+        // Each tree from just after its cursor's key; a full page's cursor is the key of
+        // its last line.
+        let after_key = |from: &[u8]| {
+            let mut start = from.to_vec();
+            if !start.is_empty() {
+                start.push(0);
+            }
+            start
+        };
+        let cursor = |tree: &str, key: &[u8]| format!("{tree}:{}", String::from_utf8_lossy(key));
+        // The cursor of the last line written (none yet: the one given).
+        let mut next = after.map(str::to_string);
+        if let Some(from) = entries_after {
+            for item in self.entries.range(after_key(&from)..) {
+                let (key, value) = item?;
+                if !write(out, &Record::Entry(decode(&value)?))? {
+                    out.flush()?;
+                    return Ok((report, next));
+                }
+                report.entries += 1;
+                next = Some(cursor(EXPORT_ENTRIES, &key));
+            }
         }
-        for item in self.links.iter().values() {
-            let link: Link = decode(&item?)?;
-            let line = serde_json::to_string(&Record::Link(link)).expect("plain data");
-            writeln!(out, "{line}")?;
+        let from = links_after.unwrap_or_default();
+        for item in self.links.range(after_key(&from)..) {
+            let (key, value) = item?;
+            if !write(out, &Record::Link(decode(&value)?))? {
+                out.flush()?;
+                return Ok((report, next));
+            }
             report.links += 1;
+            next = Some(cursor(EXPORT_LINKS, &key));
         }
         out.flush()?;
-        Ok(report)
+        Ok((report, None))
     }
 
     /// Reads JSON Lines written by [`Self::export`]. The whole input is checked before
@@ -99,6 +163,7 @@ impl Memory {
             .map(|w| w.entry.id)
             .collect();
         self.semantic.forget(&replaced)?;
+        let mut index_failed = None;
         for chunk in writes.chunks(IMPORT_CHUNK) {
             let encoded: Vec<(String, Vec<u8>)> = chunk
                 .iter()
@@ -117,9 +182,15 @@ impl Memory {
                 meta.insert(META_COUNT, &last.count.to_be_bytes())?;
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;
+            // Durable, then indexed while the next part is written (committed at the end:
+            // the index is never ahead of sled).
+            self.store.flush()?;
+            if index_failed.is_none() {
+                let entries: Vec<Entry> = chunk.iter().map(|w| w.entry.clone()).collect();
+                index_failed = self.idx().write_batch(&entries).err();
+            }
         }
-        let to_index: Vec<Entry> = writes.into_iter().map(|w| w.entry).collect();
-        let to_embed: Vec<Ulid> = to_index.iter().map(|e| e.id).collect();
+        let to_embed: Vec<Ulid> = writes.iter().map(|w| w.entry.id).collect();
         for record in &records {
             let Record::Link(link) = record else { continue };
             let key = link_key(&link.source, &link.target, link.relation);
@@ -141,7 +212,7 @@ impl Memory {
             report.links_added += 1;
         }
         self.store.flush()?;
-        if let Err(e) = self.idx().upsert_batch(&to_index) {
+        if let Some(e) = index_failed.map_or_else(|| self.idx().commit().err(), Some) {
             tracing::error!(
                 "indexing the import failed ({e}); it is stored and will be indexed at the next start"
             );
@@ -187,6 +258,11 @@ fn parse_line(number: usize, line: &str) -> Result<Record> {
     }
     Ok(record)
 }
+
+/// The cursors of a paged export: after this entry, or (every entry written) after this
+/// link's key.
+const EXPORT_ENTRIES: &str = "entry";
+const EXPORT_LINKS: &str = "link";
 
 /// Entries written in one transaction by an import: large enough that a transaction's
 /// cost is spread, small enough that its writes are a few MB in memory.

@@ -236,11 +236,25 @@ async fn a_large_import_goes_in_parts_and_a_bad_line_still_imports_nothing() {
         )
         .await;
     assert_eq!(last["results"][0]["id"], id(N - 1), "{last}");
+    // The export comes through the daemon in pages: every entry once, then the link.
     let exported = cli(&home, &ws, &["memory", "export"]);
-    assert_eq!(
-        String::from_utf8_lossy(&exported.stdout).lines().count() as u64,
-        N + 1
-    );
+    let exported = String::from_utf8_lossy(&exported.stdout);
+    let lines: Vec<serde_json::Value> = exported
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as u64, N + 1);
+    let ids: std::collections::BTreeSet<&str> = lines[..N as usize]
+        .iter()
+        .map(|l| l["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len() as u64, N);
+    assert_eq!(lines[N as usize]["record"], "link", "{}", lines[N as usize]);
+    let file = home.path().join("export.jsonl");
+    let out = cli(&home, &ws, &["memory", "export", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), exported);
+    assert!(!home.path().join("export.jsonl.partial").exists());
     agent.close().await;
 }
 

@@ -698,14 +698,46 @@ fn export_import_round_trip() {
         memory
             .link(&ids[0], &ids[1], RelationType::Related)
             .unwrap();
+        memory
+            .link(&ids[2], &ids[3], RelationType::Supersedes)
+            .unwrap();
         let report = memory.export(&mut buf).unwrap();
-        assert_eq!((report.entries, report.links), (7, 1));
+        assert_eq!((report.entries, report.links), (7, 2));
+        // In pages of every size, the same lines: entries, then links.
+        for size in [1, 2, 3, 7, 8, 9, 100] {
+            let (mut paged, mut after, mut pages) = (Vec::new(), None, 0);
+            loop {
+                let (part, next) = memory
+                    .export_page(after.as_deref(), size, &mut paged)
+                    .unwrap();
+                assert!(part.entries + part.links <= size as u64);
+                pages += 1;
+                match next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            assert_eq!(
+                String::from_utf8_lossy(&paged),
+                String::from_utf8_lossy(&buf)
+            );
+            assert!(
+                pages >= 9_usize.div_ceil(size),
+                "size {size}: {pages} pages"
+            );
+        }
+        for bad in ["", "entry:nope", "link:", "somewhere:01H"] {
+            let err = memory
+                .export_page(Some(bad), 5, &mut Vec::new())
+                .unwrap_err();
+            assert_eq!(err.code(), "INVALID_ARGUMENT", "{bad}: {err}");
+        }
         ids
     };
     let to = TestHome::new();
     let memory = to.memory();
     let report = memory.import(&mut buf.as_slice()).unwrap();
-    assert_eq!((report.entries_added, report.links_added), (7, 1));
+    assert_eq!((report.entries_added, report.links_added), (7, 2));
     assert_eq!(search(&memory, "safari cors")[0], "Fix CORS Safari header");
     assert_eq!(memory.show(&ids[0]).unwrap().links.outgoing.len(), 1);
     // Importing again changes nothing.
@@ -716,7 +748,7 @@ fn export_import_round_trip() {
             again.entries_unchanged,
             again.links_unchanged
         ),
-        (0, 7, 1)
+        (0, 7, 2)
     );
     // A bad line imports nothing and says where.
     let mut bad = buf.clone();
@@ -725,7 +757,7 @@ fn export_import_round_trip() {
         .memory()
         .import(&mut bad.as_slice())
         .unwrap_err();
-    assert!(err.to_string().contains("line 9"), "{err}");
+    assert!(err.to_string().contains("line 10"), "{err}");
     // The same entry twice in one import (a concatenation of two exports) is one entry,
     // the later version kept, whatever the order.
     let twice = TestHome::new();
