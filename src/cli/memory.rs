@@ -229,6 +229,27 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
         cmd => cmd,
     };
     let mut backend = Backend::open(config)?;
+    if let MemoryCommand::Import { file, out } = cmd {
+        let report = import(&mut backend, file)?;
+        if matches!(backend, Backend::Local { .. }) {
+            drop(backend);
+            // sled replays the log written since its last snapshot when it opens, then
+            // writes one: once here, the import's wait is not the next start's.
+            if let Err(e) = tandem::store::Store::open(&config.home) {
+                tracing::warn!("reopening the data dir after the import failed: {e}");
+            }
+        }
+        return emit(&out, &report, |r| {
+            format!(
+                "entries: {} added, {} updated, {} unchanged; links: {} added, {} unchanged\n",
+                r.entries_added,
+                r.entries_updated,
+                r.entries_unchanged,
+                r.links_added,
+                r.links_unchanged
+            )
+        });
+    }
     let backend = &mut backend;
     match cmd {
         MemoryCommand::Add(a) => add(backend, a),
@@ -317,20 +338,9 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             Ok(())
         }
         MemoryCommand::Export { file } => export(backend, file),
-        MemoryCommand::Import { file, out } => {
-            let report = import(backend, file)?;
-            emit(&out, &report, |r| {
-                format!(
-                    "entries: {} added, {} updated, {} unchanged; links: {} added, {} unchanged\n",
-                    r.entries_added,
-                    r.entries_updated,
-                    r.entries_unchanged,
-                    r.links_added,
-                    r.links_unchanged
-                )
-            })
+        MemoryCommand::Model(_) | MemoryCommand::Import { .. } => {
+            unreachable!("run above")
         }
-        MemoryCommand::Model(_) => unreachable!("run above, without the backend"),
     }
 }
 
