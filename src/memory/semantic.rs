@@ -436,18 +436,19 @@ impl Memory {
                 file.clear()?;
             }
             *sem.write_index() = VectorIndex::new(embedder.dimensions());
-            self.entry_ids()?
+            self.entry_ids().collect::<Result<_>>()?
         };
         self.embed_all(&embedder, &all)
     }
 
-    /// Every entry's id, read from sled's keys.
-    fn entry_ids(&self) -> Result<Vec<Ulid>> {
-        self.entries
+    /// Every entry's id, newest write first, read from `memory.by_seq` (ids only: the
+    /// entries' own pages are not read, nor left in sled's cache).
+    fn entry_ids(&self) -> impl Iterator<Item = Result<Ulid>> + '_ {
+        self.by_seq
             .iter()
-            .keys()
-            .map(|k| parse_id_bytes(&k?))
-            .collect()
+            .values()
+            .rev()
+            .map(|v| parse_id_bytes(&v?))
     }
 
     /// Makes `embedder` the memory's model: the vector file is read into memory (started
@@ -496,15 +497,22 @@ impl Memory {
             self.meta.remove(META_MODEL)?;
             self.store.flush()?;
         }
-        // sled counts the entries: when the file holds as many, none is missing (a vector
-        // is written only after its entry is durable, and entries are never deleted).
-        let missing = if index.len() as u64 == self.entry_count()? {
-            Vec::new()
-        } else {
-            let mut missing = self.entry_ids()?;
-            missing.retain(|id| !index.has(id).0);
-            missing
-        };
+        // sled counts the entries: the file holds vectors of entries only (a vector is
+        // written once its entry is durable, and entries are never deleted), so as many
+        // are missing as it holds fewer. They are most often the latest (added while the
+        // model loaded, or lost with the file's tail): looked for from the newest write.
+        let mut lacking = self.entry_count()?.saturating_sub(index.len() as u64);
+        let mut missing = Vec::new();
+        for id in self.entry_ids() {
+            if lacking == 0 {
+                break;
+            }
+            let id = id?;
+            if !index.has(&id).0 {
+                missing.push(id);
+                lacking -= 1;
+            }
+        }
         *sem.write_index() = index;
         *sem.lock_file() = Some(file);
         sem.set_state(ModelState::Ready {
