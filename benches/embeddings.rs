@@ -347,7 +347,7 @@ fn main() {
     let (embedded, embed_all) = time(|| memory.use_embedder(embedder.clone()).unwrap());
     assert_eq!(embedded as usize, n);
     rows.push((
-        format!("embedding the {n} entries when the model arrives (stored, durable)"),
+        format!("embedding the {n} entries when the model arrives (stored)"),
         format!("{:.1} s", embed_all.as_secs_f64()),
     ));
     // Opened again, the vectors are read, not made.
