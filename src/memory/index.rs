@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use tantivy::collector::{Count, TopDocs};
+use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
@@ -480,11 +480,10 @@ impl MemoryIndex {
         plan: &SearchPlan,
         limit: usize,
     ) -> tantivy::Result<(Vec<Hit>, usize)> {
-        let (top, total) = searcher.search(
-            &plan.query,
-            &(TopDocs::with_limit(limit.max(1)).order_by_score(), Count),
-        )?;
-        Ok((self.hits(searcher, top)?, total))
+        // Apart: the top documents alone skip the postings that cannot rank (block-max
+        // WAND), and the count alone scores nothing. Together, every match is scored.
+        let hits = self.top(searcher, plan, limit)?;
+        Ok((hits, plan.query.count(searcher)?))
     }
 
     /// The top `limit` hits only: no total, so the search can skip what cannot rank.
