@@ -27,6 +27,9 @@ use tokio::sync::{Notify, mpsc};
 use super::config::{ServerConfig, Transport};
 use super::stdio;
 
+/// Scheduler turns a tool call with progress waits after its answer, for the server's
+/// earlier progress notifications still in rmcp's tasks ([`Downstream::call_tool`]).
+const PROGRESS_SETTLE_YIELDS: usize = 8;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const MAX_ATTEMPTS: u32 = 8;
 /// Lines of a server's stderr kept for error messages.
@@ -938,6 +941,7 @@ impl Downstream {
                 token: handle.progress_token.clone(),
                 sinks: sinks.clone(),
             };
+            let relays = progress.is_some();
             if let Some(progress) = progress {
                 sinks
                     .lock()
@@ -948,6 +952,15 @@ impl Downstream {
                 .await
                 .map_err(|_| rmcp::ServiceError::TransportClosed)?;
             in_flight.id = None;
+            if relays {
+                // rmcp hands each notification to a task of its own, and the answer straight
+                // here: progress the server sent before its answer may not be relayed yet.
+                // Those tasks were spawned first; a few turns of the scheduler let them
+                // reach the sink before it goes (with the call).
+                for _ in 0..PROGRESS_SETTLE_YIELDS {
+                    tokio::task::yield_now().await;
+                }
+            }
             match answer? {
                 rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
                 _ => Err(rmcp::ServiceError::UnexpectedResponse),
