@@ -66,6 +66,13 @@ pub struct Semantic {
     queue: Mutex<Option<mpsc::Sender<Vec<Ulid>>>>,
 }
 
+/// Whether an entry that has vectors is embedded again.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Redo {
+    Yes,
+    No,
+}
+
 /// The text an entry's summary vector is made of: title, tags, content. Public so the
 /// benches embed exactly what the memory does.
 pub fn summary_text(title: &str, tags: &[String], content: &str) -> String {
@@ -364,7 +371,7 @@ impl Memory {
                     let Some(memory) = memory.upgrade() else {
                         return;
                     };
-                    match memory.embed_entries(&embedder, batch) {
+                    match memory.embed_entries(&embedder, batch, Redo::No) {
                         Ok(n) => done += n,
                         Err(e) => {
                             tracing::error!("embedding entries failed: {e}");
@@ -390,7 +397,7 @@ impl Memory {
     pub fn use_embedder(&self, embedder: Embedder) -> Result<u64> {
         let embedder = Arc::new(embedder);
         let missing = self.adopt("(given)", embedder.clone())?;
-        self.embed_all(&embedder, &missing)
+        self.embed_all(&embedder, &missing, Redo::No)
     }
 
     /// Embeds `ids` (written without vectors: an import's) once the model is ready: in
@@ -412,15 +419,15 @@ impl Memory {
             return Ok(());
         }
         if let Some(embedder) = self.semantic.embedder() {
-            self.embed_all(&embedder, &ids)?;
+            self.embed_all(&embedder, &ids, Redo::No)?;
         }
         Ok(())
     }
 
-    fn embed_all(&self, embedder: &Embedder, ids: &[Ulid]) -> Result<u64> {
+    fn embed_all(&self, embedder: &Embedder, ids: &[Ulid], redo: Redo) -> Result<u64> {
         let mut done = 0;
         for batch in ids.chunks(BATCH) {
-            done += self.embed_entries(embedder, batch)?;
+            done += self.embed_entries(embedder, batch, redo)?;
         }
         Ok(done)
     }
@@ -438,7 +445,8 @@ impl Memory {
             *sem.write_index() = VectorIndex::new(embedder.dimensions());
             self.entry_ids().collect::<Result<_>>()?
         };
-        self.embed_all(&embedder, &all)
+        // Every entry, even one the loader embedded meanwhile: each is counted.
+        self.embed_all(&embedder, &all, Redo::Yes)
     }
 
     /// Every entry's id, newest write first, read from `memory.by_seq` (ids only: the
@@ -557,13 +565,13 @@ impl Memory {
         Ok(out)
     }
 
-    /// Embeds and stores the vectors of those of `ids` that have none (read again: they
-    /// may have changed). Returns how many were embedded.
-    fn embed_entries(&self, embedder: &Embedder, ids: &[Ulid]) -> Result<u64> {
+    /// Embeds and stores the vectors of `ids` (read again: they may have changed); with
+    /// [`Redo::No`], only of those that have none. Returns how many were embedded.
+    fn embed_entries(&self, embedder: &Embedder, ids: &[Ulid], redo: Redo) -> Result<u64> {
         let _guard = self.lock_writes();
         let mut stored = Vec::new();
         for id in ids {
-            if self.semantic.read_index().has(id).0 {
+            if redo == Redo::No && self.semantic.read_index().has(id).0 {
                 continue;
             }
             let Some(bytes) = self.entries.get(id.to_string())? else {
