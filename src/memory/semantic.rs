@@ -220,13 +220,7 @@ impl Semantic {
         {
             let mut index = self.write_index();
             for s in &stored {
-                index.upsert_row(
-                    s.id,
-                    s.entry_type,
-                    s.project.as_deref(),
-                    &s.vectors.summary,
-                    s.vectors.context.is_some(),
-                );
+                index.upsert_stored(s);
             }
         }
         let records: Vec<Record> = stored.into_iter().map(Record::Put).collect();
@@ -473,13 +467,7 @@ impl Memory {
         let sem = &self.semantic;
         let mut index = VectorIndex::new(maker.dims);
         let opened = VectorFile::open(&sem.path, maker, |record| match record {
-            Record::Put(s) => index.upsert_row(
-                s.id,
-                s.entry_type,
-                s.project.as_deref(),
-                &s.vectors.summary,
-                s.vectors.context.is_some(),
-            ),
+            Record::Put(s) => index.upsert_stored(&s),
             Record::Drop(id) => index.remove(&id),
         })?;
         if let Some(why) = &opened.discarded {
@@ -491,13 +479,7 @@ impl Memory {
             let moved = self.legacy_vectors(maker, &index)?;
             tracing::info!("moving {} entries' vectors out of sled", moved.len());
             for s in &moved {
-                index.upsert_row(
-                    s.id,
-                    s.entry_type,
-                    s.project.as_deref(),
-                    &s.vectors.summary,
-                    s.vectors.context.is_some(),
-                );
+                index.upsert_stored(s);
             }
             file.append(&moved.into_iter().map(Record::Put).collect::<Vec<_>>())?;
             file.sync()?;

@@ -251,6 +251,17 @@ impl VectorIndex {
         );
     }
 
+    /// Adds or replaces the summary vector of what the vector file stores of an entry.
+    pub fn upsert_stored(&mut self, s: &super::vector_file::Stored) {
+        self.upsert_row(
+            s.id,
+            s.entry_type,
+            s.project.as_deref(),
+            &s.vectors.summary,
+            s.vectors.context.is_some(),
+        );
+    }
+
     /// Adds or replaces the summary vector of entry `id` of this type and project.
     pub fn upsert_row(
         &mut self,
