@@ -6,7 +6,7 @@
 //! of another, so no two vectors are equal):
 //! - the model's load time and the bench process's resident memory before and after;
 //! - embedding one entry, and embedding the whole base when the model arrives;
-//! - the nearest summaries: exactly (every row's int8 dot product), by signs then exactly
+//! - the nearest summaries: exactly (every row's int8 dot product), through the lists nearest the query
 //!   (what search does), and by an HNSW index (`instant-distance`, a dev-dependency, on the
 //!   first 20,000: `TANDEM_BENCH_HNSW`): time, build time, recall@10 against exact; which
 //!   is how the search was chosen;
@@ -216,13 +216,21 @@ fn main() {
         format!("{} / {}", ms(per_text.p50), ms(per_text.p99)),
     ));
 
-    // ---- the vector search: exact, by signs then exact, HNSW ----------------------------
-    eprintln!("bench: {n} vectors: exact, by signs, HNSW");
+    // ---- the vector search: exact, through lists, HNSW ----------------------------------
+    eprintln!("bench: {n} vectors: exact, through lists, HNSW");
     let floats: Vec<Vec<f32>> = texts.iter().map(|t| embedder.embed(t)).collect();
     let mut table = VectorIndex::new(embedder.dimensions());
     for (e, v) in entries.iter().zip(&floats) {
         table.upsert(e, &Quantised::of(v));
     }
+    let ((), cut) = time(|| table.make_lists());
+    rows.push((
+        format!(
+            "cutting the {n} vectors into {} lists (k-means of a sample, every row placed)",
+            table.list_count()
+        ),
+        format!("{:.2} s", cut.as_secs_f64()),
+    ));
     let queries: Vec<Vec<f32>> = set
         .queries
         .iter()
@@ -231,7 +239,7 @@ fn main() {
     let recall = |found: &[Ulid], want: &[Ulid]| {
         found.iter().filter(|id| want.contains(id)).count() as f64 / want.len().max(1) as f64
     };
-    let (mut exact_times, mut signs_times, mut exact, mut signs_recall) =
+    let (mut exact_times, mut lists_times, mut exact, mut lists_recall) =
         (Vec::new(), Vec::new(), Vec::new(), 0.0);
     for q in queries.iter().cycle().take(SEARCHES) {
         let q8 = Quantised::of(q);
@@ -239,36 +247,36 @@ fn main() {
         exact_times.push(took);
         let want: Vec<Ulid> = want.into_iter().map(|(id, _)| id).collect();
         let (found, took) = time(|| table.nearest(&q8, NEAREST, Filter::default(), None));
-        signs_times.push(took);
+        lists_times.push(took);
         let found: Vec<Ulid> = found.into_iter().map(|(id, _)| id).collect();
-        signs_recall += recall(&found, &want);
+        lists_recall += recall(&found, &want);
         exact.push(want);
     }
     let exact_times = Stats::of(exact_times);
-    let signs_times = Stats::of(signs_times);
+    let lists_times = Stats::of(lists_times);
     rows.push((
         format!("nearest {NEAREST} summaries of {n}: every row's int8 dot product, p50 / p99"),
         format!("{} / {}", ms(exact_times.p50), ms(exact_times.p99)),
     ));
     rows.push((
         format!(
-            "the same by signs, then exactly among the nearest by signs (what search does), p50 / p99; recall@{NEAREST} against exact"
+            "the same through the lists nearest the query (what search does), p50 / p99; recall@{NEAREST} against exact"
         ),
         format!(
             "{} / {}; {:.1} %",
-            ms(signs_times.p50),
-            ms(signs_times.p99),
-            100.0 * signs_recall / SEARCHES as f64
+            ms(lists_times.p50),
+            ms(lists_times.p99),
+            100.0 * lists_recall / SEARCHES as f64
         ),
     ));
     rows.push((
         format!(
-            "the table in memory ({n} × {} int8 and sign bits)",
+            "the table in memory ({n} × {} int8, each row's list)",
             embedder.dimensions()
         ),
         format!(
             "{:.1} MB",
-            (n * embedder.dimensions() * 9 / 8) as f64 / (1024.0 * 1024.0)
+            (n * (embedder.dimensions() + 8)) as f64 / (1024.0 * 1024.0)
         ),
     ));
     // HNSW's build is slow: measured on the first entries only (none: 0).
@@ -346,6 +354,7 @@ fn main() {
     eprintln!("bench: {n} entries: embedding them");
     let (embedded, embed_all) = time(|| memory.use_embedder(embedder.clone()).unwrap());
     assert_eq!(embedded as usize, n);
+    memory.wait_for_vector_lists();
     rows.push((
         format!("embedding the {n} entries when the model arrives (stored)"),
         format!("{:.1} s", embed_all.as_secs_f64()),
@@ -359,6 +368,11 @@ fn main() {
     .unwrap();
     let (embedded, reload) = time(|| memory.use_embedder(embedder.clone()).unwrap());
     assert_eq!(embedded, 0);
+    let (lists, cut) = time(|| memory.wait_for_vector_lists());
+    rows.push((
+        format!("then cutting them into {lists} lists, on the memory's own thread"),
+        format!("{:.2} s", cut.as_secs_f64()),
+    ));
     rows.push((
         format!("reading the {n} entries' vectors at start (model ready)"),
         format!("{:.2} s", reload.as_secs_f64()),

@@ -56,7 +56,9 @@ pub struct Semantic {
     state: Mutex<ModelState>,
     /// Told whenever the state changes.
     changed: Condvar,
-    index: RwLock<VectorIndex>,
+    index: Arc<RwLock<VectorIndex>>,
+    /// The thread cutting the table into lists ([`cut_into_lists`]), while it runs.
+    lists_job: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The vector file, open once a model is ready (its vectors are then all in `index`).
     file: Mutex<Option<VectorFile>>,
     path: PathBuf,
@@ -73,6 +75,42 @@ enum Redo {
     No,
 }
 
+/// How many rows [`cut_into_lists`] places while it holds the table (readers only).
+const PLACE_AT_ONCE: usize = 4096;
+
+fn read(index: &RwLock<VectorIndex>) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
+    index.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write(index: &RwLock<VectorIndex>) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
+    index.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Cuts the table into lists apart from it: a sample is taken, its centroids made without
+/// the table, its rows placed a part at a time under the read lock (searches go on; an add
+/// waits for one part at most), and the lists installed under the write lock. A table made
+/// again meanwhile (another model, a reindex) takes none of them.
+fn cut_into_lists(index: &RwLock<VectorIndex>) {
+    let started = Instant::now();
+    let sample = write(index).sample();
+    let centroids = sample.train();
+    let mut assigned = Vec::new();
+    loop {
+        let table = read(index);
+        if assigned.len() >= table.len() {
+            break;
+        }
+        assigned.extend(table.assign(&centroids, assigned.len(), PLACE_AT_ONCE));
+    }
+    let (lists, rows) = (centroids.len(), assigned.len());
+    if write(index).install(centroids, assigned) {
+        tracing::info!(
+            "{rows} entries' vectors cut into {lists} lists in {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// The text an entry's summary vector is made of: title, tags, content. Public so the
 /// benches embed exactly what the memory does.
 pub fn summary_text(title: &str, tags: &[String], content: &str) -> String {
@@ -85,7 +123,8 @@ impl Semantic {
         Ok(Semantic {
             state: Mutex::new(ModelState::Off),
             changed: Condvar::new(),
-            index: RwLock::new(VectorIndex::default()),
+            index: Arc::new(RwLock::new(VectorIndex::default())),
+            lists_job: Mutex::new(None),
             file: Mutex::new(None),
             path: path.to_path_buf(),
             legacy: db.open_tree(LEGACY_TREE)?,
@@ -98,11 +137,43 @@ impl Semantic {
     }
 
     fn write_index(&self) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
-        self.index.write().unwrap_or_else(|p| p.into_inner())
+        write(&self.index)
     }
 
     fn read_index(&self) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
-        self.index.read().unwrap_or_else(|p| p.into_inner())
+        read(&self.index)
+    }
+
+    /// Cuts the table into lists on a thread of its own when it wants them
+    /// ([`VectorIndex::wants_lists`]) and no such thread runs; searches meanwhile read the
+    /// table whole.
+    fn cut_when_large(&self) {
+        let mut job = self.lists_job.lock().unwrap_or_else(|p| p.into_inner());
+        if job.as_ref().is_some_and(|j| !j.is_finished()) || !self.read_index().wants_lists() {
+            return;
+        }
+        let index = Arc::clone(&self.index);
+        match std::thread::Builder::new()
+            .name("tandem-vector-lists".into())
+            .spawn(move || cut_into_lists(&index))
+        {
+            Ok(handle) => *job = Some(handle),
+            Err(e) => tracing::error!("cannot start cutting the vectors into lists: {e}"),
+        }
+    }
+
+    /// Waits for the thread cutting the table into lists, if one runs.
+    fn lists_made(&self) {
+        let job = self
+            .lists_job
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(job) = job
+            && job.join().is_err()
+        {
+            tracing::error!("cutting the vectors into lists failed");
+        }
     }
 
     fn lock_state(&self) -> MutexGuard<'_, ModelState> {
@@ -223,6 +294,7 @@ impl Semantic {
                 index.upsert_stored(s);
             }
         }
+        self.cut_when_large();
         let records: Vec<Record> = stored.into_iter().map(Record::Put).collect();
         if let Some(file) = self.lock_file().as_mut()
             && let Err(e) = file.append(&records)
@@ -394,6 +466,14 @@ impl Memory {
         self.embed_all(&embedder, &missing, Redo::No)
     }
 
+    /// Waits until the vectors' table is cut into lists, when it is being cut (a large
+    /// table searched whole meanwhile): for benchmarks and tests, which measure the search
+    /// a daemon settles into. Returns the number of lists (0: the table is small).
+    pub fn wait_for_vector_lists(&self) -> usize {
+        self.semantic.lists_made();
+        self.semantic.read_index().list_count()
+    }
+
     /// Embeds `ids` (written without vectors: an import's) once the model is ready: in
     /// the loader's thread when there is one, else at once when a model is ready. An id
     /// that has vectors by then is left as it is.
@@ -504,6 +584,7 @@ impl Memory {
             }
         }
         *sem.write_index() = index;
+        sem.cut_when_large();
         *sem.lock_file() = Some(file);
         sem.set_state(ModelState::Ready {
             model: model.to_string(),

@@ -13,15 +13,20 @@
 //! ```
 //!
 //! [`VectorIndex`] holds every summary vector in one contiguous table with each row's entry
-//! type and project, and the signs of its values (one bit a dimension). A small table is
-//! searched exactly; a large one (100,000 entries of 256 dimensions is 25.6 MB of int8,
-//! which one pass could not read in under 2 ms here) by the signs first (3.2 MB), then
-//! exactly among the few hundred nearest by signs (`benches/embeddings.rs` measured both,
-//! and an HNSW index, whose build took minutes and found fewer of the exact nearest). Both
-//! passes run inside [`simd`]'s dispatch, so their plain loops are compiled for the
-//! machine's vector instructions.
+//! type and project. A small table is searched exactly; a large one (100,000 entries of 256
+//! dimensions is 25.6 MB of int8, which one pass could not read in under 2 ms here) is cut
+//! into about √n lists, each the rows nearest one centroid (an inverted file: the centroids
+//! are k-means of a sample of the rows), and a search scores the centroids, then the rows
+//! of the lists nearest its query only. `benches/embeddings.rs` measured this against every
+//! row, against the signs of the values first (a sixteenth of the bytes, then exactly
+//! among the nearest by signs: what search did before, slower and finding fewer of the
+//! exact nearest) and against an HNSW index (whose build took minutes and which found fewer
+//! of the exact nearest). The lists are made apart from the table, on a thread of the
+//! memory's, and made again when the table has doubled; until they are, a large table is
+//! searched whole. The hot loops run inside [`simd`]'s dispatch, so their plain code is
+//! compiled for the machine's vector instructions.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use ulid::Ulid;
 
@@ -162,15 +167,29 @@ pub struct Filter<'a> {
     pub project: Option<&'a str>,
 }
 
-/// Up to this many rows, a search scores every row by its int8 dot product.
+/// Up to this many rows, a search scores every row by its int8 dot product; beyond, the
+/// table is cut into lists ([`Lists`]) and a search scores the lists nearest its query.
 const EXACT_UP_TO: usize = 4096;
-/// Beyond, the rows nearest by the signs of their values (a Hamming distance over one bit
-/// a dimension, a sixteenth of the bytes) are scored again by their int8 dot product: this
-/// many per result asked for...
-const RESCORE_PER_RESULT: usize = 20;
-/// ...and at least this many. On the embeddings bench (100,000 entries) this finds 9 of
-/// the 10 exact nearest or more (`benches/embeddings.rs` prints it).
-const RESCORE_MIN: usize = 2000;
+/// A table of n rows is cut into about √n lists, at least this many...
+const MIN_LISTS: usize = 16;
+/// ...and at most this many.
+const MAX_LISTS: usize = 4096;
+/// The centroids are made from a sample of this many rows a list...
+const SAMPLE_PER_LIST: usize = 32;
+/// ...in this many rounds of k-means.
+const TRAIN_ROUNDS: usize = 10;
+/// Lists are made again once the table holds this many times the rows they were made of.
+const REMAKE_GROWTH: usize = 2;
+/// A search through lists scores the rows the filter keeps in the lists nearest its
+/// query, nearest first, until it has scored this many per result asked for...
+const PROBE_PER_RESULT: usize = 200;
+/// ...and at least this many rows...
+const PROBE_MIN_ROWS: usize = 2048;
+/// ...in at least this many lists. On the embeddings bench (100,000 entries) this finds
+/// the exact nearest 10 but for one in a hundred or fewer (`benches/embeddings.rs` prints it).
+const PROBE_MIN_LISTS: usize = 12;
+/// A search that scores more rows than this is worth a thread of its own beside other work.
+const LARGE_SEARCH_ROWS: usize = 16_384;
 
 /// Every entry's summary vector in one table, with what filters need.
 #[derive(Debug, Default)]
@@ -181,27 +200,107 @@ pub struct VectorIndex {
     scales: Vec<f32>,
     /// `rows.len() × dims` values, row after row.
     values: Vec<i8>,
-    /// `rows.len() × words` sign bits (bit set: the value is positive), row after row.
-    signs: Vec<u64>,
+    /// The rows by nearest centroid, once the table is large.
+    lists: Option<Lists>,
+    /// While lists are being made apart from the table ([`Self::sample`] to
+    /// [`Self::install`]): the rows replaced or removed since the sample, placed again
+    /// when the lists are installed.
+    changed: Option<HashSet<Ulid>>,
     /// Project keys by number (number 0 is no project).
     projects: Vec<String>,
     project_numbers: HashMap<String, u32>,
 }
 
-/// How many `u64` hold the sign bits of `dims` values.
-fn words(dims: usize) -> usize {
-    dims.div_ceil(64)
+/// The lists of a large table: every row belongs to the list of its nearest centroid (an
+/// inverted file). A search scores the centroids, then the rows of the nearest lists only.
+#[derive(Debug)]
+struct Lists {
+    centroids: Centroids,
+    /// Each list's rows.
+    members: Vec<Vec<u32>>,
+    /// Each row's list.
+    list_of: Vec<u32>,
 }
 
-/// The sign bits of a vector.
-fn signs_of(values: &[i8]) -> impl Iterator<Item = u64> + '_ {
-    values.chunks(64).map(|chunk| {
-        chunk
-            .iter()
+/// The centres of a table's lists: spherical k-means of a sample of its rows, kept as int8
+/// unit vectors. Made apart from the table ([`VectorIndex::sample`], [`Sample::train`]), so
+/// that a large table is cut into lists without holding it.
+#[derive(Debug, Clone)]
+pub struct Centroids {
+    dims: usize,
+    scales: Vec<f32>,
+    /// `len() × dims` values.
+    values: Vec<i8>,
+    /// The table's rows when the sample was taken.
+    made_at: usize,
+}
+
+impl Centroids {
+    pub fn len(&self) -> usize {
+        self.scales.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.scales.is_empty()
+    }
+
+    /// The number of the centroid nearest the int8 row `values`. Inlined into [`simd`]'s
+    /// dispatch by its callers.
+    #[inline(always)]
+    fn nearest(&self, values: &[i8]) -> u32 {
+        let mut best = (f32::NEG_INFINITY, 0u32);
+        for (c, (centroid, &scale)) in self
+            .values
+            .chunks_exact(self.dims)
+            .zip(&self.scales)
             .enumerate()
-            .filter(|(_, v)| **v > 0)
-            .fold(0u64, |bits, (i, _)| bits | (1 << i))
-    })
+        {
+            let score = dot(values, centroid) as f32 * scale;
+            if score > best.0 {
+                best = (score, c as u32);
+            }
+        }
+        best.1
+    }
+}
+
+/// Rows sampled from a table ([`VectorIndex::sample`]), to make its lists' centroids of.
+pub struct Sample {
+    dims: usize,
+    scales: Vec<f32>,
+    values: Vec<i8>,
+    /// The table's rows when the sample was taken.
+    made_at: usize,
+    /// How many lists to make.
+    lists: usize,
+}
+
+impl Sample {
+    /// The centroids of the sample's rows: spherical k-means, from rows spread over the
+    /// sample, [`TRAIN_ROUNDS`] rounds; a list left empty takes another row of the sample.
+    pub fn train(&self) -> Centroids {
+        simd().dispatch(Train(self))
+    }
+}
+
+/// How many lists a table of `rows` rows is cut into.
+fn list_count(rows: usize) -> usize {
+    ((rows as f64).sqrt().round() as usize).clamp(MIN_LISTS, MAX_LISTS)
+}
+
+/// `v` scaled to unit length (all zeros as it is).
+fn unit_length(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// Takes `i` out of a list (its order does not matter).
+fn take_out(list: &mut Vec<u32>, i: usize) {
+    if let Some(at) = list.iter().position(|&r| r as usize == i) {
+        list.swap_remove(at);
+    }
 }
 
 impl VectorIndex {
@@ -221,10 +320,133 @@ impl VectorIndex {
         self.rows.is_empty()
     }
 
-    /// Whether a search takes long enough (the signs first, a millisecond or so at 100,000
-    /// rows) to be worth a thread of its own beside other work.
+    /// How many rows a search without filters scores, about.
+    fn search_rows(&self) -> usize {
+        match &self.lists {
+            None => self.rows.len(),
+            Some(lists) => {
+                let per_list = self.rows.len() / lists.members.len().max(1);
+                lists.members.len() + PROBE_MIN_ROWS.max(per_list * PROBE_MIN_LISTS)
+            }
+        }
+    }
+
+    /// Whether a search takes long enough to be worth a thread of its own beside other
+    /// work: a large table without lists yet (they are being made).
     pub fn is_large(&self) -> bool {
+        self.search_rows() > LARGE_SEARCH_ROWS
+    }
+
+    /// The number of lists the table is cut into (0: none, it is searched whole).
+    pub fn list_count(&self) -> usize {
+        self.lists.as_ref().map_or(0, |l| l.members.len())
+    }
+
+    /// Whether the table should be cut into lists: it is larger than [`EXACT_UP_TO`] and
+    /// has none, or has grown to [`REMAKE_GROWTH`] times the rows its lists were made of.
+    pub fn wants_lists(&self) -> bool {
         self.rows.len() > EXACT_UP_TO
+            && self
+                .lists
+                .as_ref()
+                .is_none_or(|l| self.rows.len() >= REMAKE_GROWTH * l.centroids.made_at)
+    }
+
+    /// Rows spread over the table to make its centroids of ([`Sample::train`]); from now
+    /// until [`Self::install`], the rows replaced or removed are noted to be placed again.
+    pub fn sample(&mut self) -> Sample {
+        let n = self.rows.len();
+        let lists = list_count(n);
+        let count = (lists * SAMPLE_PER_LIST).min(n);
+        let dims = self.dims;
+        let mut sample = Sample {
+            dims,
+            scales: Vec::with_capacity(count),
+            values: Vec::with_capacity(count * dims),
+            made_at: n,
+            lists,
+        };
+        for s in 0..count {
+            let i = s * n / count;
+            sample.scales.push(self.scales[i]);
+            sample
+                .values
+                .extend_from_slice(&self.values[i * dims..(i + 1) * dims]);
+        }
+        self.changed = Some(HashSet::new());
+        sample
+    }
+
+    /// The list of each of up to `count` rows from row `from`: the ids and their lists, to
+    /// [`Self::install`]. Read-only, so a large table is placed a part at a time.
+    pub fn assign(&self, centroids: &Centroids, from: usize, count: usize) -> Vec<(Ulid, u32)> {
+        let end = from.saturating_add(count).min(self.rows.len());
+        if from >= end || centroids.dims != self.dims || centroids.is_empty() {
+            return Vec::new();
+        }
+        let lists = simd().dispatch(Place {
+            centroids,
+            values: &self.values[from * self.dims..end * self.dims],
+        });
+        self.rows[from..end]
+            .iter()
+            .map(|r| r.id)
+            .zip(lists)
+            .collect()
+    }
+
+    /// Cuts the table into the lists of `centroids`, `assigned` placing its rows (from
+    /// [`Self::assign`]); the rows it does not place (added since the sample) and those
+    /// replaced or removed since are placed now. Returns false, installing nothing, when
+    /// the table did not give the sample (it was made again since).
+    pub fn install(&mut self, centroids: Centroids, assigned: Vec<(Ulid, u32)>) -> bool {
+        let Some(changed) = self.changed.take() else {
+            return false;
+        };
+        if centroids.dims != self.dims || centroids.is_empty() {
+            return false;
+        }
+        let mut list_of = vec![u32::MAX; self.rows.len()];
+        for (id, list) in assigned {
+            if let Some(&i) = self.at.get(&id)
+                && !changed.contains(&id)
+                && (list as usize) < centroids.len()
+            {
+                list_of[i] = list;
+            }
+        }
+        let unplaced: Vec<usize> = (0..list_of.len())
+            .filter(|&i| list_of[i] == u32::MAX)
+            .collect();
+        for i in unplaced {
+            list_of[i] = self.nearest_list(&centroids, i);
+        }
+        let mut members = vec![Vec::new(); centroids.len()];
+        for (i, &list) in list_of.iter().enumerate() {
+            members[list as usize].push(i as u32);
+        }
+        self.lists = Some(Lists {
+            centroids,
+            members,
+            list_of,
+        });
+        true
+    }
+
+    /// Cuts the table into lists at once, in this thread (the memory makes them on a
+    /// thread of its own, a part at a time: `Semantic`).
+    pub fn make_lists(&mut self) {
+        let centroids = self.sample().train();
+        let assigned = self.assign(&centroids, 0, self.rows.len());
+        self.install(centroids, assigned);
+    }
+
+    /// The list of row `i` among `centroids`.
+    fn nearest_list(&self, centroids: &Centroids, i: usize) -> u32 {
+        simd().dispatch(Place {
+            centroids,
+            values: &self.values[i * self.dims..(i + 1) * self.dims],
+        })[0]
     }
 
     fn project_number(&mut self, project: Option<&str>) -> u32 {
@@ -278,26 +500,38 @@ impl VectorIndex {
             project: self.project_number(project),
             has_context,
         };
-        let (dims, words) = (self.dims, words(self.dims));
-        match self.at.get(&id) {
+        let dims = self.dims;
+        let i = match self.at.get(&id) {
             Some(&i) => {
                 self.rows[i] = row;
                 self.scales[i] = summary.scale;
                 self.values[i * dims..(i + 1) * dims].copy_from_slice(&summary.values);
-                for (slot, bits) in self.signs[i * words..(i + 1) * words]
-                    .iter_mut()
-                    .zip(signs_of(&summary.values))
-                {
-                    *slot = bits;
+                if let Some(changed) = &mut self.changed {
+                    changed.insert(id);
                 }
+                if let Some(lists) = &mut self.lists {
+                    let old = lists.list_of[i] as usize;
+                    take_out(&mut lists.members[old], i);
+                }
+                i
             }
             None => {
-                self.at.insert(id, self.rows.len());
+                let i = self.rows.len();
+                self.at.insert(id, i);
                 self.rows.push(row);
                 self.scales.push(summary.scale);
                 self.values.extend_from_slice(&summary.values);
-                self.signs.extend(signs_of(&summary.values));
+                i
             }
+        };
+        if let Some(mut lists) = self.lists.take() {
+            let list = self.nearest_list(&lists.centroids, i);
+            lists.members[list as usize].push(i as u32);
+            match lists.list_of.get_mut(i) {
+                Some(slot) => *slot = list,
+                None => lists.list_of.push(list),
+            }
+            self.lists = Some(lists);
         }
     }
 
@@ -306,19 +540,29 @@ impl VectorIndex {
         let Some(i) = self.at.remove(id) else {
             return;
         };
-        let (dims, words) = (self.dims, words(self.dims));
+        if let Some(changed) = &mut self.changed {
+            changed.insert(*id);
+        }
+        let dims = self.dims;
         let last = self.rows.len() - 1;
+        if let Some(lists) = &mut self.lists {
+            take_out(&mut lists.members[lists.list_of[i] as usize], i);
+            if i != last {
+                let moved = &mut lists.members[lists.list_of[last] as usize];
+                if let Some(slot) = moved.iter_mut().find(|r| **r as usize == last) {
+                    *slot = i as u32;
+                }
+            }
+            lists.list_of.swap_remove(i);
+        }
         if i != last {
             self.at.insert(self.rows[last].id, i);
             self.values
                 .copy_within(last * dims..(last + 1) * dims, i * dims);
-            self.signs
-                .copy_within(last * words..(last + 1) * words, i * words);
         }
         self.rows.swap_remove(i);
         self.scales.swap_remove(i);
         self.values.truncate(last * dims);
-        self.signs.truncate(last * words);
     }
 
     /// Whether `id` has a summary vector here, and whether a context vector is stored too.
@@ -364,8 +608,8 @@ impl VectorIndex {
     }
 
     /// The `k` entries whose summary is nearest `query` (cosine, best first) among those
-    /// the filter keeps, `skip` left out: exact up to [`EXACT_UP_TO`] rows, beyond by the
-    /// signs first, then exact among the [`RESCORE_MIN`] or more nearest by signs.
+    /// the filter keeps, `skip` left out: exactly up to [`EXACT_UP_TO`] rows (and while
+    /// lists are being made), beyond in the lists nearest the query.
     pub fn nearest(
         &self,
         query: &Quantised,
@@ -373,7 +617,18 @@ impl VectorIndex {
         filter: Filter<'_>,
         skip: Option<&Ulid>,
     ) -> Vec<(Ulid, f32)> {
-        self.search(query, k, filter, skip, self.rows.len() > EXACT_UP_TO)
+        self.search(query, k, filter, skip, true)
+    }
+
+    /// [`Self::nearest`] by the int8 dot product of every row the filter keeps.
+    pub fn nearest_exact(
+        &self,
+        query: &Quantised,
+        k: usize,
+        filter: Filter<'_>,
+        skip: Option<&Ulid>,
+    ) -> Vec<(Ulid, f32)> {
+        self.search(query, k, filter, skip, false)
     }
 
     /// The search of [`Self::nearest`] and [`Self::nearest_exact`], in [`simd`]'s dispatch.
@@ -383,7 +638,7 @@ impl VectorIndex {
         k: usize,
         filter: Filter<'_>,
         skip: Option<&Ulid>,
-        by_signs: bool,
+        by_lists: bool,
     ) -> Vec<(Ulid, f32)> {
         if k == 0 || query.values.len() != self.dims || self.dims == 0 {
             return Vec::new();
@@ -396,80 +651,46 @@ impl VectorIndex {
             query,
             k,
             kept: &kept,
-            by_signs,
+            lists: self.lists.as_ref().filter(|_| by_lists),
         })
     }
 
-    /// [`Self::nearest`] of a large table, compiled for the machine's vector instructions.
+    /// [`Self::nearest`] through `lists`, compiled for the machine's vector instructions:
+    /// the lists by their centroid's cosine with the query, then the rows the filter keeps
+    /// in the nearest, list after list, until [`PROBE_MIN_LISTS`] lists and
+    /// [`PROBE_PER_RESULT`] rows a result (at least [`PROBE_MIN_ROWS`]) are scored.
     #[inline(always)]
-    fn nearest_by_signs(&self, query: &Quantised, k: usize, kept: &Kept) -> Vec<(Ulid, f32)> {
-        let words = words(self.dims);
-        let mine: Vec<u64> = signs_of(&query.values).collect();
-        // Each row's Hamming distance to the query's signs (at most `dims`; a row the filter
-        // drops gets one more), and how many kept rows have each distance: the rows to
-        // rescore are those up to the distance at which the count reaches the number wanted
-        // (a counting sort, no comparison).
-        let dropped = self.dims as u16 + 1;
-        let mut counts = vec![0usize; self.dims + 2];
+    fn nearest_in_lists(
+        &self,
+        lists: &Lists,
+        query: &Quantised,
+        k: usize,
+        kept: &Kept,
+    ) -> Vec<(Ulid, f32)> {
+        let c = &lists.centroids;
         // Plain loops: iterator adapters such as `collect` may stay calls that the
         // dispatch's instructions do not reach.
-        let mut distances: Vec<u16> = Vec::with_capacity(self.rows.len());
-        match (words, mine.as_slice()) {
-            // 256 dimensions (the default model's): a fixed-size loop the compiler unrolls.
-            (4, &[m0, m1, m2, m3]) => {
-                let (rows, _) = self.signs.as_chunks::<4>();
-                for &[t0, t1, t2, t3] in rows {
-                    distances.push(
-                        ((m0 ^ t0).count_ones()
-                            + (m1 ^ t1).count_ones()
-                            + (m2 ^ t2).count_ones()
-                            + (m3 ^ t3).count_ones()) as u16,
-                    );
-                }
-            }
-            _ => {
-                for theirs in self.signs.chunks_exact(words) {
-                    let mut d = 0;
-                    for (a, b) in mine.iter().zip(theirs) {
-                        d += (a ^ b).count_ones();
-                    }
-                    distances.push(d as u16);
-                }
-            }
+        let mut order: Vec<(Score, u32)> = Vec::with_capacity(c.len());
+        for (n, (centroid, &scale)) in c.values.chunks_exact(c.dims).zip(&c.scales).enumerate() {
+            order.push((Score(dot(&query.values, centroid) as f32 * scale), n as u32));
         }
-        for (i, d) in distances.iter_mut().enumerate() {
-            if !self.keeps(kept, i) {
-                *d = dropped;
-            }
-            counts[*d as usize] += 1;
-        }
-        let rescore = (k * RESCORE_PER_RESULT).max(RESCORE_MIN);
-        let mut seen = 0;
-        let within = counts[..=self.dims]
-            .iter()
-            .position(|&n| {
-                seen += n;
-                seen >= rescore
-            })
-            .unwrap_or(self.dims) as u16;
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        let wanted = (k * PROBE_PER_RESULT).max(PROBE_MIN_ROWS);
         let mut best = Best::new(k);
-        for (i, &d) in distances.iter().enumerate() {
-            if d <= within {
-                best.offer(self, query, i);
+        let mut scored = 0;
+        for (probed, &(_, list)) in order.iter().enumerate() {
+            if probed >= PROBE_MIN_LISTS && scored >= wanted {
+                break;
+            }
+            for &i in &lists.members[list as usize] {
+                let i = i as usize;
+                if self.keeps(kept, i) {
+                    best.offer(self, query, i);
+                    scored += 1;
+                }
             }
         }
         best.into_results(self, query)
-    }
-
-    /// [`Self::nearest`] by the int8 dot product of every row the filter keeps.
-    pub fn nearest_exact(
-        &self,
-        query: &Quantised,
-        k: usize,
-        filter: Filter<'_>,
-        skip: Option<&Ulid>,
-    ) -> Vec<(Ulid, f32)> {
-        self.search(query, k, filter, skip, false)
     }
 }
 
@@ -512,14 +733,13 @@ impl Best {
     }
 }
 
-/// A search of the table, run through [`simd`]'s dispatch: by signs then exactly, or
-/// exactly.
+/// A search of the table, run through [`simd`]'s dispatch: through its lists, or exactly.
 struct Search<'a> {
     index: &'a VectorIndex,
     query: &'a Quantised,
     k: usize,
     kept: &'a Kept,
-    by_signs: bool,
+    lists: Option<&'a Lists>,
 }
 
 impl pulp::WithSimd for Search<'_> {
@@ -534,19 +754,99 @@ impl pulp::WithSimd for Search<'_> {
             query,
             k,
             kept,
-            by_signs,
+            lists,
         } = self;
-        if by_signs {
-            index.nearest_by_signs(query, k, kept)
-        } else {
-            let mut best = Best::new(k);
-            for i in 0..index.rows.len() {
-                if index.keeps(kept, i) {
-                    best.offer(index, query, i);
+        if let Some(lists) = lists {
+            return index.nearest_in_lists(lists, query, k, kept);
+        }
+        let mut best = Best::new(k);
+        for i in 0..index.rows.len() {
+            if index.keeps(kept, i) {
+                best.offer(index, query, i);
+            }
+        }
+        best.into_results(index, query)
+    }
+}
+
+/// The nearest centroid of each row of `values`, through [`simd`]'s dispatch.
+struct Place<'a> {
+    centroids: &'a Centroids,
+    values: &'a [i8],
+}
+
+impl pulp::WithSimd for Place<'_> {
+    type Output = Vec<u32>;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        let mut out = Vec::with_capacity(self.values.len() / self.centroids.dims);
+        for row in self.values.chunks_exact(self.centroids.dims) {
+            out.push(self.centroids.nearest(row));
+        }
+        out
+    }
+}
+
+/// k-means of a [`Sample`], through [`simd`]'s dispatch.
+struct Train<'a>(&'a Sample);
+
+impl pulp::WithSimd for Train<'_> {
+    type Output = Centroids;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        let sample = self.0;
+        let dims = sample.dims;
+        let m = sample.scales.len();
+        let k = sample.lists.min(m).max(1);
+        let row = |r: usize| &sample.values[r * dims..(r + 1) * dims];
+        let mut centroids = Centroids {
+            dims,
+            scales: Vec::with_capacity(k),
+            values: Vec::with_capacity(k * dims),
+            made_at: sample.made_at,
+        };
+        if m == 0 || dims == 0 {
+            return centroids;
+        }
+        for c in 0..k {
+            let r = c * m / k;
+            centroids.scales.push(sample.scales[r]);
+            centroids.values.extend_from_slice(row(r));
+        }
+        let mut sums = vec![0f32; k * dims];
+        let mut sizes = vec![0usize; k];
+        for round in 0..TRAIN_ROUNDS {
+            sums.fill(0.0);
+            sizes.fill(0);
+            for r in 0..m {
+                let values = row(r);
+                let c = centroids.nearest(values) as usize;
+                sizes[c] += 1;
+                let scale = sample.scales[r];
+                for (sum, &v) in sums[c * dims..(c + 1) * dims].iter_mut().zip(values) {
+                    *sum += f32::from(v) * scale;
                 }
             }
-            best.into_results(index, query)
+            for (c, &size) in sizes.iter().enumerate() {
+                let slot = c * dims..(c + 1) * dims;
+                let centre = if size == 0 {
+                    // An empty list starts again from a row of the sample, another each round.
+                    let r = (c * m / k + (round + 1) * 7919) % m;
+                    Quantised {
+                        scale: sample.scales[r],
+                        values: row(r).to_vec(),
+                    }
+                } else {
+                    unit_length(&mut sums[slot.clone()]);
+                    Quantised::of(&sums[slot.clone()])
+                };
+                centroids.scales[c] = centre.scale;
+                centroids.values[slot].copy_from_slice(&centre.values);
+            }
         }
+        centroids
     }
 }
 
@@ -562,8 +862,8 @@ struct Kept {
 /// The machine's vector instructions, found once: code run through its `dispatch` is
 /// compiled for them (AVX2 and POPCNT on most x86-64 machines, which the baseline target
 /// the compiler otherwise assumes lacks) and picked at run time. `benches/embeddings.rs`
-/// measures the searches; a 256-dimension table of 100,000 rows is scanned by signs three
-/// times faster this way.
+/// measures the searches; a 256-dimension table of 100,000 rows was scanned three times
+/// faster this way.
 fn simd() -> pulp::Arch {
     static ARCH: std::sync::LazyLock<pulp::Arch> = std::sync::LazyLock::new(pulp::Arch::new);
     *ARCH
@@ -723,60 +1023,200 @@ mod tests {
         );
     }
 
+    /// Random unit vectors around `clusters` centres (so that lists mean something), from
+    /// a fixed seed.
+    struct Points {
+        state: u64,
+        centres: Vec<Vec<f32>>,
+    }
+
+    impl Points {
+        fn new(dims: usize, clusters: usize) -> Points {
+            let mut p = Points {
+                state: 7,
+                centres: Vec::new(),
+            };
+            p.centres = (0..clusters).map(|_| p.random(dims)).collect();
+            p
+        }
+
+        fn next(&mut self) -> f32 {
+            self.state = self
+                .state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.state >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+        }
+
+        fn random(&mut self, dims: usize) -> Vec<f32> {
+            unit(&(0..dims).map(|_| self.next()).collect::<Vec<_>>())
+        }
+
+        /// A point near centre `c`.
+        fn near(&mut self, c: usize) -> Vec<f32> {
+            let centre = self.centres[c].clone();
+            unit(
+                &centre
+                    .iter()
+                    .map(|x| x + 0.1 * self.next())
+                    .collect::<Vec<_>>(),
+            )
+        }
+
+        fn moved(&mut self, v: &[f32]) -> Quantised {
+            Quantised::of(&unit(
+                &v.iter().map(|x| x + 0.01 * self.next()).collect::<Vec<_>>(),
+            ))
+        }
+    }
+
+    fn bug_or_pattern(id: u128) -> EntryType {
+        if id.is_multiple_of(2) {
+            EntryType::Bug
+        } else {
+            EntryType::Pattern
+        }
+    }
+
+    /// Every row is in the list its `list_of` names, once, and the lists hold nothing else.
+    fn check_lists(index: &VectorIndex) {
+        let lists = index.lists.as_ref().expect("lists");
+        assert_eq!(lists.list_of.len(), index.len());
+        let mut seen = vec![0; index.len()];
+        for (l, members) in lists.members.iter().enumerate() {
+            for &i in members {
+                assert_eq!(lists.list_of[i as usize] as usize, l, "row {i}");
+                seen[i as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&n| n == 1), "every row once");
+    }
+
+    /// `v`, a little moved, finds `id` first, as the exact search does, and a filter keeps
+    /// its results to what it asks for.
+    fn finds(index: &VectorIndex, points: &mut Points, id: u128, v: &[f32]) {
+        let q = points.moved(v);
+        let found = index.nearest(&q, 5, Filter::default(), None);
+        let exact = index.nearest_exact(&q, 5, Filter::default(), None);
+        assert_eq!(found[0].0, Ulid::from(id));
+        assert_eq!(found[0], exact[0]);
+        let bugs = Filter {
+            entry_type: Some(EntryType::Bug),
+            project: None,
+        };
+        let found = index.nearest(&q, 5, bugs, None);
+        assert_eq!(found.len(), 5);
+        assert!(found.iter().all(|(id, _)| u128::from(*id) % 2 == 0));
+        let unknown = Filter {
+            entry_type: None,
+            project: Some("nowhere"),
+        };
+        assert!(index.nearest(&q, 5, unknown, None).is_empty());
+    }
+
     #[test]
-    fn a_large_table_is_searched_by_signs_then_exactly() {
-        // 256 dimensions take the fixed-size path, 64 the general one.
+    fn a_large_table_is_cut_into_lists_and_searched_through_them() {
         for dims in [64, 256] {
             large_table(dims);
         }
     }
 
     fn large_table(dims: usize) {
-        let mut state = 7u64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 33) as f32 / (1u64 << 31) as f32) - 0.5
-        };
+        let mut points = Points::new(dims, 40);
         let mut index = VectorIndex::new(dims);
-        let mut kept = Vec::new();
-        for id in 0..(EXACT_UP_TO as u128 + 1000) {
-            let v = unit(&(0..dims).map(|_| next()).collect::<Vec<_>>());
-            let t = if id % 2 == 0 {
-                EntryType::Bug
-            } else {
-                EntryType::Pattern
-            };
-            index.upsert(&entry(id, t, None), &Quantised::of(&v));
-            if id % 500 == 3 {
-                kept.push((id, v));
-            }
+        let mut vectors = Vec::new();
+        // Lists are wanted beyond `EXACT_UP_TO` rows; any table can be cut into them.
+        let n = 1500;
+        for id in 0..n {
+            let v = points.near(id as usize % 40);
+            index.upsert(&entry(id, bug_or_pattern(id), None), &Quantised::of(&v));
+            vectors.push(v);
         }
-        for (id, v) in &kept {
-            // Each vector, a little moved, finds itself first, as the exact search does.
-            let moved: Vec<f32> = v.iter().map(|x| x + 0.02 * next()).collect();
-            let q = Quantised::of(&unit(&moved));
-            let found = index.nearest(&q, 5, Filter::default(), None);
-            let exact = index.nearest_exact(&q, 5, Filter::default(), None);
-            assert_eq!(found[0].0, Ulid::from(*id));
-            assert_eq!(found[0], exact[0]);
-            // The filter applies before the signs: an odd id is no bug.
-            let bugs = Filter {
-                entry_type: Some(EntryType::Bug),
-                project: None,
-            };
-            assert!(
-                index
-                    .nearest(&q, 5, bugs, None)
-                    .iter()
-                    .all(|(id, _)| u128::from(*id) % 2 == 0)
+        assert!(!index.wants_lists());
+        assert_eq!(index.list_count(), 0);
+        finds(&index, &mut points, 7, &vectors[7]);
+
+        index.make_lists();
+        assert_eq!(index.list_count(), list_count(n as usize));
+        assert!(!index.wants_lists() && !index.is_large());
+        check_lists(&index);
+        for id in (3..n).step_by(250) {
+            finds(&index, &mut points, id, &vectors[id as usize]);
+        }
+
+        // Rows added, replaced and removed keep their lists.
+        for id in n..n + 50 {
+            let v = points.near(id as usize % 40);
+            index.upsert(&entry(id, bug_or_pattern(id), None), &Quantised::of(&v));
+            vectors.push(v);
+        }
+        let elsewhere = points.random(dims);
+        index.upsert(&entry(10, EntryType::Bug, None), &Quantised::of(&elsewhere));
+        vectors[10] = elsewhere;
+        for id in [0, 11, n + 49] {
+            index.remove(&Ulid::from(id));
+        }
+        check_lists(&index);
+        for id in [10, 12, n, n + 48] {
+            finds(&index, &mut points, id, &vectors[id as usize]);
+        }
+        assert!(
+            index
+                .nearest(&points.moved(&vectors[11]), 5, Filter::default(), None)
+                .iter()
+                .all(|(id, _)| *id != Ulid::from(11))
+        );
+
+        // Made again apart from the table, while it changes: what changed since the
+        // sample is placed again when the lists are installed.
+        let sample = index.sample();
+        let centroids = sample.train();
+        let mut assigned = index.assign(&centroids, 0, 2000);
+        for id in 2 * n..2 * n + 20 {
+            let v = points.near(id as usize % 40);
+            index.upsert(&entry(id, bug_or_pattern(id), None), &Quantised::of(&v));
+            vectors.resize(id as usize + 1, Vec::new());
+            vectors[id as usize] = v;
+        }
+        let elsewhere = points.random(dims);
+        index.upsert(&entry(20, EntryType::Bug, None), &Quantised::of(&elsewhere));
+        vectors[20] = elsewhere;
+        index.remove(&Ulid::from(21));
+        assigned.extend(index.assign(&centroids, 2000, usize::MAX));
+        assert!(index.install(centroids.clone(), assigned.clone()));
+        check_lists(&index);
+        for id in [20, 22, 2 * n + 3, 2 * n + 19] {
+            finds(&index, &mut points, id, &vectors[id as usize]);
+        }
+        // A table that did not give the sample takes no lists of it.
+        assert!(!index.install(centroids, assigned));
+
+        // Beyond `EXACT_UP_TO` rows, lists are wanted; then again at twice the rows they
+        // were made of.
+        let mut large = VectorIndex::new(4);
+        for id in 0..=EXACT_UP_TO as u128 {
+            large.upsert(
+                &entry(id, EntryType::Bug, None),
+                &Quantised::of(&[1.0, 0.0, 0.0, 0.0]),
             );
-            let unknown = Filter {
-                entry_type: None,
-                project: Some("nowhere"),
-            };
-            assert!(index.nearest(&q, 5, unknown, None).is_empty());
         }
+        assert!(large.wants_lists() && large.is_large() == (EXACT_UP_TO > LARGE_SEARCH_ROWS));
+        large.make_lists();
+        assert!(!large.wants_lists() && !large.is_large());
+        assert_eq!(large.list_count(), list_count(EXACT_UP_TO + 1));
+        while large.len() < REMAKE_GROWTH * (EXACT_UP_TO + 1) - 1 {
+            let id = large.len() as u128;
+            large.upsert(
+                &entry(id, EntryType::Bug, None),
+                &Quantised::of(&[0.0, 1.0, 0.0, 0.0]),
+            );
+        }
+        assert!(!large.wants_lists());
+        large.upsert(
+            &entry(1 << 40, EntryType::Bug, None),
+            &Quantised::of(&[0.0, 0.0, 1.0, 0.0]),
+        );
+        assert!(large.wants_lists());
+        check_lists(&large);
     }
 }

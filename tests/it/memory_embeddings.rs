@@ -318,8 +318,9 @@ fn the_same_knowledge_in_other_words_is_similar_and_suggested_as_a_link() {
     );
 }
 
-/// More entries than the vector table searches exactly (4,096): search and similarity then
-/// search the vectors by signs, on a thread of their own beside the words.
+/// More entries than the vector table searches exactly (4,096): the table is cut into lists
+/// on a thread of the memory's, and searched whole until it is (search and similarity then
+/// give the vectors a thread of their own beside the words). Both find by meaning.
 #[test]
 fn a_large_memory_finds_by_meaning_beside_the_words() {
     let home = TestHome::new();
@@ -343,6 +344,14 @@ fn a_large_memory_finds_by_meaning_beside_the_words() {
     }
     assert_eq!(memory.use_embedder(test_model()).unwrap(), 5004);
 
+    // Before the lists are made (most likely: they take a while), and through them.
+    let found = memory.search(&search(PARAPHRASE)).unwrap();
+    assert_eq!(found.results[0].title, SAFARI, "{found:#?}");
+    keywords_and_filters_still_work(&memory);
+    // Cut when the table passed 4,096 rows while the entries were embedded: about √n
+    // lists of the n it then held.
+    let lists = memory.wait_for_vector_lists();
+    assert!((64..=71).contains(&lists), "{lists} lists");
     let found = memory.search(&search(PARAPHRASE)).unwrap();
     assert_eq!(found.results[0].title, SAFARI, "{found:#?}");
     keywords_and_filters_still_work(&memory);
