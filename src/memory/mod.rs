@@ -211,6 +211,12 @@ impl Memory {
         self.rebuild_index("requested", progress)
     }
 
+    /// How many segments the search index has (a search opens each apart; they are
+    /// merged after an import, and when writes pause).
+    pub fn index_segments(&self) -> usize {
+        self.idx().segment_count()
+    }
+
     fn idx(&self) -> &MemoryIndex {
         &self.index
     }

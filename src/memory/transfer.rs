@@ -9,6 +9,7 @@ use ulid::Ulid;
 use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
 
+use super::index::Merge;
 use super::model::{MAX_TITLE_CHARS, normalize_tags};
 use super::{
     Entry, ExportReport, ImportReport, Link, META_COUNT, META_SEQ, Memory, MemoryError, Result,
@@ -218,6 +219,13 @@ impl Memory {
             );
         }
         drop(guard);
+        // A large import leaves several segments (the writer cuts one per 32 MB of its
+        // buffer); a search opens each apart: merged into one now, while writes go on.
+        if writes.len() >= IMPORT_CHUNK
+            && let Err(e) = self.idx().merge_segments(Merge::All)
+        {
+            tracing::warn!("merging the search index after the import failed: {e}");
+        }
         self.embed_later(to_embed)?;
         Ok(report)
     }

@@ -783,3 +783,58 @@ fn export_import_round_trip() {
     assert!(memory.show(id).unwrap().title.ends_with("(revised)"));
     assert_eq!(search(&memory, "revised").len(), 1);
 }
+
+/// Each commit makes a segment, and a search opens each apart: they are merged once writes
+/// pause (every one here, the others weighing more than an eighth of the largest), and all
+/// of them after a large import. Every entry is found as before.
+#[test]
+fn the_index_segments_are_merged_when_writes_pause_and_after_an_import() {
+    let home = TestHome::new();
+    let memory = home.memory();
+    let words = ["amber", "birch", "cobalt", "dune", "ember", "fjord"];
+    for w in words {
+        memory
+            .add(entry(
+                EntryType::Pattern,
+                &format!("{w} pattern"),
+                "body",
+                &[],
+            ))
+            .unwrap();
+        // A search commits what was written: one segment an add.
+        assert_eq!(search(&memory, w).len(), 1, "{w}");
+    }
+    assert!(memory.index_segments() >= 3, "{}", memory.index_segments());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while memory.index_segments() > 1 {
+        assert!(std::time::Instant::now() < deadline, "not merged when idle");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    for w in words {
+        assert_eq!(search(&memory, w).len(), 1, "{w} after the merge");
+    }
+
+    // Another segment, then an import of a few thousand: one segment when it returns.
+    memory
+        .add(entry(EntryType::Bug, "glacier bug", "body", &[]))
+        .unwrap();
+    assert_eq!(search(&memory, "glacier").len(), 1);
+    let mut jsonl = String::new();
+    for i in 0..2500 {
+        let e = tandem::memory::Entry::new(
+            EntryType::Reference,
+            format!("imported {i}"),
+            format!("number {i}"),
+            Vec::new(),
+        );
+        let mut record = serde_json::to_value(&e).unwrap();
+        record["record"] = "entry".into();
+        jsonl.push_str(&format!("{record}\n"));
+    }
+    memory.import(&mut jsonl.as_bytes()).unwrap();
+    assert_eq!(memory.index_segments(), 1);
+    for w in words.iter().chain(&["glacier"]) {
+        assert_eq!(search(&memory, w).len(), 1, "{w} after the import");
+    }
+    assert_eq!(search(&memory, "imported").len(), 5);
+}
