@@ -45,6 +45,9 @@ const IDLE_MERGE: Duration = Duration::from_secs(10);
 /// segments, and an entry is written again about 1 / this share times over its life.
 const MERGE_ALL_SHARE: f64 = 0.125;
 
+/// A merge under way.
+type MergeRunning = tantivy::FutureResult<Option<tantivy::index::SegmentMeta>>;
+
 /// Which segments [`MemoryIndex::merge_segments`] merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Merge {
@@ -375,6 +378,17 @@ impl MemoryIndex {
     /// [`Merge::Idle`] what [`idle_merge`] picks. Writes go on meanwhile (into new
     /// segments). Returns how many segments were merged (0: nothing to merge).
     pub fn merge_segments(&self, merge: Merge) -> tantivy::Result<usize> {
+        let Some((merged, merging)) = self.start_merge(merge)? else {
+            return Ok(0);
+        };
+        merging.wait()?;
+        self.reader.reload()?;
+        Ok(merged)
+    }
+
+    /// Starts the merge of [`Self::merge_segments`]: how many segments it merges, and the
+    /// merge to wait for (it runs on tantivy's merge thread), then [`Self::reload`].
+    fn start_merge(&self, merge: Merge) -> tantivy::Result<Option<(usize, MergeRunning)>> {
         let metas = self.index.searchable_segment_metas()?;
         let ids: Vec<SegmentId> = match merge {
             Merge::All => metas.iter().map(|m| m.id()).collect(),
@@ -386,12 +400,14 @@ impl MemoryIndex {
             ),
         };
         if ids.len() < 2 {
-            return Ok(0);
+            return Ok(None);
         }
-        let merging = self.lock().writer.merge(&ids);
-        merging.wait()?;
-        self.reader.reload()?;
-        Ok(ids.len())
+        Ok(Some((ids.len(), self.lock().writer.merge(&ids))))
+    }
+
+    /// Makes searchers see the last commit or merge.
+    fn reload(&self) -> tantivy::Result<()> {
+        self.reader.reload()
     }
 
     /// A searcher that sees every write made so far.
@@ -708,8 +724,10 @@ fn create_fresh(dir: &Path, schema: &Schema) -> tantivy::Result<Index> {
 }
 
 /// Merges what [`idle_merge`] picks, unless it failed before (a merge that fails, say for
-/// want of disk, is not retried until the segments change).
-fn merge_when_idle(index: &MemoryIndex, failed: &mut Vec<SegmentId>) {
+/// want of disk, is not retried until the segments change). The index is not held while
+/// the merge runs: a memory closed meanwhile closes its writer (and the directory's lock,
+/// so the data dir opens again at once), which drops the merge.
+fn merge_when_idle(weak: &Weak<MemoryIndex>, index: Arc<MemoryIndex>, failed: &mut Vec<SegmentId>) {
     let ids: Vec<SegmentId> = index
         .reader
         .searcher()
@@ -721,8 +739,16 @@ fn merge_when_idle(index: &MemoryIndex, failed: &mut Vec<SegmentId>) {
         return;
     }
     let started = Instant::now();
-    match index.merge_segments(Merge::Idle) {
-        Ok(0) => {}
+    let merged = match index.start_merge(Merge::Idle) {
+        Ok(None) => return,
+        Ok(Some((n, merging))) => {
+            drop(index);
+            merging.wait().map(|_| n)
+        }
+        Err(e) => Err(e),
+    };
+    let Some(index) = weak.upgrade() else { return };
+    match merged.and_then(|n| index.reload().map(|()| n)) {
         Ok(n) => tracing::info!(
             "merged {n} of the search index's {} segments in {:.2} s",
             ids.len(),
@@ -735,7 +761,7 @@ fn merge_when_idle(index: &MemoryIndex, failed: &mut Vec<SegmentId>) {
     }
 }
 
-fn spawn_idle_committer(index: Weak<MemoryIndex>) {
+fn spawn_idle_committer(weak: Weak<MemoryIndex>) {
     let spawned = std::thread::Builder::new()
         .name("tandem-index-commit".into())
         .spawn(move || {
@@ -743,12 +769,12 @@ fn spawn_idle_committer(index: Weak<MemoryIndex>) {
             let mut failed: Vec<SegmentId> = Vec::new();
             loop {
                 std::thread::sleep(IDLE_COMMIT);
-                let Some(index) = index.upgrade() else { return };
+                let Some(index) = weak.upgrade() else { return };
                 let idle = index.epoch.elapsed().as_millis() as u64
                     - index.last_write_ms.load(Ordering::Relaxed);
                 if !index.dirty.load(Ordering::Acquire) {
                     if idle >= IDLE_MERGE.as_millis() as u64 && index.segment_count() >= 2 {
-                        merge_when_idle(&index, &mut failed);
+                        merge_when_idle(&weak, index, &mut failed);
                     }
                     continue;
                 }
