@@ -68,11 +68,15 @@ pub struct Semantic {
     queue: Mutex<Option<mpsc::Sender<Vec<Ulid>>>>,
 }
 
-/// Whether an entry that has vectors is embedded again.
+/// Which entries an embedding counts. Neither embeds an entry that has vectors in the
+/// table: after a reindex cleared it, those were made meanwhile (by the loader), with the
+/// model the reindex uses.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Redo {
-    Yes,
-    No,
+enum Counted {
+    /// Every entry given (a reindex answers how many entries have vectors).
+    Every,
+    /// Those embedded now.
+    Embedded,
 }
 
 /// How many rows [`cut_into_lists`] places while it holds the table (readers only).
@@ -437,7 +441,7 @@ impl Memory {
                     let Some(memory) = memory.upgrade() else {
                         return;
                     };
-                    match memory.embed_entries(&embedder, batch, Redo::No) {
+                    match memory.embed_entries(&embedder, batch, Counted::Embedded) {
                         Ok(n) => done += n,
                         Err(e) => {
                             tracing::error!("embedding entries failed: {e}");
@@ -463,7 +467,7 @@ impl Memory {
     pub fn use_embedder(&self, embedder: Embedder) -> Result<u64> {
         let embedder = Arc::new(embedder);
         let missing = self.adopt("(given)", embedder.clone())?;
-        self.embed_all(&embedder, &missing, Redo::No)
+        self.embed_all(&embedder, &missing, Counted::Embedded)
     }
 
     /// Waits until the vectors' table is cut into lists, when it is being cut (a large
@@ -493,15 +497,15 @@ impl Memory {
             return Ok(());
         }
         if let Some(embedder) = self.semantic.embedder() {
-            self.embed_all(&embedder, &ids, Redo::No)?;
+            self.embed_all(&embedder, &ids, Counted::Embedded)?;
         }
         Ok(())
     }
 
-    fn embed_all(&self, embedder: &Embedder, ids: &[Ulid], redo: Redo) -> Result<u64> {
+    fn embed_all(&self, embedder: &Embedder, ids: &[Ulid], counted: Counted) -> Result<u64> {
         let mut done = 0;
         for batch in ids.chunks(BATCH) {
-            done += self.embed_entries(embedder, batch, redo)?;
+            done += self.embed_entries(embedder, batch, counted)?;
         }
         Ok(done)
     }
@@ -519,8 +523,9 @@ impl Memory {
             *sem.write_index() = VectorIndex::new(embedder.dimensions());
             self.entry_ids().collect::<Result<_>>()?
         };
-        // Every entry, even one the loader embedded meanwhile: each is counted.
-        self.embed_all(&embedder, &all, Redo::Yes)
+        // Every entry is counted, one the loader embedded meanwhile too (embedded once:
+        // made again, it would be written to the file twice).
+        self.embed_all(&embedder, &all, Counted::Every)
     }
 
     /// Every entry's id, newest write first, read from `memory.by_seq` (ids only: the
@@ -628,13 +633,16 @@ impl Memory {
         Ok(out)
     }
 
-    /// Embeds and stores the vectors of `ids` (read again: they may have changed); with
-    /// [`Redo::No`], only of those that have none. Returns how many were embedded.
-    fn embed_entries(&self, embedder: &Embedder, ids: &[Ulid], redo: Redo) -> Result<u64> {
+    /// Embeds and stores the vectors of `ids` that have none (read again: they may have
+    /// changed). Returns how many were embedded, or with [`Counted::Every`], how many of
+    /// `ids` have vectors now.
+    fn embed_entries(&self, embedder: &Embedder, ids: &[Ulid], counted: Counted) -> Result<u64> {
         let _guard = self.lock_writes();
         let mut stored = Vec::new();
+        let mut had = 0;
         for id in ids {
-            if redo == Redo::No && self.semantic.read_index().has(id).0 {
+            if self.semantic.read_index().has(id).0 {
+                had += 1;
                 continue;
             }
             let Some(bytes) = self.entries.get(id.to_string())? else {
@@ -643,7 +651,11 @@ impl Memory {
             let entry: Entry = decode(&bytes)?;
             stored.push(Semantic::stored(embedder, &entry));
         }
-        let done = stored.len() as u64;
+        let done = stored.len() as u64
+            + match counted {
+                Counted::Every => had,
+                Counted::Embedded => 0,
+            };
         self.semantic.put(stored);
         Ok(done)
     }
