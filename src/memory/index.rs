@@ -382,7 +382,7 @@ impl MemoryIndex {
             return Ok(0);
         };
         merging.wait()?;
-        self.reader.reload()?;
+        self.reload()?;
         Ok(merged)
     }
 
@@ -723,11 +723,16 @@ fn create_fresh(dir: &Path, schema: &Schema) -> tantivy::Result<Index> {
     Index::create_in_dir(dir, schema.clone())
 }
 
-/// Merges what [`idle_merge`] picks, unless it failed before (a merge that fails, say for
-/// want of disk, is not retried until the segments change). The index is not held while
-/// the merge runs: a memory closed meanwhile closes its writer (and the directory's lock,
-/// so the data dir opens again at once), which drops the merge.
-fn merge_when_idle(weak: &Weak<MemoryIndex>, index: Arc<MemoryIndex>, failed: &mut Vec<SegmentId>) {
+/// Merges what [`idle_merge`] picks, once for each set of segments: `settled` is the last
+/// set found with nothing to merge, or whose merge failed (say for want of disk), and is
+/// not looked at again until the segments change. The index is not held while the merge
+/// runs: a memory closed meanwhile closes its writer (and the directory's lock, so the
+/// data dir opens again at once), which drops the merge.
+fn merge_when_idle(
+    weak: &Weak<MemoryIndex>,
+    index: Arc<MemoryIndex>,
+    settled: &mut Vec<SegmentId>,
+) {
     let ids: Vec<SegmentId> = index
         .reader
         .searcher()
@@ -735,12 +740,15 @@ fn merge_when_idle(weak: &Weak<MemoryIndex>, index: Arc<MemoryIndex>, failed: &m
         .iter()
         .map(|r| r.segment_id())
         .collect();
-    if *failed == ids {
+    if *settled == ids {
         return;
     }
     let started = Instant::now();
     let merged = match index.start_merge(Merge::Idle) {
-        Ok(None) => return,
+        Ok(None) => {
+            *settled = ids;
+            return;
+        }
         Ok(Some((n, merging))) => {
             drop(index);
             merging.wait().map(|_| n)
@@ -756,7 +764,7 @@ fn merge_when_idle(weak: &Weak<MemoryIndex>, index: Arc<MemoryIndex>, failed: &m
         ),
         Err(e) => {
             tracing::warn!("merging the search index's segments failed: {e}");
-            *failed = ids;
+            *settled = ids;
         }
     }
 }
@@ -765,8 +773,8 @@ fn spawn_idle_committer(weak: Weak<MemoryIndex>) {
     let spawned = std::thread::Builder::new()
         .name("tandem-index-commit".into())
         .spawn(move || {
-            // The segments of a merge that failed: not tried again.
-            let mut failed: Vec<SegmentId> = Vec::new();
+            // The segments last found with nothing to merge (or whose merge failed).
+            let mut settled: Vec<SegmentId> = Vec::new();
             loop {
                 std::thread::sleep(IDLE_COMMIT);
                 let Some(index) = weak.upgrade() else { return };
@@ -774,7 +782,7 @@ fn spawn_idle_committer(weak: Weak<MemoryIndex>) {
                     - index.last_write_ms.load(Ordering::Relaxed);
                 if !index.dirty.load(Ordering::Acquire) {
                     if idle >= IDLE_MERGE.as_millis() as u64 && index.segment_count() >= 2 {
-                        merge_when_idle(&weak, index, &mut failed);
+                        merge_when_idle(&weak, index, &mut settled);
                     }
                     continue;
                 }

@@ -186,7 +186,7 @@ const PROBE_PER_RESULT: usize = 200;
 /// ...and at least this many rows...
 const PROBE_MIN_ROWS: usize = 2048;
 /// ...in at least this many lists. On the embeddings bench (100,000 entries) this finds
-/// the exact nearest 10 but for one in a hundred or fewer (`benches/embeddings.rs` prints it).
+/// about 93 % of the exact nearest 10 (`benches/embeddings.rs` prints it).
 const PROBE_MIN_LISTS: usize = 12;
 /// A search that scores more rows than this (~0.2 ms here) is worth a thread of its own
 /// beside other work (~0.05 ms to start): a table of 100,000 rows searched through its lists
