@@ -8,13 +8,14 @@
 //!   mark the index dirty; any read commits first if dirty (one commit covers every write
 //!   since the last), and a background thread commits once writes pause.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, hash_map};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
 use tantivy::index::SegmentId;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
@@ -582,23 +583,25 @@ impl MemoryIndex {
         self.hits(searcher, top)
     }
 
+    /// The hits' entry ids, from the `id_hi` and `id_lo` fast fields: each segment's two
+    /// columns are opened once for all its hits (opening one reads its block headers).
     fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> tantivy::Result<Vec<Hit>> {
+        let mut columns: HashMap<u32, (Column<u64>, Column<u64>)> = HashMap::new();
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
-            if let Some(id) = self.id_of(searcher, addr)? {
+            let (hi, lo) = match columns.entry(addr.segment_ord) {
+                hash_map::Entry::Occupied(open) => open.into_mut(),
+                hash_map::Entry::Vacant(slot) => {
+                    let fast = searcher.segment_reader(addr.segment_ord).fast_fields();
+                    slot.insert((fast.u64("id_hi")?, fast.u64("id_lo")?))
+                }
+            };
+            if let Some((hi, lo)) = hi.first(addr.doc_id).zip(lo.first(addr.doc_id)) {
+                let id = Ulid(((hi as u128) << 64) | lo as u128);
                 hits.push(Hit { id, score });
             }
         }
         Ok(hits)
-    }
-
-    fn id_of(&self, searcher: &Searcher, addr: DocAddress) -> tantivy::Result<Option<Ulid>> {
-        let fast = searcher.segment_reader(addr.segment_ord).fast_fields();
-        let hi = fast.u64("id_hi")?.first(addr.doc_id);
-        let lo = fast.u64("id_lo")?.first(addr.doc_id);
-        Ok(hi
-            .zip(lo)
-            .map(|(hi, lo)| Ulid(((hi as u128) << 64) | lo as u128)))
     }
 
     /// Snippet generators for the fields a snippet may come from.

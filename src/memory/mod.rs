@@ -488,14 +488,16 @@ impl Memory {
             .semantic
             .embedder()
             .map(|e| semantic::Semantic::stored(&e, &entry));
-        let similar = similarity::find_similar(
+        let similarity::Found { similar, words } = similarity::find_similar(
             self,
             cache,
             &entry,
             stored.as_ref().map(|s| &s.vectors),
             similarity::Weighed::Added,
         )?;
-        let suggestions = suggestions::plan(self, &entry, &similar, no_suggest, now)?;
+        let suggestions = suggestions::plan(self, &entry, &similar, no_suggest, now, &mut |id| {
+            words.shared_with(self, cache, id)
+        })?;
         let created = suggestions.new.len() as u32;
 
         let count = self.entry_count()? + 1;

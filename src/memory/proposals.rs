@@ -123,7 +123,8 @@ impl Memory {
                 &entry,
                 vectors.as_ref(),
                 Weighed::Proposed,
-            )?;
+            )?
+            .similar;
             let same = self.same_as(
                 &mut cache,
                 &entry,

@@ -6,7 +6,10 @@
 //! With an embedding model ready, the new entry's summary vector finds candidates too, and
 //! every candidate is scored by the cosine of the two summaries instead ([`Similar::by_meaning`]),
 //! against the semantic thresholds: entries that say the same thing in other words are
-//! found, and the shared words, where there are any, still explain the match.
+//! found, and the shared words, where there are any, still explain the match. The
+//! candidates' text is then not read to score them, only for the few a suggestion names
+//! ([`Words::shared_with`]): reading and analysing ~20 entries from sled was the larger
+//! part of an add.
 //!
 //! Speed: an add scores at most ~20 (or [`RECENT`]) candidates plus the entries not yet
 //! committed to the index, so its cost does not follow the size of the base. Terms are
@@ -81,8 +84,6 @@ pub struct Similar {
     pub entry: Card,
     /// Cosine similarity, 0..1.
     pub score: f32,
-    /// The words contributing most to the similarity, heaviest first (up to 3).
-    pub shared_terms: Vec<String>,
     /// The score is the cosine of the two summary vectors, not the lexical one.
     pub by_meaning: bool,
 }
@@ -405,6 +406,121 @@ fn shared<'a>(
     })
 }
 
+/// What [`find_similar`] found: the similar entries, best first, and the new entry's
+/// words, to say which of them each one shares when a suggestion needs it.
+pub struct Found {
+    pub similar: Vec<Similar>,
+    pub words: Words,
+}
+
+/// An entry's weighted terms and the words they were written as: what it shares with a
+/// stored entry is read from them on demand ([`Words::shared_with`]), so an add by meaning
+/// reads only the entries its suggestions name. Valid until the cache's next computation
+/// (its term numbers may start over then).
+pub struct Words {
+    mine: Vec<(TermId, f32, f32)>,
+    words: HashMap<TermId, String>,
+}
+
+impl Words {
+    /// The words (as first written) contributing most to the similarity of this entry and
+    /// the stored entry `id`, heaviest first, up to 3; none when it is gone.
+    pub fn shared_with(
+        &self,
+        memory: &Memory,
+        cache: &mut SimilarityCache,
+        id: Ulid,
+    ) -> Result<Vec<String>, MemoryError> {
+        let Some(other) = cache.entry(memory, memory.idx(), id)? else {
+            return Ok(Vec::new());
+        };
+        let mut contributions: Vec<(TermId, f32)> = shared(&self.mine, &other.tf).collect();
+        let term = |t: TermId| cache.terms[t as usize].as_str();
+        contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| term(x.0).cmp(term(y.0))));
+        Ok(contributions
+            .iter()
+            .take(3)
+            .map(|(t, _)| {
+                self.words
+                    .get(t)
+                    .cloned()
+                    .unwrap_or_else(|| term(*t).to_string())
+            })
+            .collect())
+    }
+}
+
+/// An entry weighed against the index: its terms, their weights, and the entries that
+/// may share words with it (BM25's candidates and the entries not yet committed).
+struct Weighing {
+    my_tf: Tf,
+    words: Words,
+    my_norm: f32,
+    searcher: Searcher,
+    candidates: Vec<Ulid>,
+}
+
+/// Weighs `entry`'s terms and finds its lexical candidates (their ids only; nothing is
+/// read of them).
+fn weigh(
+    memory: &Memory,
+    cache: &mut SimilarityCache,
+    entry: &Entry,
+) -> Result<Weighing, MemoryError> {
+    let idx = memory.idx();
+    let searcher = idx.committed_searcher();
+    let pending = idx.pending();
+    let n_docs = idx.num_docs(&searcher) + pending.len() as u64 + 1;
+    cache.begin(n_docs);
+    let (my_tf, words) = cache.term_freqs(idx, entry);
+    let (mine, my_norm) = cache.weights(idx, &searcher, n_docs, &my_tf);
+    let mut candidates = Vec::new();
+    if !mine.is_empty() && my_norm > 0.0 {
+        let mut heaviest: Vec<(TermId, f32)> = mine.iter().map(|&(t, w, _)| (t, w)).collect();
+        heaviest.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| cache.terms[a.0 as usize].cmp(&cache.terms[b.0 as usize]))
+        });
+        // The heaviest terms whose postings fit the budget. In a base where every word is
+        // common (a clustered vocabulary), a query of common words would cost in proportion
+        // to the base: its candidates are then the latest entries.
+        let mut budget = POSTINGS_BUDGET;
+        let mut query: Vec<(String, f32)> = Vec::new();
+        for &(t, _) in &heaviest {
+            let df = cache.doc_freq(idx, &searcher, t);
+            if df <= budget {
+                budget -= df;
+                query.push((cache.terms[t as usize].clone(), 1.0));
+                if query.len() == QUERY_TERMS {
+                    break;
+                }
+            }
+        }
+        let found: Vec<Ulid> = if query.is_empty() {
+            cache.recent(memory)?
+        } else {
+            let plan = idx.plan_similar(&query);
+            idx.top(&searcher, &plan, CANDIDATES)?
+                .into_iter()
+                .map(|h| h.id)
+                .collect()
+        };
+        let mut seen: HashSet<Ulid> = HashSet::from([entry.id]);
+        candidates = found
+            .into_iter()
+            .chain(pending)
+            .filter(|id| seen.insert(*id))
+            .collect();
+    }
+    Ok(Weighing {
+        my_tf,
+        words: Words { mine, words },
+        my_norm,
+        searcher,
+        candidates,
+    })
+}
+
 /// Entries similar to `entry` (which need not be stored yet), best first: by meaning when
 /// `vectors` (the entry's, under the memory's ready model) are given, else by words; each
 /// at least its threshold. An entry being added has its term frequencies cached for the
@@ -415,9 +531,9 @@ pub fn find_similar(
     entry: &Entry,
     vectors: Option<&EntryVectors>,
     weighed: Weighed,
-) -> Result<Vec<Similar>, MemoryError> {
+) -> Result<Found, MemoryError> {
     let Some(vectors) = vectors else {
-        return find_similar_lexically(memory, cache, entry, false, weighed);
+        return find_similar_lexically(memory, cache, entry, weighed);
     };
     let semantic = &memory.semantic;
     let nearest = || {
@@ -430,29 +546,30 @@ pub fn find_similar(
     };
     // In a large table, the nearest by meaning are found on a second thread while the
     // words are weighed.
-    let (lexical, mut scored) = if semantic.is_large() {
+    let (weighing, mut scored) = if semantic.is_large() {
         std::thread::scope(|scope| {
             let nearest = scope.spawn(nearest);
-            let lexical = find_similar_lexically(memory, cache, entry, true, weighed);
+            let weighing = weigh(memory, cache, entry);
             let nearest = nearest
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (lexical, nearest)
+            (weighing, nearest)
         })
     } else {
-        (
-            find_similar_lexically(memory, cache, entry, true, weighed),
-            nearest(),
-        )
+        (weigh(memory, cache, entry), nearest())
     };
-    let mut words: HashMap<Ulid, (Card, Vec<String>)> = lexical?
+    let Weighing {
+        my_tf,
+        words,
+        candidates,
+        ..
+    } = weighing?;
+    cache.weighed(entry, my_tf, weighed);
+    // The lexical candidates are weighed by meaning too: the words found them, the
+    // cosine of the summaries decides.
+    let lexical_only: Vec<Ulid> = candidates
         .into_iter()
-        .map(|s| (s.entry.id, (s.entry, s.shared_terms)))
-        .collect();
-    let lexical_only: Vec<Ulid> = words
-        .keys()
-        .filter(|id| !scored.iter().any(|(s, _)| s == *id))
-        .copied()
+        .filter(|id| !scored.iter().any(|(s, _)| s == id))
         .collect();
     for (id, cosine) in lexical_only
         .iter()
@@ -462,34 +579,30 @@ pub fn find_similar(
             scored.push((*id, cosine));
         }
     }
-    let mut out = Vec::new();
+    let mut similar = Vec::new();
     for (id, score) in scored {
         if score < SEMANTIC_SIMILAR_MIN {
             continue;
         }
-        let (card, shared_terms) = match words.remove(&id) {
-            Some(known) => known,
-            None => match cache.entries.get(&id) {
-                Some(cached) => (cached.card.clone(), Vec::new()),
-                None => match memory.get(&id)? {
-                    Some(other) => (Card::of(&other), Vec::new()),
-                    None => continue,
-                },
+        let card = match cache.entries.get(&id) {
+            Some(cached) => cached.card.clone(),
+            None => match memory.get(&id)? {
+                Some(other) => Card::of(&other),
+                None => continue,
             },
         };
-        out.push(Similar {
+        similar.push(Similar {
             entry: card,
             score: score.clamp(0.0, 1.0),
-            shared_terms,
             by_meaning: true,
         });
     }
-    out.sort_by(|a, b| {
+    similar.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
             .then(b.entry.id.cmp(&a.entry.id))
     });
-    Ok(out)
+    Ok(Found { similar, words })
 }
 
 /// How similar `entry` (not stored) is to each of the stored entries `ids`, 0..1: the
@@ -530,98 +643,45 @@ pub fn scores_against(
     Ok(scores)
 }
 
-/// Entries sharing words with `entry`, best first: at least [`SIMILAR_MIN`], or every
-/// candidate sharing a word when `all` (their meaning decides then).
+/// Entries sharing words with `entry`, best first, at least [`SIMILAR_MIN`].
 fn find_similar_lexically(
     memory: &Memory,
     cache: &mut SimilarityCache,
     entry: &Entry,
-    all: bool,
     weighed: Weighed,
-) -> Result<Vec<Similar>, MemoryError> {
+) -> Result<Found, MemoryError> {
     let idx = memory.idx();
-    let searcher = idx.committed_searcher();
-    let pending = idx.pending();
-    let n_docs = idx.num_docs(&searcher) + pending.len() as u64 + 1;
-    cache.begin(n_docs);
-    let (my_tf, words) = cache.term_freqs(idx, entry);
-    let (mine, my_norm) = cache.weights(idx, &searcher, n_docs, &my_tf);
-    if mine.is_empty() || my_norm == 0.0 {
-        cache.weighed(entry, my_tf, weighed);
-        return Ok(Vec::new());
-    }
-    let mut heaviest: Vec<(TermId, f32)> = mine.iter().map(|&(t, w, _)| (t, w)).collect();
-    heaviest.sort_by(|a, b| {
-        b.1.total_cmp(&a.1)
-            .then_with(|| cache.terms[a.0 as usize].cmp(&cache.terms[b.0 as usize]))
-    });
-    // The heaviest terms whose postings fit the budget. In a base where every word is
-    // common (a clustered vocabulary), a query of common words would cost in proportion
-    // to the base: its candidates are then the latest entries.
-    let mut budget = POSTINGS_BUDGET;
-    let mut query: Vec<(String, f32)> = Vec::new();
-    for &(t, _) in &heaviest {
-        let df = cache.doc_freq(idx, &searcher, t);
-        if df <= budget {
-            budget -= df;
-            query.push((cache.terms[t as usize].clone(), 1.0));
-            if query.len() == QUERY_TERMS {
-                break;
-            }
-        }
-    }
-    let candidates: Vec<Ulid> = if query.is_empty() {
-        cache.recent(memory)?
-    } else {
-        let plan = idx.plan_similar(&query);
-        idx.top(&searcher, &plan, CANDIDATES)?
-            .into_iter()
-            .map(|h| h.id)
-            .collect()
-    };
-
-    let mut seen: HashSet<Ulid> = HashSet::from([entry.id]);
-    let mut out = Vec::new();
-    for id in candidates.into_iter().chain(pending) {
-        if !seen.insert(id) {
-            continue;
-        }
+    let Weighing {
+        my_tf,
+        words,
+        my_norm,
+        searcher,
+        candidates,
+    } = weigh(memory, cache, entry)?;
+    let mut similar = Vec::new();
+    for id in candidates {
         let Some(other) = cache.entry(memory, idx, id)? else {
             continue;
         };
-        let Some(score) = cache.cosine(idx, &searcher, &mine, my_norm, id, &other) else {
+        let Some(score) = cache.cosine(idx, &searcher, &words.mine, my_norm, id, &other) else {
             continue;
         };
-        if score < SIMILAR_MIN && !all {
+        if score < SIMILAR_MIN {
             continue;
         }
-        let mut contributions: Vec<(TermId, f32)> = shared(&mine, &other.tf).collect();
-        let term = |t: TermId| cache.terms[t as usize].as_str();
-        contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| term(x.0).cmp(term(y.0))));
-        let shared_terms = contributions
-            .iter()
-            .take(3)
-            .map(|(t, _)| {
-                words
-                    .get(t)
-                    .cloned()
-                    .unwrap_or_else(|| term(*t).to_string())
-            })
-            .collect();
-        out.push(Similar {
+        similar.push(Similar {
             entry: other.card.clone(),
             score,
-            shared_terms,
             by_meaning: false,
         });
     }
     cache.weighed(entry, my_tf, weighed);
-    out.sort_by(|a, b| {
+    similar.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
             .then(b.entry.id.cmp(&a.entry.id))
     });
-    Ok(out)
+    Ok(Found { similar, words })
 }
 
 /// A term's tf-idf weight.

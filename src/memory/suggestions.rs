@@ -34,6 +34,9 @@ pub const MAX_PENDING_GENERALIZATIONS: usize = 3;
 pub const MAX_GENERALIZE_MEMBERS: usize = 10;
 /// Link suggestions one add may make.
 const MAX_LINKS_PER_ADD: usize = 3;
+/// A generalisation's reason names at most this many of the words its members share with
+/// the new entry (the first members' first).
+const GENERALIZE_REASON_WORDS: usize = 5;
 
 /// The `memory.meta` key set once `memory.suggestions_by_entry` holds every suggestion.
 const META_BY_ENTRY: &[u8] = b"suggestions_by_entry";
@@ -94,6 +97,10 @@ pub(super) struct Plan {
     pub superseded: Vec<Suggestion>,
 }
 
+/// The words a new entry shares with a stored one, heaviest first (up to 3): asked only
+/// of the entries a suggestion names, for its reason.
+pub(super) type SharedWords<'a> = dyn FnMut(Ulid) -> Result<Vec<String>> + 'a;
+
 /// Plans the suggestions of a new entry, given the entries similar to it (best first).
 /// Entries in `no_suggest` get none (the sources of a generalisation). Reads only the
 /// suggestions touching the entries concerned. Caller holds the write lock.
@@ -103,20 +110,23 @@ pub(super) fn plan(
     similar: &[Similar],
     no_suggest: &[Ulid],
     now: Timestamp,
+    shared_words: &mut SharedWords<'_>,
 ) -> Result<Plan> {
     let mut planner = Planner {
         memory,
         now,
         live: HashMap::new(),
         plan: Plan::default(),
+        shared_words,
     };
     planner.links(entry, similar, no_suggest)?;
     planner.generalization(entry, similar, no_suggest)?;
     Ok(planner.plan)
 }
 
-struct Planner<'m> {
+struct Planner<'m, 'w> {
     memory: &'m Memory,
+    shared_words: &'w mut SharedWords<'m>,
     now: Timestamp,
     /// Each entry's suggestions that are not superseded, as this plan leaves them; read
     /// from `memory.suggestions_by_entry` on first use.
@@ -124,7 +134,7 @@ struct Planner<'m> {
     plan: Plan,
 }
 
-impl Planner<'_> {
+impl Planner<'_, '_> {
     fn live(&mut self, entry: Ulid) -> Result<&mut Vec<(Ulid, Touch)>> {
         if !self.live.contains_key(&entry) {
             let mut rows = Vec::new();
@@ -251,7 +261,7 @@ impl Planner<'_> {
                 kind: SuggestionKind::Link,
                 entries: pair.to_vec(),
                 score: s.score,
-                reason: link_reason(s),
+                reason: link_reason(s, &(self.shared_words)(s.entry.id)?),
                 status: SuggestionStatus::Pending,
                 created_at: self.now,
                 resolved_at: None,
@@ -344,13 +354,16 @@ impl Planner<'_> {
         }
         let mut shared: Vec<String> = Vec::new();
         for s in &admitted {
-            for t in &s.shared_terms {
-                if !shared.contains(t) {
-                    shared.push(t.clone());
+            if shared.len() >= GENERALIZE_REASON_WORDS {
+                break;
+            }
+            for t in (self.shared_words)(s.entry.id)? {
+                if !shared.contains(&t) {
+                    shared.push(t);
                 }
             }
         }
-        shared.truncate(5);
+        shared.truncate(GENERALIZE_REASON_WORDS);
         let shared = if shared.is_empty() {
             "the same meaning in other words".to_string()
         } else {
@@ -379,16 +392,16 @@ impl Planner<'_> {
 }
 
 /// Why two entries should be linked, in a line.
-fn link_reason(s: &Similar) -> String {
+fn link_reason(s: &Similar, shared_words: &[String]) -> String {
     let measure = if s.by_meaning {
         "Similar meaning"
     } else {
         "Lexical similarity"
     };
-    let words = if s.shared_terms.is_empty() {
+    let words = if shared_words.is_empty() {
         "no shared terms".to_string()
     } else {
-        format!("shared terms: {}", s.shared_terms.join(", "))
+        format!("shared terms: {}", shared_words.join(", "))
     };
     format!(
         "{measure} {:.2} with a {} entry; {words}",
@@ -501,14 +514,21 @@ mod tests {
         Similar {
             entry: Card::of(e),
             score,
-            shared_terms: Vec::new(),
             by_meaning: false,
         }
     }
 
     /// Plans the suggestions of `new` and stores them, as an add does.
     fn add(memory: &Memory, new: &Entry, similar: &[Similar]) -> Plan {
-        let plan = plan(memory, new, similar, &[], jiff::Timestamp::now()).unwrap();
+        let plan = plan(
+            memory,
+            new,
+            similar,
+            &[],
+            jiff::Timestamp::now(),
+            &mut |_| Ok(Vec::new()),
+        )
+        .unwrap();
         (
             &memory.suggestions,
             &memory.suggestion_keys,

@@ -309,6 +309,23 @@ fn the_same_knowledge_in_other_words_is_similar_and_suggested_as_a_link() {
         .collect();
     assert_eq!(similar.first(), Some(&SAFARI), "{again:#?}");
     assert!(again.suggestions_created >= 1, "{again:#?}");
+    // The link's reason says it is by meaning, and which words the two share (read for
+    // the suggestion alone: scoring them read neither entry's text).
+    let links = memory.link_suggestions(None).unwrap().suggestions;
+    let link = links
+        .iter()
+        .find(|l| {
+            [&l.entry_a.id, &l.entry_b.id].contains(&&again.id)
+                && [&l.entry_a.title, &l.entry_b.title].contains(&&SAFARI.to_string())
+        })
+        .unwrap_or_else(|| panic!("no link suggested between the two: {links:#?}"));
+    assert!(
+        link.reason.starts_with("Similar meaning")
+            && link.reason.contains("shared terms: ")
+            && link.reason.contains("invalid")
+            && link.reason.contains("date"),
+        "{link:#?}"
+    );
     let unrelated = ["nginx", "Postgres", "Retry"];
     assert!(
         similar
