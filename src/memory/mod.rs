@@ -495,9 +495,8 @@ impl Memory {
             stored.as_ref().map(|s| &s.vectors),
             similarity::Weighed::Added,
         )?;
-        let suggestions = suggestions::plan(self, &entry, &similar, no_suggest, now, &mut |id| {
-            words.shared_with(self, cache, id)
-        })?;
+        let mut lookup = similarity::Lookup::new(self, cache, &words);
+        let suggestions = suggestions::plan(self, &entry, &similar, no_suggest, now, &mut lookup)?;
         let created = suggestions.new.len() as u32;
 
         let count = self.entry_count()? + 1;
@@ -525,6 +524,16 @@ impl Memory {
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;
         self.store.flush()?;
+        let mut similar_entries = Vec::new();
+        for s in similar.iter().take(MAX_SIMILAR_SHOWN) {
+            if let Some(card) = lookup.card(s.id)? {
+                similar_entries.push(SimilarEntry {
+                    id: s.id.to_string(),
+                    title: card.title,
+                    score: round2(s.score),
+                });
+            }
+        }
         let embeddings_calculated = stored.is_some();
         self.semantic.put(stored.into_iter().collect());
         self.index_after_write(&entry);
@@ -535,15 +544,7 @@ impl Memory {
             entry_type: entry.entry_type.to_string(),
             created: true,
             embeddings_calculated,
-            similar_entries: similar
-                .iter()
-                .take(MAX_SIMILAR_SHOWN)
-                .map(|s| SimilarEntry {
-                    id: s.entry.id.to_string(),
-                    title: s.entry.title.clone(),
-                    score: round2(s.score),
-                })
-                .collect(),
+            similar_entries,
             suggestions_created: created,
             context_truncated,
             tags: entry.tags,

@@ -58,7 +58,7 @@ impl Memory {
             ..entry.clone()
         };
         let vectors = embedder.map(|e| semantic::Semantic::vectors_of(e, &probe));
-        let ids: Vec<Ulid> = same_subject.iter().map(|s| s.entry.id).collect();
+        let ids: Vec<Ulid> = same_subject.iter().map(|s| s.id).collect();
         let scores = similarity::scores_against(self, cache, &probe, vectors.as_ref(), &ids)?;
         let min = Threshold::SameAnswer.min(vectors.is_some());
         Ok(same_subject
@@ -135,7 +135,9 @@ impl Memory {
             if let Some(same) = same {
                 outcome.skipped.push(skip(format!(
                     "the memory already has it: [{}] {} (similarity {:.2})",
-                    same.entry.id, same.entry.title, same.score
+                    same.id,
+                    self.title_of(&same.id)?,
+                    same.score
                 )));
                 continue;
             }
@@ -144,7 +146,9 @@ impl Memory {
                     1.0 - s.score,
                     format!(
                         "the closest entry, [{}] {}, is {:.2} similar",
-                        s.entry.id, s.entry.title, s.score
+                        s.id,
+                        self.title_of(&s.id)?,
+                        s.score
                     ),
                 ),
                 None => (1.0, "no similar entry in the memory".to_string()),

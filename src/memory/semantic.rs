@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use ulid::Ulid;
 
 use super::embeddings::Embedder;
-use super::model::Entry;
+use super::model::{Entry, EntryType};
 use super::vector_file::{Maker, Record, Stored, VectorFile};
 use super::vectors::{EntryVectors, Filter, Quantised, VectorIndex};
 use super::{Memory, MemoryError, Result, decode, parse_id_bytes};
@@ -361,6 +361,12 @@ impl Semantic {
         skip: Option<&Ulid>,
     ) -> Vec<(Ulid, f32)> {
         self.read_index().nearest(query, k, filter, skip)
+    }
+
+    /// The type of each entry of `ids` that has a row in the table.
+    pub fn entry_types<'a>(&self, ids: impl Iterator<Item = &'a Ulid>) -> Vec<Option<EntryType>> {
+        let index = self.read_index();
+        ids.map(|id| index.entry_type(id)).collect()
     }
 
     /// The cosine of `query` with the summary of each of `ids` that has one.

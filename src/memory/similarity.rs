@@ -62,7 +62,6 @@ const CACHE_OVERHEAD_BYTES: usize = 64;
 /// What similarity and suggestions need of an entry besides its words.
 #[derive(Debug, Clone)]
 pub struct Card {
-    pub id: Ulid,
     pub entry_type: EntryType,
     pub memory_type: MemoryType,
     pub title: String,
@@ -71,7 +70,6 @@ pub struct Card {
 impl Card {
     pub(super) fn of(entry: &Entry) -> Card {
         Card {
-            id: entry.id,
             entry_type: entry.entry_type,
             memory_type: entry.memory_type,
             title: entry.title.clone(),
@@ -79,9 +77,11 @@ impl Card {
     }
 }
 
-/// An existing entry similar to a new one.
+/// An existing entry similar to a new one. What else is known of it (its title, its kind
+/// of memory, the words it shares) is read when needed, through a [`Lookup`].
 pub struct Similar {
-    pub entry: Card,
+    pub id: Ulid,
+    pub entry_type: EntryType,
     /// Cosine similarity, 0..1.
     pub score: f32,
     /// The score is the cosine of the two summary vectors, not the lexical one.
@@ -413,28 +413,70 @@ pub struct Found {
     pub words: Words,
 }
 
-/// An entry's weighted terms and the words they were written as: what it shares with a
-/// stored entry is read from them on demand ([`Words::shared_with`]), so an add by meaning
-/// reads only the entries its suggestions name. Valid until the cache's next computation
-/// (its term numbers may start over then).
+/// An entry's weighted terms and the words they were written as, to say what it shares
+/// with a stored entry ([`Lookup::shared_words`]). Valid until the cache's next
+/// computation (its term numbers may start over then).
+#[derive(Default)]
 pub struct Words {
     mine: Vec<(TermId, f32, f32)>,
     words: HashMap<TermId, String>,
 }
 
-impl Words {
-    /// The words (as first written) contributing most to the similarity of this entry and
-    /// the stored entry `id`, heaviest first, up to 3; none when it is gone.
-    pub fn shared_with(
-        &self,
-        memory: &Memory,
-        cache: &mut SimilarityCache,
-        id: Ulid,
-    ) -> Result<Vec<String>, MemoryError> {
-        let Some(other) = cache.entry(memory, memory.idx(), id)? else {
-            return Ok(Vec::new());
+/// Reads what is known of similar entries beyond their score, when it is needed: an add
+/// by meaning scores its candidates without reading their text, and reads only the few
+/// entries its answer and suggestions name (reading ~20 entries from sled, each a page to
+/// decompress, was the larger part of an add).
+pub struct Lookup<'a> {
+    memory: &'a Memory,
+    cache: &'a mut SimilarityCache,
+    words: &'a Words,
+    /// Entries read for their card and not cached: their words are weighed from here if
+    /// asked for.
+    read: HashMap<Ulid, Entry>,
+}
+
+impl<'a> Lookup<'a> {
+    pub fn new(memory: &'a Memory, cache: &'a mut SimilarityCache, words: &'a Words) -> Self {
+        Lookup {
+            memory,
+            cache,
+            words,
+            read: HashMap::new(),
+        }
+    }
+
+    /// An entry's card (from the cache when it holds the entry); `None` when it is gone.
+    pub fn card(&mut self, id: Ulid) -> Result<Option<Card>, MemoryError> {
+        if let Some(cached) = self.cache.entries.get(&id) {
+            return Ok(Some(cached.card.clone()));
+        }
+        if let Some(entry) = self.read.get(&id) {
+            return Ok(Some(Card::of(entry)));
+        }
+        let Some(entry) = self.memory.get(&id)? else {
+            return Ok(None);
         };
-        let mut contributions: Vec<(TermId, f32)> = shared(&self.mine, &other.tf).collect();
+        let card = Card::of(&entry);
+        self.read.insert(id, entry);
+        Ok(Some(card))
+    }
+
+    /// The words (as first written) contributing most to the similarity of the new entry
+    /// and the stored entry `id`, heaviest first, up to 3; none when it is gone.
+    pub fn shared_words(&mut self, id: Ulid) -> Result<Vec<String>, MemoryError> {
+        let idx = self.memory.idx();
+        let other = match self.read.remove(&id) {
+            Some(entry) => {
+                let tf = self.cache.term_freqs(idx, &entry).0;
+                self.cache.remember(&entry, tf)
+            }
+            None => match self.cache.entry(self.memory, idx, id)? {
+                Some(other) => other,
+                None => return Ok(Vec::new()),
+            },
+        };
+        let cache = &*self.cache;
+        let mut contributions: Vec<(TermId, f32)> = shared(&self.words.mine, &other.tf).collect();
         let term = |t: TermId| cache.terms[t as usize].as_str();
         contributions.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| term(x.0).cmp(term(y.0))));
         Ok(contributions
@@ -442,6 +484,7 @@ impl Words {
             .take(3)
             .map(|(t, _)| {
                 self.words
+                    .words
                     .get(t)
                     .cloned()
                     .unwrap_or_else(|| term(*t).to_string())
@@ -579,29 +622,21 @@ pub fn find_similar(
             scored.push((*id, cosine));
         }
     }
-    let mut similar = Vec::new();
-    for (id, score) in scored {
-        if score < SEMANTIC_SIMILAR_MIN {
-            continue;
-        }
-        let card = match cache.entries.get(&id) {
-            Some(cached) => cached.card.clone(),
-            None => match memory.get(&id)? {
-                Some(other) => Card::of(&other),
-                None => continue,
-            },
-        };
-        similar.push(Similar {
-            entry: card,
-            score: score.clamp(0.0, 1.0),
-            by_meaning: true,
-        });
-    }
-    similar.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.entry.id.cmp(&a.entry.id))
-    });
+    let types = semantic.entry_types(scored.iter().map(|(id, _)| id));
+    let mut similar: Vec<Similar> = scored
+        .into_iter()
+        .zip(types)
+        .filter(|((_, score), _)| *score >= SEMANTIC_SIMILAR_MIN)
+        .filter_map(|((id, score), entry_type)| {
+            Some(Similar {
+                id,
+                entry_type: entry_type?,
+                score: score.clamp(0.0, 1.0),
+                by_meaning: true,
+            })
+        })
+        .collect();
+    similar.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
     Ok(Found { similar, words })
 }
 
@@ -670,17 +705,14 @@ fn find_similar_lexically(
             continue;
         }
         similar.push(Similar {
-            entry: other.card.clone(),
+            id,
+            entry_type: other.card.entry_type,
             score,
             by_meaning: false,
         });
     }
     cache.weighed(entry, my_tf, weighed);
-    similar.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.entry.id.cmp(&a.entry.id))
-    });
+    similar.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
     Ok(Found { similar, words })
 }
 

@@ -21,8 +21,8 @@ use sled::transaction::{TransactionalTree, UnabortableTransactionError};
 use ulid::Ulid;
 
 use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
-use super::similarity::Similar;
 use super::similarity::Threshold;
+use super::similarity::{Lookup, Similar};
 use super::{GENERALIZE_GROUP, Memory, Result};
 use super::{decode, encode, next_id};
 
@@ -97,10 +97,6 @@ pub(super) struct Plan {
     pub superseded: Vec<Suggestion>,
 }
 
-/// The words a new entry shares with a stored one, heaviest first (up to 3): asked only
-/// of the entries a suggestion names, for its reason.
-pub(super) type SharedWords<'a> = dyn FnMut(Ulid) -> Result<Vec<String>> + 'a;
-
 /// Plans the suggestions of a new entry, given the entries similar to it (best first).
 /// Entries in `no_suggest` get none (the sources of a generalisation). Reads only the
 /// suggestions touching the entries concerned. Caller holds the write lock.
@@ -110,23 +106,24 @@ pub(super) fn plan(
     similar: &[Similar],
     no_suggest: &[Ulid],
     now: Timestamp,
-    shared_words: &mut SharedWords<'_>,
+    lookup: &mut Lookup<'_>,
 ) -> Result<Plan> {
     let mut planner = Planner {
         memory,
         now,
         live: HashMap::new(),
         plan: Plan::default(),
-        shared_words,
+        lookup,
     };
     planner.links(entry, similar, no_suggest)?;
     planner.generalization(entry, similar, no_suggest)?;
     Ok(planner.plan)
 }
 
-struct Planner<'m, 'w> {
+struct Planner<'m, 'l, 'c> {
     memory: &'m Memory,
-    shared_words: &'w mut SharedWords<'m>,
+    /// The similar entries' cards and shared words, read for those a suggestion names.
+    lookup: &'l mut Lookup<'c>,
     now: Timestamp,
     /// Each entry's suggestions that are not superseded, as this plan leaves them; read
     /// from `memory.suggestions_by_entry` on first use.
@@ -134,7 +131,7 @@ struct Planner<'m, 'w> {
     plan: Plan,
 }
 
-impl Planner<'_, '_> {
+impl Planner<'_, '_, '_> {
     fn live(&mut self, entry: Ulid) -> Result<&mut Vec<(Ulid, Touch)>> {
         if !self.live.contains_key(&entry) {
             let mut rows = Vec::new();
@@ -232,21 +229,21 @@ impl Planner<'_, '_> {
     fn links(&mut self, entry: &Entry, similar: &[Similar], no_suggest: &[Ulid]) -> Result<()> {
         for s in similar
             .iter()
-            .filter(|s| s.counts_for(Threshold::Link) && !no_suggest.contains(&s.entry.id))
+            .filter(|s| s.counts_for(Threshold::Link) && !no_suggest.contains(&s.id))
             .take(MAX_LINKS_PER_ADD)
         {
-            let pair = [entry.id, s.entry.id];
+            let pair = [entry.id, s.id];
             if self
                 .memory
                 .suggestion_keys
                 .contains_key(Suggestion::key(SuggestionKind::Link, &pair))?
-                || self.memory.linked_either_way(&entry.id, &s.entry.id)?
+                || self.memory.linked_either_way(&entry.id, &s.id)?
             {
                 continue;
             }
             // The new entry has room (it makes at most MAX_LINKS_PER_ADD); the other may not.
             match self.weakest_to_drop(
-                s.entry.id,
+                s.id,
                 SuggestionKind::Link,
                 s.score,
                 MAX_PENDING_LINKS,
@@ -261,7 +258,7 @@ impl Planner<'_, '_> {
                 kind: SuggestionKind::Link,
                 entries: pair.to_vec(),
                 score: s.score,
-                reason: link_reason(s, &(self.shared_words)(s.entry.id)?),
+                reason: link_reason(s, &self.lookup.shared_words(s.id)?),
                 status: SuggestionStatus::Pending,
                 created_at: self.now,
                 resolved_at: None,
@@ -285,16 +282,24 @@ impl Planner<'_, '_> {
         if entry.memory_type != MemoryType::Episodic {
             return Ok(());
         }
-        let candidates: Vec<&Similar> = similar
-            .iter()
-            .filter(|s| {
-                s.counts_for(Threshold::Generalize)
-                    && s.entry.entry_type == entry.entry_type
-                    && s.entry.memory_type == MemoryType::Episodic
-                    && !no_suggest.contains(&s.entry.id)
-            })
-            .take(MAX_GENERALIZE_MEMBERS - 1)
-            .collect();
+        // Episodic entries of the same type: the kind of memory is read of those only.
+        let mut candidates: Vec<&Similar> = Vec::new();
+        for s in similar.iter().filter(|s| {
+            s.counts_for(Threshold::Generalize)
+                && s.entry_type == entry.entry_type
+                && !no_suggest.contains(&s.id)
+        }) {
+            if candidates.len() == MAX_GENERALIZE_MEMBERS - 1 {
+                break;
+            }
+            let episodic = self
+                .lookup
+                .card(s.id)?
+                .is_some_and(|c| c.memory_type == MemoryType::Episodic);
+            if episodic {
+                candidates.push(s);
+            }
+        }
         if candidates.len() + 1 < GENERALIZE_GROUP {
             return Ok(());
         }
@@ -305,7 +310,7 @@ impl Planner<'_, '_> {
         let mut dropped: HashSet<Ulid> = HashSet::new();
         for s in candidates {
             match self.weakest_to_drop(
-                s.entry.id,
+                s.id,
                 SuggestionKind::Generalize,
                 tentative,
                 MAX_PENDING_GENERALIZATIONS,
@@ -323,7 +328,7 @@ impl Planner<'_, '_> {
             return Ok(());
         }
         let mut members: Vec<Ulid> = vec![entry.id];
-        members.extend(admitted.iter().map(|s| s.entry.id));
+        members.extend(admitted.iter().map(|s| s.id));
         // Generalisations of a subset of the group: pending ones are replaced by it; a
         // rejected one stands unless the group adds at least two entries.
         let mut subsets: Vec<Ulid> = Vec::new();
@@ -357,7 +362,7 @@ impl Planner<'_, '_> {
             if shared.len() >= GENERALIZE_REASON_WORDS {
                 break;
             }
-            for t in (self.shared_words)(s.entry.id)? {
+            for t in self.lookup.shared_words(s.id)? {
                 if !shared.contains(&t) {
                     shared.push(t);
                 }
@@ -405,7 +410,7 @@ fn link_reason(s: &Similar, shared_words: &[String]) -> String {
     };
     format!(
         "{measure} {:.2} with a {} entry; {words}",
-        s.score, s.entry.entry_type
+        s.score, s.entry_type
     )
 }
 
@@ -502,7 +507,7 @@ mod tests {
 
     use super::*;
     use crate::memory::model::EntryType;
-    use crate::memory::similarity::Card;
+    use crate::memory::similarity::{SimilarityCache, Words};
     use crate::memory::{MemoryError, NoProgress};
     use crate::store::Store;
 
@@ -510,9 +515,20 @@ mod tests {
         Entry::new(entry_type, "t", "", Vec::new())
     }
 
+    /// An entry stored as an add leaves it (a similar entry is a stored one).
+    fn stored(memory: &Memory, entry_type: EntryType) -> Entry {
+        let e = entry(entry_type);
+        memory
+            .entries
+            .insert(e.id.to_string().as_bytes(), encode(&e))
+            .unwrap();
+        e
+    }
+
     fn similar(e: &Entry, score: f32) -> Similar {
         Similar {
-            entry: Card::of(e),
+            id: e.id,
+            entry_type: e.entry_type,
             score,
             by_meaning: false,
         }
@@ -520,13 +536,15 @@ mod tests {
 
     /// Plans the suggestions of `new` and stores them, as an add does.
     fn add(memory: &Memory, new: &Entry, similar: &[Similar]) -> Plan {
+        let (mut cache, words) = (SimilarityCache::default(), Words::default());
+        let mut lookup = Lookup::new(memory, &mut cache, &words);
         let plan = plan(
             memory,
             new,
             similar,
             &[],
             jiff::Timestamp::now(),
-            &mut |_| Ok(Vec::new()),
+            &mut lookup,
         )
         .unwrap();
         (
@@ -567,7 +585,7 @@ mod tests {
     #[test]
     fn a_full_entry_keeps_its_strongest_links() {
         let (_dir, memory) = memory();
-        let x = entry(EntryType::Bug);
+        let x = stored(&memory, EntryType::Bug);
         // (score of a new entry's similarity to x, x's pending link scores after it)
         let cases: &[(f32, &[f32])] = &[
             (0.40, &[0.40]),
@@ -597,7 +615,10 @@ mod tests {
     #[test]
     fn a_full_entry_keeps_its_strongest_generalisations() {
         let (_dir, memory) = memory();
-        let (a, b) = (entry(EntryType::Bug), entry(EntryType::Bug));
+        let (a, b) = (
+            stored(&memory, EntryType::Bug),
+            stored(&memory, EntryType::Bug),
+        );
         // (the similarity of a new bug to a and b, a's pending generalisation scores after,
         // whether the new group was made)
         let cases: &[(f32, &[f32], bool)] = &[

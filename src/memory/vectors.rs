@@ -658,6 +658,11 @@ impl VectorIndex {
         }
     }
 
+    /// The type of the entry of row `id`.
+    pub fn entry_type(&self, id: &Ulid) -> Option<EntryType> {
+        self.at.get(id).map(|&i| self.rows[i].entry_type)
+    }
+
     /// The summary vector of `id`.
     pub fn get(&self, id: &Ulid) -> Option<Quantised> {
         let &i = self.at.get(id)?;
