@@ -23,8 +23,8 @@ use tantivy::schema::{
 };
 use tantivy::snippet::{Snippet, SnippetGenerator};
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
-    StopWordFilter, TextAnalyzer,
+    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter,
+    TextAnalyzer,
 };
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc};
 use ulid::Ulid;
@@ -154,14 +154,14 @@ fn schema() -> (Schema, Fields) {
 }
 
 /// The analyzer for every text field: words, lower-cased, accents folded, English stop
-/// words dropped, stemmed.
+/// words dropped, stemmed (through a cache of the stems: [`super::stem`]).
 pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
         .filter(StopWordFilter::new(Language::English).expect("English stop words are built in"))
-        .filter(Stemmer::new(Language::English))
+        .filter(super::stem::CachedStemmer)
         .build()
 }
 
@@ -556,17 +556,11 @@ impl MemoryIndex {
         }
     }
 
-    /// Runs a plan: the top `limit` hits by score and the total number of matches.
-    pub fn search(
-        &self,
-        searcher: &Searcher,
-        plan: &SearchPlan,
-        limit: usize,
-    ) -> tantivy::Result<(Vec<Hit>, usize)> {
-        // Apart: the top documents alone skip the postings that cannot rank (block-max
-        // WAND), and the count alone scores nothing. Together, every match is scored.
-        let hits = self.top(searcher, plan, limit)?;
-        Ok((hits, plan.query.count(searcher)?))
+    /// The number of entries a plan matches. Asked apart from the top hits: together,
+    /// every match is scored; alone, the top hits skip the postings that cannot rank
+    /// (block-max WAND) and the count scores nothing.
+    pub fn count(&self, searcher: &Searcher, plan: &SearchPlan) -> tantivy::Result<usize> {
+        plan.query.count(searcher)
     }
 
     /// The top `limit` hits only: no total, so the search can skip what cannot rank.

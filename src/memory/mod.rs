@@ -16,6 +16,7 @@ mod review;
 mod search;
 mod semantic;
 mod similarity;
+mod stem;
 mod suggestions;
 mod transfer;
 mod vector_file;

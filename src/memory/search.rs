@@ -143,30 +143,41 @@ impl Memory {
             let nearest = self.semantic.nearest(&vector, pool, filter, None);
             (vector, nearest)
         };
-        // The two sides are independent: with both and a large table, the vectors are
-        // searched on a second thread while BM25 runs on this one.
-        let (lexical, by_vectors) = std::thread::scope(|scope| {
-            let meaning = match (&embedder, &plan) {
-                (Some(embedder), Some(_)) if self.semantic.is_large() => {
-                    Some(scope.spawn(|| by_meaning(embedder)))
+        // BM25's top hits, its count of matches, the snippet generators and the vectors'
+        // nearest are independent. With both sides and a large table, a second thread
+        // searches the vectors, counts and makes the generators while this one finds the
+        // top hits (the slowest searches are of many common words, whose top hits and
+        // count each read their long postings).
+        let count = |plan: &index::SearchPlan| idx.count(&searcher, plan);
+        let generators =
+            |plan: &index::SearchPlan| idx.snippet_generators(&searcher, plan, SNIPPET_CHARS);
+        let (hits, total, generators, by_vectors) = std::thread::scope(|scope| {
+            let beside = match (&embedder, &plan) {
+                (Some(embedder), Some(plan)) if self.semantic.is_large() => {
+                    Some(scope.spawn(|| (by_meaning(embedder), count(plan), generators(plan))))
                 }
                 _ => None,
             };
-            let lexical = match &plan {
-                Some(plan) => idx.search(&searcher, plan, pool),
-                None => Ok((Vec::new(), 0)),
+            let hits = match &plan {
+                Some(plan) => idx.top(&searcher, plan, pool),
+                None => Ok(Vec::new()),
             };
-            let meaning = match meaning {
-                Some(thread) => Some(
-                    thread
+            let (meaning, total, made) = match beside {
+                Some(thread) => {
+                    let (meaning, total, made) = thread
                         .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    (Some(meaning), total, made)
+                }
+                None => (
+                    embedder.as_deref().map(by_meaning),
+                    plan.as_ref().map_or(Ok(0), count),
+                    plan.as_ref().map_or(Ok(Vec::new()), generators),
                 ),
-                None => embedder.as_deref().map(by_meaning),
             };
-            (lexical, meaning)
+            (hits, total, made, meaning)
         });
-        let (hits, mut total) = lexical?;
+        let (hits, mut total, generators) = (hits?, total?, generators?);
         let bm25: HashMap<Ulid, f32> = hits.iter().map(|h| (h.id, h.score)).collect();
         let top = hits
             .first()
@@ -205,10 +216,6 @@ impl Memory {
             return Ok(o);
         }
 
-        let generators = match &plan {
-            Some(plan) => idx.snippet_generators(&searcher, plan, SNIPPET_CHARS)?,
-            None => Vec::new(),
-        };
         let query_idf: Vec<(String, f32)> =
             query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
         let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
