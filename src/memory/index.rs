@@ -32,7 +32,8 @@ use ulid::Ulid;
 use super::model::{Entry, EntryType};
 
 /// Bump when the schema or the analyzer changes: an index of another version is rebuilt.
-const SCHEMA_VERSION: u32 = 2;
+/// 3: an entry's title, tags and content in one field (`words`), without positions.
+const SCHEMA_VERSION: u32 = 3;
 const ANALYZER: &str = "tandem_en";
 const WRITER_MEMORY: usize = 32 * 1024 * 1024;
 /// Uncommitted writes beyond this are committed at once rather than waiting for a pause.
@@ -78,33 +79,24 @@ fn idle_merge<Id: Copy>(segments: &[(Id, u32)]) -> Vec<Id> {
     smaller.into_iter().map(|s| s.0).collect()
 }
 
-/// Per-field weights of the BM25 query: a word in the title says more than one in the
-/// conversation context.
-pub const FIELD_BOOSTS: [(TextField, f32); 4] = [
-    (TextField::Title, 3.0),
-    (TextField::Tags, 2.5),
-    (TextField::Content, 1.0),
-    (TextField::Context, 0.5),
-];
+/// An entry's title, tags and content are indexed together in one field (`words`), the
+/// title this many times and the tags [`TAGS_REPEATS`] times: their words count as often in
+/// BM25's term frequency, so a word of the title says more than one of the content. One
+/// field, not one a text: a query's term is one posting list to read, not three (the
+/// slowest searches, of many common words, read a third of what they did).
+const TITLE_REPEATS: usize = 3;
+const TAGS_REPEATS: usize = 2;
+/// A word of the conversation context (its own field) weighs this much beside one of the
+/// entry's words.
+const CONTEXT_BOOST: f32 = 0.5;
 
-/// The searchable text fields of an entry.
+/// The texts of an entry a snippet may come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TextField {
     Title,
     Tags,
     Content,
     Context,
-}
-
-impl TextField {
-    pub fn name(self) -> &'static str {
-        match self {
-            TextField::Title => "title",
-            TextField::Tags => "tags",
-            TextField::Content => "content",
-            TextField::Context => "context",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -115,21 +107,9 @@ struct Fields {
     id_lo: Field,
     entry_type: Field,
     project: Field,
-    title: Field,
-    tags: Field,
-    content: Field,
+    /// The title, tags and content ([`TITLE_REPEATS`]).
+    words: Field,
     context: Field,
-}
-
-impl Fields {
-    fn text(&self, f: TextField) -> Field {
-        match f {
-            TextField::Title => self.title,
-            TextField::Tags => self.tags,
-            TextField::Content => self.content,
-            TextField::Context => self.context,
-        }
-    }
 }
 
 fn schema() -> (Schema, Fields) {
@@ -137,7 +117,7 @@ fn schema() -> (Schema, Fields) {
     let text = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
             .set_tokenizer(ANALYZER)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+            .set_index_option(IndexRecordOption::WithFreqs),
     );
     let fields = Fields {
         id: b.add_text_field("id", STRING),
@@ -145,9 +125,7 @@ fn schema() -> (Schema, Fields) {
         id_lo: b.add_u64_field("id_lo", FAST),
         entry_type: b.add_text_field("type", STRING),
         project: b.add_text_field("project", STRING),
-        title: b.add_text_field("title", text.clone()),
-        tags: b.add_text_field("tags", text.clone()),
-        content: b.add_text_field("content", text.clone()),
+        words: b.add_text_field("words", text.clone()),
         context: b.add_text_field("context", text),
     };
     (b.build(), fields)
@@ -298,10 +276,15 @@ impl MemoryIndex {
             f.id_hi => hi,
             f.id_lo => lo,
             f.entry_type => entry.entry_type.as_str(),
-            f.title => entry.title.as_str(),
-            f.content => entry.content.as_str(),
-            f.tags => entry.tags.join(" "),
+            f.words => entry.content.as_str(),
         );
+        for _ in 0..TITLE_REPEATS {
+            document.add_text(f.words, &entry.title);
+        }
+        let tags = entry.tags.join(" ");
+        for _ in 0..TAGS_REPEATS {
+            document.add_text(f.words, &tags);
+        }
         if let Some(project) = &entry.project {
             document.add_text(f.project, project_key(project));
         }
@@ -487,36 +470,41 @@ impl MemoryIndex {
         out
     }
 
-    /// Builds the BM25 query: each `(term, weight)` searched in every text field with the
-    /// field's boost, all as alternatives; filters are required.
+    /// Builds the BM25 query: each `(term, weight)` searched in the entry's words and, at
+    /// [`CONTEXT_BOOST`], in its context, all as alternatives; filters are required.
     pub fn plan(
         &self,
         terms: &[(String, f32)],
         entry_type: Option<EntryType>,
         project: Option<&str>,
     ) -> SearchPlan {
-        self.plan_in(&FIELD_BOOSTS, terms, entry_type, project)
+        self.plan_in(true, terms, entry_type, project)
     }
 
-    /// A plan for "entries like this one": the entry's own fields only (not the
+    /// A plan for "entries like this one": the entry's own words only (not the
     /// conversation context), no filters.
     pub fn plan_similar(&self, terms: &[(String, f32)]) -> SearchPlan {
-        self.plan_in(&FIELD_BOOSTS[..3], terms, None, None)
+        self.plan_in(false, terms, None, None)
     }
 
     fn plan_in(
         &self,
-        fields: &[(TextField, f32)],
+        with_context: bool,
         terms: &[(String, f32)],
         entry_type: Option<EntryType>,
         project: Option<&str>,
     ) -> SearchPlan {
         let f = &self.fields;
+        let fields: &[(Field, f32)] = if with_context {
+            &[(f.words, 1.0), (f.context, CONTEXT_BOOST)]
+        } else {
+            &[(f.words, 1.0)]
+        };
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (term, weight) in terms {
             for &(field, boost) in fields {
                 let q = TermQuery::new(
-                    Term::from_field_text(f.text(field), term),
+                    Term::from_field_text(field, term),
                     IndexRecordOption::WithFreqs,
                 );
                 should.push((
@@ -598,35 +586,33 @@ impl MemoryIndex {
         Ok(hits)
     }
 
-    /// Snippet generators for the fields a snippet may come from.
-    pub fn snippet_generators(
+    /// What makes a search's snippets: one generator for the entry's words, one for its
+    /// context.
+    pub fn snippets(
         &self,
         searcher: &Searcher,
         plan: &SearchPlan,
         max_chars: usize,
-    ) -> tantivy::Result<Vec<(TextField, SnippetGenerator)>> {
-        let mut out = Vec::new();
-        for field in [
-            TextField::Content,
-            TextField::Title,
-            TextField::Context,
-            TextField::Tags,
-        ] {
-            let mut g = SnippetGenerator::create(searcher, &plan.query, self.fields.text(field))?;
+    ) -> tantivy::Result<Snippets> {
+        let generator = |field| -> tantivy::Result<SnippetGenerator> {
+            let mut g = SnippetGenerator::create(searcher, &plan.query, field)?;
             g.set_max_num_chars(max_chars);
-            out.push((field, g));
-        }
-        Ok(out)
+            Ok(g)
+        };
+        Ok(Snippets {
+            words: generator(self.fields.words)?,
+            context: generator(self.fields.context)?,
+        })
     }
 
-    /// The number of documents holding `term` in the text field where it is most common:
-    /// the document frequency used for idf weights.
+    /// The number of documents holding `term` in their words or, if more, in their
+    /// context: the document frequency used for idf weights.
     pub fn doc_freq(&self, searcher: &Searcher, term: &str) -> u64 {
-        FIELD_BOOSTS
-            .iter()
-            .map(|(field, _)| {
+        [self.fields.words, self.fields.context]
+            .into_iter()
+            .map(|field| {
                 searcher
-                    .doc_freq(&Term::from_field_text(self.fields.text(*field), term))
+                    .doc_freq(&Term::from_field_text(field, term))
                     .unwrap_or(0)
             })
             .max()
@@ -651,32 +637,39 @@ impl Drop for MemoryIndex {
     }
 }
 
-/// Chooses a snippet: the field whose best fragment highlights the most words.
-pub fn best_snippet(
-    generators: &[(TextField, SnippetGenerator)],
-    texts: &HashMap<TextField, &str>,
-) -> Option<(TextField, Snippet)> {
-    let mut best: Option<(TextField, Snippet)> = None;
-    for (field, g) in generators {
-        let Some(text) = texts.get(field) else {
-            continue;
-        };
-        if text.is_empty() {
-            continue;
+/// A search's snippet generators ([`MemoryIndex::snippets`]).
+pub struct Snippets {
+    words: SnippetGenerator,
+    context: SnippetGenerator,
+}
+
+impl Snippets {
+    /// The best fragment of an entry's texts: the one highlighting the most words, the
+    /// first of `texts` on a tie; `None` when none highlights any.
+    pub fn best(&self, texts: &[(TextField, &str)]) -> Option<(TextField, Snippet)> {
+        let mut best: Option<(TextField, Snippet)> = None;
+        for &(field, text) in texts {
+            if text.is_empty() {
+                continue;
+            }
+            let generator = match field {
+                TextField::Context => &self.context,
+                TextField::Title | TextField::Tags | TextField::Content => &self.words,
+            };
+            let s = generator.snippet(text);
+            if s.is_empty() {
+                continue;
+            }
+            let better = match &best {
+                None => true,
+                Some((_, b)) => s.highlighted().len() > b.highlighted().len(),
+            };
+            if better {
+                best = Some((field, s));
+            }
         }
-        let s = g.snippet(text);
-        if s.is_empty() {
-            continue;
-        }
-        let better = match &best {
-            None => true,
-            Some((_, b)) => s.highlighted().len() > b.highlighted().len(),
-        };
-        if better {
-            best = Some((*field, s));
-        }
+        best
     }
-    best
 }
 
 fn open_existing(dir: &Path, schema: &Schema) -> Result<Option<(Index, u64)>, String> {

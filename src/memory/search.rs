@@ -150,7 +150,7 @@ impl Memory {
         // count each read their long postings).
         let count = |plan: &index::SearchPlan| idx.count(&searcher, plan);
         let generators =
-            |plan: &index::SearchPlan| idx.snippet_generators(&searcher, plan, SNIPPET_CHARS);
+            |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
         let (hits, total, generators, by_vectors) = std::thread::scope(|scope| {
             let beside = match (&embedder, &plan) {
                 (Some(embedder), Some(plan)) if self.semantic.is_large() => {
@@ -172,7 +172,7 @@ impl Memory {
                 None => (
                     embedder.as_deref().map(by_meaning),
                     plan.as_ref().map_or(Ok(0), count),
-                    plan.as_ref().map_or(Ok(Vec::new()), generators),
+                    plan.as_ref().map_or(Ok(None), generators),
                 ),
             };
             (hits, total, made, meaning)
@@ -287,15 +287,15 @@ impl Memory {
             .into_iter()
             .map(|(_, score, entry)| {
                 let tags = entry.tags.join(" ");
-                let texts: HashMap<TextField, &str> = [
-                    (TextField::Title, entry.title.as_str()),
+                // On a tie, content first, then title, context, tags.
+                let texts = [
                     (TextField::Content, entry.content.as_str()),
+                    (TextField::Title, entry.title.as_str()),
                     (TextField::Context, entry.context.as_deref().unwrap_or("")),
                     (TextField::Tags, tags.as_str()),
-                ]
-                .into_iter()
-                .collect();
-                let snippet = match index::best_snippet(&generators, &texts) {
+                ];
+                let best = generators.as_ref().and_then(|g| g.best(&texts));
+                let snippet = match best {
                     Some((_, s)) => squash(s.fragment()),
                     None => lead(&entry.content, &entry.title),
                 };
