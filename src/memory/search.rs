@@ -1,5 +1,5 @@
 //! Search (`rekall_search`): the query's words, plus its context's most distinctive ones at
-//! a lower weight, searched with BM25 over the index (field boosts and filters in
+//! a lower weight, searched with BM25 over the index (the fields and filters in
 //! [`index::MemoryIndex::plan`]); each hit scored 0..1 from its coverage of the query and its
 //! BM25 score relative to the best, and shown with a snippet.
 //!

@@ -8,7 +8,7 @@
 //! against the semantic thresholds: entries that say the same thing in other words are
 //! found, and the shared words, where there are any, still explain the match. The
 //! candidates' text is then not read to score them, only for the few a suggestion names
-//! ([`Words::shared_with`]): reading and analysing ~20 entries from sled was the larger
+//! ([`Lookup`]): reading and analysing ~20 entries from sled was the larger
 //! part of an add.
 //!
 //! Speed: an add scores at most ~20 (or [`RECENT`]) candidates plus the entries not yet
