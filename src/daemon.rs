@@ -195,6 +195,9 @@ pub async fn run(config: DaemonConfig, core: Core, http: Option<HttpFace>) -> st
         }
         None => None,
     };
+    /// How long the memory's vectors go unread, clients connected, before the daemon
+    /// gives back the pages searches read ([`crate::memory::Memory::release_idle_pages`]).
+    const PAGES_QUIET: Duration = Duration::from_secs(30);
     let mut idle_since = Some(Instant::now());
     let signal = shutdown_signal();
     tokio::pin!(signal);
@@ -228,11 +231,22 @@ pub async fn run(config: DaemonConfig, core: Core, http: Option<HttpFace>) -> st
             }
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
         }
-        idle_since = match (state.sessions.load(Ordering::SeqCst), idle_since) {
+        let sessions = state.sessions.load(Ordering::SeqCst);
+        idle_since = match (sessions, idle_since) {
             (0, None) => Some(Instant::now()),
             (0, Some(t)) => Some(t),
             _ => None,
         };
+        // The pages of the vectors' base that searches read go back to the page cache
+        // once no client is left, or after a quiet spell while clients stay.
+        if let Some(core) = core.opened() {
+            let quiet = if sessions == 0 {
+                Duration::ZERO
+            } else {
+                PAGES_QUIET
+            };
+            core.memory.release_idle_pages(quiet);
+        }
     }
     let _ = state.stop.send(true);
     drop(listener);

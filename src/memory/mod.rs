@@ -19,6 +19,7 @@ mod similarity;
 mod stem;
 mod suggestions;
 mod transfer;
+mod vector_base;
 mod vector_file;
 pub mod vectors;
 

@@ -13,6 +13,7 @@
 //! else of sled is read.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -21,8 +22,9 @@ use ulid::Ulid;
 
 use super::embeddings::Embedder;
 use super::model::{Entry, EntryType};
+use super::vector_base::{self, Base};
 use super::vector_file::{Maker, Record, Stored, VectorFile};
-use super::vectors::{EntryVectors, Filter, Quantised, VectorIndex};
+use super::vectors::{Cut, EntryVectors, Filter, Quantised, VectorIndex};
 use super::{Memory, MemoryError, Result, decode, parse_id_bytes};
 
 /// Data dirs written before the vector file kept the vectors in this sled tree, under the
@@ -60,12 +62,17 @@ pub struct Semantic {
     /// The thread cutting the table into lists ([`cut_into_lists`]), while it runs.
     lists_job: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The vector file, open once a model is ready (its vectors are then all in `index`).
-    file: Mutex<Option<VectorFile>>,
+    file: Arc<Mutex<Option<VectorFile>>>,
     path: PathBuf,
     /// The vectors a data dir written before the file kept in sled, until they are moved to the file.
     legacy: sled::Tree,
     /// Entries for the loader thread to embed once its model is ready (an import's).
     queue: Mutex<Option<mpsc::Sender<Vec<Ulid>>>>,
+    /// When the table was last read (milliseconds since `opened`), and whether since the
+    /// base's pages were last given back ([`Memory::release_idle_pages`]).
+    last_read: AtomicU64,
+    read_since_release: AtomicBool,
+    opened: Instant,
 }
 
 /// Which entries an embedding counts. Neither embeds an entry that has vectors in the
@@ -90,29 +97,103 @@ fn write(index: &RwLock<VectorIndex>) -> std::sync::RwLockWriteGuard<'_, VectorI
     index.write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Cuts the table into lists apart from it: a sample is taken, its centroids made without
-/// the table, its rows placed a part at a time under the read lock (searches go on; an add
-/// waits for one part at most), and the lists installed under the write lock. A table made
-/// again meanwhile (another model, a reindex) takes none of them.
-fn cut_into_lists(index: &RwLock<VectorIndex>) {
+fn lock_file(file: &Mutex<Option<VectorFile>>) -> MutexGuard<'_, Option<VectorFile>> {
+    file.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Cuts the table into lists apart from it, into a base ([`super::vector_base`]): its
+/// centroids are made of a sample without the table (or the base's kept, when the table
+/// has not grown much), its rows placed and then written a part at a time under the read
+/// lock (searches go on; an add waits for one part at most), and the base installed under
+/// the write lock with the vector file of its generation, which holds only the rows that
+/// came or changed meanwhile. A table made again meanwhile (another model, a reindex)
+/// takes none of it.
+fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>) {
     let started = Instant::now();
-    let sample = write(index).sample();
-    let centroids = sample.train();
+    let Some((log, maker, generation)) = lock_file(file)
+        .as_ref()
+        .map(|f| (f.path().to_path_buf(), f.maker(), f.generation()))
+    else {
+        return;
+    };
+    let centroids = match write(index).begin_cut() {
+        Cut::Train(sample) => sample.train(),
+        Cut::Keep(centroids) => centroids,
+    };
     let mut assigned = Vec::new();
+    let mut from = 0;
     loop {
         let table = read(index);
-        if assigned.len() >= table.len() {
+        if from >= table.assign_len() {
             break;
         }
-        assigned.extend(table.assign(&centroids, assigned.len(), PLACE_AT_ONCE));
+        assigned.extend(table.assign(&centroids, from, PLACE_AT_ONCE));
+        from += PLACE_AT_ONCE;
+    }
+    // A row that moved while it was being placed may be there twice: once is kept.
+    assigned.sort_unstable_by_key(|&(id, _)| id);
+    assigned.dedup_by_key(|&mut (id, _)| id);
+    assigned.sort_unstable_by_key(|&(id, list)| (list, id));
+    let mut sizes = vec![0u32; centroids.len()];
+    for &(_, list) in &assigned {
+        sizes[list as usize] += 1;
     }
     let (lists, rows) = (centroids.len(), assigned.len());
-    if write(index).install(centroids, assigned) {
-        tracing::info!(
-            "{rows} entries' vectors cut into {lists} lists in {:.2} s",
-            started.elapsed().as_secs_f64()
-        );
+    let next = generation + 1;
+    let written = (|| -> std::io::Result<PathBuf> {
+        let mut writer = vector_base::Writer::create(&log, maker, next, centroids, &sizes)?;
+        for part in assigned.chunks(PLACE_AT_ONCE) {
+            let table = read(index);
+            for (id, _) in part {
+                let row = table.row_of(id);
+                writer.push(
+                    *id,
+                    row.as_ref().map(|(t, p, s, c)| (*t, *p, s, c.as_ref())),
+                )?;
+            }
+        }
+        writer.finish()
+    })();
+    let given_up = |why: String| {
+        tracing::error!("cutting {rows} entries' vectors into lists failed: {why}");
+        write(index).cancel_cut();
+        vector_base::remove_others(&log, generation);
+    };
+    let path = match written {
+        Ok(path) => path,
+        Err(e) => return given_up(e.to_string()),
+    };
+    let mut file = lock_file(file);
+    let mut table = write(index);
+    if !table.cut_pending() || file.as_ref().map(VectorFile::generation) != Some(generation) {
+        drop((table, file));
+        vector_base::remove_others(&log, generation);
+        return;
     }
+    let base = match Base::open(&path, maker, next) {
+        Ok(base) => base,
+        Err(e) => {
+            drop((table, file));
+            return given_up(e.to_string());
+        }
+    };
+    let records = table.records_after(&base);
+    match VectorFile::create(&log, maker, next, &records) {
+        Ok(new) => {
+            *file = Some(new);
+            table.install_base(base, records);
+        }
+        Err(e) => {
+            drop((table, file));
+            return given_up(e.to_string());
+        }
+    }
+    drop((table, file));
+    vector_base::remove_others(&log, next);
+    tracing::info!(
+        "{rows} entries' vectors cut into {lists} lists in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// The text an entry's summary vector is made of: title, tags, content. Public so the
@@ -129,22 +210,29 @@ impl Semantic {
             changed: Condvar::new(),
             index: Arc::new(RwLock::new(VectorIndex::default())),
             lists_job: Mutex::new(None),
-            file: Mutex::new(None),
+            file: Arc::new(Mutex::new(None)),
             path: path.to_path_buf(),
             legacy: db.open_tree(LEGACY_TREE)?,
             queue: Mutex::new(None),
+            last_read: AtomicU64::new(0),
+            read_since_release: AtomicBool::new(false),
+            opened: Instant::now(),
         })
     }
 
     fn lock_file(&self) -> MutexGuard<'_, Option<VectorFile>> {
-        self.file.lock().unwrap_or_else(|p| p.into_inner())
+        lock_file(&self.file)
     }
 
     fn write_index(&self) -> std::sync::RwLockWriteGuard<'_, VectorIndex> {
         write(&self.index)
     }
 
+    /// The table, to read: noted for [`Memory::release_idle_pages`].
     fn read_index(&self) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
+        self.last_read
+            .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.read_since_release.store(true, Ordering::Relaxed);
         read(&self.index)
     }
 
@@ -156,10 +244,10 @@ impl Semantic {
         if job.as_ref().is_some_and(|j| !j.is_finished()) || !self.read_index().wants_lists() {
             return;
         }
-        let index = Arc::clone(&self.index);
+        let (index, file) = (Arc::clone(&self.index), Arc::clone(&self.file));
         match std::thread::Builder::new()
             .name("tandem-vector-lists".into())
-            .spawn(move || cut_into_lists(&index))
+            .spawn(move || cut_into_lists(&index, &file))
         {
             Ok(handle) => *job = Some(handle),
             Err(e) => tracing::error!("cannot start cutting the vectors into lists: {e}"),
@@ -476,6 +564,22 @@ impl Memory {
         self.embed_all(&embedder, &missing, Counted::Embedded)
     }
 
+    /// Gives back the pages of the vector base that searches read ([`Base::reopen`]) when
+    /// none read the table for `quiet`: what an idle daemon does, so that its resident
+    /// memory is what it holds, not what searches last looked at. Returns whether it did.
+    pub fn release_idle_pages(&self, quiet: Duration) -> bool {
+        let sem = &self.semantic;
+        let last = Duration::from_millis(sem.last_read.load(Ordering::Relaxed));
+        if !sem.read_since_release.load(Ordering::Relaxed)
+            || sem.opened.elapsed().saturating_sub(last) < quiet
+        {
+            return false;
+        }
+        sem.read_since_release.store(false, Ordering::Relaxed);
+        sem.write_index().release_pages();
+        true
+    }
+
     /// Waits until the vectors' table is cut into lists, when it is being cut (a large
     /// table searched whole meanwhile): for benchmarks and tests, which measure the search
     /// a daemon settles into. Returns the number of lists (0: the table is small).
@@ -556,7 +660,18 @@ impl Memory {
         // its entry is found missing below) or embeds its own entry.
         let _guard = self.lock_writes();
         let sem = &self.semantic;
-        let mut index = VectorIndex::new(maker.dims);
+        let generation = VectorFile::generation_at(&sem.path, maker)?;
+        let mut index = match generation {
+            0 => VectorIndex::new(maker.dims),
+            g => match Base::open(&vector_base::path_of(&sem.path, g), maker, g) {
+                Ok(base) => VectorIndex::with_base(base),
+                Err(e) => {
+                    tracing::warn!("{e}: the entries it held are embedded again");
+                    VectorIndex::new(maker.dims)
+                }
+            },
+        };
+        vector_base::remove_others(&sem.path, generation);
         let opened = VectorFile::open(&sem.path, maker, |record| match record {
             Record::Put(s) => index.upsert_stored(&s),
             Record::Drop(id) => index.remove(&id),
@@ -565,7 +680,7 @@ impl Memory {
             tracing::info!("{why}: the entries it lacks are embedded again");
         }
         let mut file = opened.file;
-        file.compact_if_superseded(opened.records, index.len())?;
+        file.compact_if_superseded(opened.records, index.rows_since_base())?;
         if !sem.legacy.is_empty() {
             let moved = self.legacy_vectors(maker, &index)?;
             tracing::info!("moving {} entries' vectors out of sled", moved.len());
@@ -595,8 +710,8 @@ impl Memory {
             }
         }
         *sem.write_index() = index;
-        sem.cut_when_large();
         *sem.lock_file() = Some(file);
+        sem.cut_when_large();
         sem.set_state(ModelState::Ready {
             model: model.to_string(),
             embedder,
@@ -664,5 +779,167 @@ impl Memory {
             };
         self.semantic.put(stored);
         Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAKER: Maker = Maker {
+        dims: 16,
+        fingerprint: 3,
+    };
+
+    /// A unit vector drawn from `seed`, near one of 40 directions (a clustered table).
+    fn vector(seed: u64) -> Quantised {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 2000) as f32 / 1000.0 - 1.0
+        };
+        let centre = (seed % 40) as usize;
+        let v: Vec<f32> = (0..MAKER.dims)
+            .map(|d| next() * 0.3 + if d == centre % MAKER.dims { 1.0 } else { 0.0 })
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        Quantised::of(&v.iter().map(|x| x / norm).collect::<Vec<_>>())
+    }
+
+    fn stored(n: u64) -> Stored {
+        Stored {
+            id: Ulid::from_parts(n, n as u128),
+            entry_type: EntryType::ALL[n as usize % EntryType::ALL.len()],
+            project: n.is_multiple_of(3).then(|| "Web".to_string()),
+            vectors: EntryVectors {
+                summary: vector(n),
+                context: n.is_multiple_of(5).then(|| vector(n + 1)),
+            },
+        }
+    }
+
+    /// What a memory reads at open: the base the file names, the file's records over it.
+    fn reopen(log: &Path) -> (VectorIndex, VectorFile) {
+        let generation = VectorFile::generation_at(log, MAKER).unwrap();
+        let mut index = match generation {
+            0 => VectorIndex::new(MAKER.dims),
+            g => {
+                VectorIndex::with_base(Base::open(&vector_base::path_of(log, g), MAKER, g).unwrap())
+            }
+        };
+        let opened = VectorFile::open(log, MAKER, |record| match record {
+            Record::Put(s) => index.upsert_stored(&s),
+            Record::Drop(id) => index.remove(&id),
+        })
+        .unwrap();
+        (index, opened.file)
+    }
+
+    fn searches(index: &VectorIndex) -> Vec<Vec<(Ulid, f32)>> {
+        let mut out = Vec::new();
+        for q in 0..30 {
+            let query = vector(1_000_000 + q);
+            out.push(index.nearest_exact(&query, 10, Filter::default(), None));
+            let web = Filter {
+                entry_type: None,
+                project: Some("web"),
+            };
+            out.push(index.nearest_exact(&query, 5, web, None));
+        }
+        out
+    }
+
+    #[test]
+    fn a_large_table_is_cut_into_a_base_that_a_reopened_memory_maps() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("memory-vectors");
+        let all: Vec<Stored> = (0..6000).map(stored).collect();
+        let file = VectorFile::create(&log, MAKER, 0, &[]).unwrap();
+        let file = Arc::new(Mutex::new(Some(file)));
+        let mut table = VectorIndex::new(MAKER.dims);
+        let records: Vec<Record> = all.iter().cloned().map(Record::Put).collect();
+        for s in &all {
+            table.upsert_stored(s);
+        }
+        lock_file(&file).as_mut().unwrap().append(&records).unwrap();
+        assert!(table.wants_lists());
+        let before = searches(&table);
+        let index = RwLock::new(table);
+
+        cut_into_lists(&index, &file);
+        let log_len = || fs_len(&log);
+        {
+            let table = read(&index);
+            assert_eq!((table.generation(), table.len()), (1, 6000));
+            assert_eq!(table.rows_since_base(), 0);
+            assert!(table.list_count() > 0);
+            assert_eq!(
+                searches(&table),
+                before,
+                "the base finds what the table did"
+            );
+            // Every row's vectors, its context among them, and its type are the base's.
+            for s in all.iter().step_by(7) {
+                assert_eq!(table.get(&s.id), Some(s.vectors.summary.clone()));
+                assert_eq!(table.has(&s.id), (true, s.vectors.context.is_some()));
+                assert_eq!(table.entry_type(&s.id), Some(s.entry_type));
+            }
+            assert!(!table.wants_lists());
+        }
+        assert!(vector_base::path_of(&log, 1).exists());
+        assert_eq!(lock_file(&file).as_ref().unwrap().generation(), 1);
+        assert_eq!(log_len(), 32, "the file holds no record the base has");
+
+        // Changes after the cut: a row replaced, one removed, one added; a reopened memory
+        // reads the same table.
+        let changed = Stored {
+            vectors: EntryVectors {
+                summary: vector(123_456_789),
+                context: None,
+            },
+            ..stored(5)
+        };
+        let added = stored(9000);
+        let removed = all[11].id;
+        {
+            let mut table = write(&index);
+            table.upsert_stored(&changed);
+            table.upsert_stored(&added);
+            table.remove(&removed);
+            let mut file = lock_file(&file);
+            let file = file.as_mut().unwrap();
+            file.append(&[
+                Record::Put(changed.clone()),
+                Record::Put(added.clone()),
+                Record::Drop(removed),
+            ])
+            .unwrap();
+        }
+        let now = searches(&read(&index));
+        let (reopened, _) = reopen(&log);
+        assert_eq!(reopened.len(), 6000);
+        assert_eq!(reopened.has(&removed), (false, false));
+        assert_eq!(reopened.has(&changed.id), (true, false));
+        assert_eq!(reopened.get(&changed.id), Some(vector(123_456_789)));
+        assert_eq!(searches(&reopened), now);
+        let query = vector(123_456_789);
+        let found = reopened.nearest(&query, 3, Filter::default(), None);
+        assert_eq!(found[0].0, changed.id, "{found:?}");
+
+        // A second cut keeps the centroids (the table has not doubled), writes the next
+        // generation and removes the first.
+        cut_into_lists(&index, &file);
+        assert_eq!(read(&index).generation(), 2);
+        assert_eq!(searches(&read(&index)), now);
+        assert!(!vector_base::path_of(&log, 1).exists());
+        let (reopened, _) = reopen(&log);
+        assert_eq!(searches(&reopened), now);
+        assert_eq!(reopened.has(&removed), (false, false));
+    }
+
+    fn fs_len(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().len()
     }
 }

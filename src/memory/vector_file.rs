@@ -8,13 +8,16 @@
 //!
 //! ```text
 //! header: "TDMVECS\n" [version: u32 LE] [dimensions: u32 LE] [model fingerprint: u64 LE]
+//!         [base generation: u64 LE]          (version 2; version 1 has none: no base)
 //! record: [body length: u32 LE] [checksum of body: u32 LE, xxh3's low half] [body]
 //! body:   [1] [entry id: 16 bytes] [type: u8 length, bytes] [project: u16 length, bytes]
 //!         [EntryVectors::encode]                                     the entry's vectors
 //!         [2] [entry id: 16 bytes]                                   the entry has none
 //! ```
 //!
-//! The last record of an id wins. Appends are not synced: a record is written after the
+//! The records are over the base the header names ([`super::vector_base`]; none when 0):
+//! the rows of a large table as of its last cut, which the file does not repeat. The last
+//! record of an id wins, over the base's row too. Appends are not synced: a record is written after the
 //! entry is durable in sled, so a file that lost its tail (a crash of the machine) holds
 //! fewer entries than sled counts, and the entries it lost are embedded again at the next
 //! start. A torn or corrupt record ends the file: it is cut there.
@@ -30,8 +33,10 @@ use super::model::EntryType;
 use super::vectors::EntryVectors;
 
 const MAGIC: &[u8; 8] = b"TDMVECS\n";
-const VERSION: u32 = 1;
-const HEADER: usize = 24;
+const VERSION: u32 = 2;
+/// A header of version 1, and of this version.
+const HEADER_V1: usize = 24;
+const HEADER: usize = 32;
 const PUT: u8 = 1;
 const DROP: u8 = 2;
 /// A record's length and checksum.
@@ -127,20 +132,26 @@ pub struct Maker {
     pub fingerprint: u64,
 }
 
-fn header(maker: Maker) -> [u8; HEADER] {
+fn header(maker: Maker, generation: u64) -> [u8; HEADER] {
     let mut h = [0; HEADER];
     h[..8].copy_from_slice(MAGIC);
     h[8..12].copy_from_slice(&VERSION.to_le_bytes());
     h[12..16].copy_from_slice(&(maker.dims as u32).to_le_bytes());
-    h[16..].copy_from_slice(&maker.fingerprint.to_le_bytes());
+    h[16..24].copy_from_slice(&maker.fingerprint.to_le_bytes());
+    h[24..].copy_from_slice(&generation.to_le_bytes());
     h
 }
 
-/// The maker a header names, `None` when it is not a header of this version.
-fn maker_of(h: &[u8; HEADER]) -> Option<Maker> {
-    (&h[..8] == MAGIC && h[8..12] == VERSION.to_le_bytes()).then(|| Maker {
-        dims: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")) as usize,
-        fingerprint: u64::from_le_bytes(h[16..].try_into().expect("8 bytes")),
+/// The maker a header's first [`HEADER_V1`] bytes name, and its version: `None` when it
+/// is not a header of a version this one reads.
+fn maker_of(h: &[u8; HEADER_V1]) -> Option<(Maker, u32)> {
+    let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    (&h[..8] == MAGIC && (version == 1 || version == VERSION)).then(|| {
+        let maker = Maker {
+            dims: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")) as usize,
+            fingerprint: u64::from_le_bytes(h[16..].try_into().expect("8 bytes")),
+        };
+        (maker, version)
     })
 }
 
@@ -148,6 +159,8 @@ fn maker_of(h: &[u8; HEADER]) -> Option<Maker> {
 struct Scan {
     /// The maker its header names (`None`: no file, or no header this version reads).
     maker: Option<Maker>,
+    /// The base its records are over (0: none).
+    generation: u64,
     /// How many records it holds.
     records: usize,
     /// How many bytes the header and those records take: the file is good up to there.
@@ -165,6 +178,7 @@ fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io:
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Ok(Scan {
                 maker: None,
+                generation: 0,
                 records: 0,
                 good: 0,
                 len: 0,
@@ -174,14 +188,26 @@ fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io:
     };
     let len = file.metadata()?.len();
     let mut reader = io::BufReader::with_capacity(1 << 16, file);
-    let mut head = [0; HEADER];
-    let maker = match reader.read_exact(&mut head) {
-        Ok(()) => maker_of(&head),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => None,
+    let mut head = [0; HEADER_V1];
+    let (maker, header_len, generation) = match reader.read_exact(&mut head) {
+        Ok(()) => match maker_of(&head) {
+            Some((maker, 1)) => (Some(maker), HEADER_V1, 0),
+            Some((maker, _)) => {
+                let mut generation = [0; HEADER - HEADER_V1];
+                match reader.read_exact(&mut generation) {
+                    Ok(()) => (Some(maker), HEADER, u64::from_le_bytes(generation)),
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => (None, 0, 0),
+                    Err(e) => return Err(e),
+                }
+            }
+            None => (None, 0, 0),
+        },
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => (None, 0, 0),
         Err(e) => return Err(e),
     };
     let mut found = Scan {
         maker,
+        generation,
         records: 0,
         good: 0,
         len,
@@ -189,7 +215,7 @@ fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io:
     if maker.is_none() || wanted.is_some_and(|w| Some(w) != maker) {
         return Ok(found);
     }
-    found.good = HEADER as u64;
+    found.good = header_len as u64;
     let mut body = Vec::new();
     loop {
         let mut frame = [0; FRAME];
@@ -218,25 +244,22 @@ fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io:
     Ok(found)
 }
 
-/// Each id's last record, in the order first written: what the file holds.
-fn live(path: &Path, maker: Maker) -> io::Result<Vec<Stored>> {
+/// Each id's last record, in the order first written: what the file holds. A removal is
+/// kept when the file is over a base (it removes the base's row), else left out.
+fn live(path: &Path, maker: Maker) -> io::Result<Vec<Record>> {
     let mut at: HashMap<Ulid, usize> = HashMap::new();
-    let mut out: Vec<Option<Stored>> = Vec::new();
-    scan(path, Some(maker), |record| {
-        let id = record.id();
-        let slot = match record {
-            Record::Put(s) => Some(s),
-            Record::Drop(_) => None,
-        };
-        match at.get(&id) {
-            Some(&i) => out[i] = slot,
-            None => {
-                at.insert(id, out.len());
-                out.push(slot);
-            }
+    let mut out: Vec<Record> = Vec::new();
+    let found = scan(path, Some(maker), |record| match at.get(&record.id()) {
+        Some(&i) => out[i] = record,
+        None => {
+            at.insert(record.id(), out.len());
+            out.push(record);
         }
     })?;
-    Ok(out.into_iter().flatten().collect())
+    if found.generation == 0 {
+        out.retain(|r| matches!(r, Record::Put(_)));
+    }
+    Ok(out)
 }
 
 /// The file, open for appending.
@@ -245,6 +268,8 @@ pub struct VectorFile {
     path: PathBuf,
     file: File,
     maker: Maker,
+    /// The base its records are over (0: none).
+    generation: u64,
 }
 
 /// What [`VectorFile::open`] found.
@@ -271,7 +296,7 @@ impl VectorFile {
                 None => Some("the vector file has no header this version reads".to_string()),
             };
             return Ok(Opened {
-                file: VectorFile::create(path, maker, &[])?,
+                file: VectorFile::create(path, maker, 0, &[])?,
                 records: 0,
                 discarded,
             });
@@ -291,6 +316,7 @@ impl VectorFile {
             path: path.to_path_buf(),
             file,
             maker,
+            generation: found.generation,
         };
         file.seek_end()?;
         Ok(Opened {
@@ -301,21 +327,59 @@ impl VectorFile {
     }
 
     /// Rewrites the file with each entry's last record only, when it holds more than
-    /// [`REWRITE_RATIO`] records for each of the `live` entries.
+    /// [`REWRITE_RATIO`] records for each of the `live` entries it names.
     pub fn compact_if_superseded(&mut self, records: usize, live: usize) -> io::Result<()> {
         if records <= REWRITE_RATIO * live.max(1) {
             return Ok(());
         }
-        let stored = self::live(&self.path, self.maker)?;
-        *self = VectorFile::create(&self.path, self.maker, &stored)?;
+        let kept = self::live(&self.path, self.maker)?;
+        *self = VectorFile::create(&self.path, self.maker, self.generation, &kept)?;
         Ok(())
     }
 
-    /// Writes a file holding `stored` in place of whatever is at `path` (atomically).
-    pub fn create(path: &Path, maker: Maker, stored: &[Stored]) -> io::Result<VectorFile> {
-        let mut bytes = header(maker).to_vec();
-        for s in stored {
-            Record::Put(s.clone()).encode_into(&mut bytes);
+    /// The base the records of the file at `path` are over, when `maker` made them (0:
+    /// none, or no such file).
+    pub fn generation_at(path: &Path, maker: Maker) -> io::Result<u64> {
+        let mut head = [0; HEADER];
+        let read = match File::open(path) {
+            Ok(mut f) => f.read(&mut head)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let Some((found, version)) = head[..HEADER_V1].try_into().ok().and_then(maker_of) else {
+            return Ok(0);
+        };
+        Ok(if found == maker && version == VERSION && read == HEADER {
+            u64::from_le_bytes(head[HEADER_V1..].try_into().expect("8 bytes"))
+        } else {
+            0
+        })
+    }
+
+    /// The base the records are over (0: none).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn maker(&self) -> Maker {
+        self.maker
+    }
+
+    /// Writes a file holding `records` over the base of `generation` in place of whatever
+    /// is at `path` (atomically: the rename is what makes a new base the file's).
+    pub fn create(
+        path: &Path,
+        maker: Maker,
+        generation: u64,
+        records: &[Record],
+    ) -> io::Result<VectorFile> {
+        let mut bytes = header(maker, generation).to_vec();
+        for r in records {
+            r.encode_into(&mut bytes);
         }
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;
@@ -325,6 +389,7 @@ impl VectorFile {
             path: path.to_path_buf(),
             file: OpenOptions::new().write(true).open(path)?,
             maker,
+            generation,
         };
         file.seek_end()?;
         Ok(file)
@@ -361,6 +426,7 @@ impl VectorFile {
             path: path.to_path_buf(),
             file: OpenOptions::new().write(true).open(path)?,
             maker,
+            generation: found.generation,
         };
         file.file.set_len(found.good)?;
         file.seek_end()?;
@@ -368,9 +434,10 @@ impl VectorFile {
         file.sync()
     }
 
-    /// Empties the file (its vectors are being made again).
+    /// Empties the file and removes its base (its vectors are being made again).
     pub fn clear(&mut self) -> io::Result<()> {
-        *self = VectorFile::create(&self.path, self.maker, &[])?;
+        *self = VectorFile::create(&self.path, self.maker, 0, &[])?;
+        super::vector_base::remove_others(&self.path, 0);
         Ok(())
     }
 
@@ -378,13 +445,25 @@ impl VectorFile {
     /// among them: read from the file (used while no model is ready, when nothing of it is
     /// in memory).
     pub fn stored_at(path: &Path, id: &Ulid) -> io::Result<Option<bool>> {
-        let mut found = None;
-        scan(path, None, |record| match record {
-            Record::Put(s) if s.id == *id => found = Some(s.vectors.context.is_some()),
-            Record::Drop(d) if d == *id => found = None,
+        // `None`: no record of `id`; `Some(None)`: removed.
+        let mut last = None;
+        let scanned = scan(path, None, |record| match record {
+            Record::Put(s) if s.id == *id => last = Some(Some(s.vectors.context.is_some())),
+            Record::Drop(d) if d == *id => last = Some(None),
             _ => {}
         })?;
-        Ok(found)
+        match (last, scanned.maker) {
+            (Some(found), _) => Ok(found),
+            (None, Some(maker)) if scanned.generation != 0 => {
+                let base = super::vector_base::path_of(path, scanned.generation);
+                match super::vector_base::Base::open(&base, maker, scanned.generation) {
+                    Ok(base) => Ok(base.find(id).map(|r| base.context(r).is_some())),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            (None, _) => Ok(None),
+        }
     }
 }
 
@@ -401,7 +480,14 @@ mod tests {
     /// Opens the file as a memory does, with what it holds.
     fn open(path: &Path, maker: Maker) -> (Opened, Vec<Stored>) {
         let opened = VectorFile::open(path, maker, |_| {}).unwrap();
-        let stored = live(path, maker).unwrap();
+        let stored = live(path, maker)
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::Put(s) => Some(s),
+                Record::Drop(_) => None,
+            })
+            .collect();
         (opened, stored)
     }
 
@@ -512,5 +598,63 @@ mod tests {
         );
         let after = fs::metadata(&path).unwrap().len();
         assert_eq!(after, HEADER as u64 + 2 * (before - HEADER as u64) / 5);
+    }
+
+    #[test]
+    fn a_version_1_file_is_read_and_appended_to_as_one_without_a_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors");
+        // What version 1 wrote: its 24-byte header, then the same records.
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&(MAKER.dims as u32).to_le_bytes());
+        bytes.extend_from_slice(&MAKER.fingerprint.to_le_bytes());
+        Record::Put(stored(1, Some("web"), true)).encode_into(&mut bytes);
+        fs::write(&path, &bytes).unwrap();
+        assert_eq!(VectorFile::generation_at(&path, MAKER).unwrap(), 0);
+
+        let (opened, kept) = open(&path, MAKER);
+        assert_eq!(kept, vec![stored(1, Some("web"), true)]);
+        assert!(opened.discarded.is_none());
+        assert_eq!(opened.file.generation(), 0);
+        let mut file = opened.file;
+        file.append(&[Record::Put(stored(2, None, false))]).unwrap();
+        drop(file);
+        assert_eq!(open(&path, MAKER).1.len(), 2);
+        assert_eq!(
+            VectorFile::stored_at(&path, &stored(1, None, true).id).unwrap(),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn over_a_base_a_removal_outlives_a_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors");
+        let gone = Ulid::from_parts(9, 9);
+        let mut file = VectorFile::create(&path, MAKER, 4, &[Record::Drop(gone)]).unwrap();
+        for _ in 0..4 {
+            file.append(&[Record::Put(stored(1, None, false))]).unwrap();
+        }
+        assert_eq!(VectorFile::generation_at(&path, MAKER).unwrap(), 4);
+        file.compact_if_superseded(5, 1).unwrap();
+        assert_eq!(file.generation(), 4);
+        assert_eq!(
+            live(&path, MAKER).unwrap(),
+            vec![Record::Drop(gone), Record::Put(stored(1, None, false))]
+        );
+        // Without a base, a removal has nothing to remove and is left out.
+        let mut file = VectorFile::create(&path, MAKER, 0, &[Record::Drop(gone)]).unwrap();
+        file.append(&[Record::Put(stored(1, None, false))]).unwrap();
+        assert_eq!(
+            live(&path, MAKER).unwrap(),
+            vec![Record::Put(stored(1, None, false))]
+        );
+        // Another model's vectors name no base.
+        let other = Maker {
+            fingerprint: 1,
+            ..MAKER
+        };
+        assert_eq!(VectorFile::generation_at(&path, other).unwrap(), 0);
     }
 }

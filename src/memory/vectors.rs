@@ -32,6 +32,8 @@ use ulid::Ulid;
 
 use super::index::project_key;
 use super::model::{Entry, EntryType};
+use super::vector_base::Base;
+use super::vector_file::{Record, Stored};
 
 /// The record format's version byte.
 const VERSION: u8 = 1;
@@ -193,24 +195,48 @@ const PROBE_MIN_LISTS: usize = 12;
 /// is, one searched whole up to [`EXACT_UP_TO`] rows is not.
 const LARGE_SEARCH_ROWS: usize = 4_000;
 
-/// Every entry's summary vector in one table, with what filters need.
+/// Every entry's summary vector, with what filters need: the rows of the last cut in its
+/// base ([`super::vector_base`], mapped), the rows added or changed since in memory.
 #[derive(Debug, Default)]
 pub struct VectorIndex {
     dims: usize,
+    /// The rows in memory: those added or replaced since the base was written (all of
+    /// them while there is none).
     rows: Vec<Row>,
     at: HashMap<Ulid, usize>,
     scales: Vec<f32>,
     /// `rows.len() × dims` values, row after row.
     values: Vec<i8>,
-    /// The rows by nearest centroid, once the table is large.
+    /// The context vectors of the rows in memory that have one (to write the next base).
+    contexts: HashMap<Ulid, Quantised>,
+    /// The rows by nearest centroid, once the table is large (with a base, its centroids:
+    /// the rows in memory are placed among the base's lists).
     lists: Option<Lists>,
     /// While lists are being made apart from the table ([`Self::sample`] to
-    /// [`Self::install`]): the rows replaced or removed since the sample, placed again
-    /// when the lists are installed.
+    /// [`Self::install`] or [`Self::install_base`]): the rows added, replaced or removed
+    /// since the sample.
     changed: Option<HashSet<Ulid>>,
     /// Project keys by number (number 0 is no project).
     projects: Vec<String>,
     project_numbers: HashMap<String, u32>,
+    /// The base, and which of its rows were replaced or removed since it was written.
+    base: Option<Base>,
+    dead: Vec<u64>,
+    dead_count: usize,
+}
+
+/// A row of the base in [`Best`]'s heap: its number with this bit set.
+const BASE_ROW: usize = 1 << (usize::BITS - 1);
+/// The rows in memory that have the base written again: a quarter of the base's rows,
+/// at least [`EXACT_UP_TO`], at most this many (the memory they hold, ~300 bytes each).
+const MAX_ROWS_IN_MEMORY: usize = 65_536;
+
+/// What a cut of the table into lists starts from ([`VectorIndex::begin_cut`]).
+pub enum Cut {
+    /// Centroids to make, of this sample.
+    Train(Sample),
+    /// The base's centroids, kept: the table has not grown enough to make new ones.
+    Keep(Centroids),
 }
 
 /// The lists of a large table: every row belongs to the list of its nearest centroid (an
@@ -258,6 +284,36 @@ const GROUPS_FROM: usize = 200;
 const GROUPS_PROBED: usize = 4;
 
 impl Centroids {
+    /// Centroids read back (a base's): `scales` and `values` of `len × dims`, made of a
+    /// table of `made_at` rows; grouped when they are many.
+    pub fn from_parts(dims: usize, scales: Vec<f32>, values: Vec<i8>, made_at: usize) -> Centroids {
+        debug_assert_eq!(scales.len() * dims, values.len());
+        let mut centroids = Centroids {
+            dims,
+            scales,
+            values,
+            made_at,
+            groups: None,
+        };
+        centroids.group();
+        centroids
+    }
+
+    /// The scales and the values, centroid after centroid.
+    pub fn parts(&self) -> (&[f32], &[i8]) {
+        (&self.scales, &self.values)
+    }
+
+    /// The table's rows when the centroids were made.
+    pub fn made_at(&self) -> usize {
+        self.made_at
+    }
+
+    /// Whether `other` holds the same centroids.
+    pub fn same_as(&self, other: &Centroids) -> bool {
+        self.dims == other.dims && self.scales == other.scales && self.values == other.values
+    }
+
     pub fn len(&self) -> usize {
         self.scales.len()
     }
@@ -397,20 +453,72 @@ impl VectorIndex {
         }
     }
 
+    /// A table of `base`'s rows (the vector file's records since are given after).
+    pub fn with_base(base: Base) -> VectorIndex {
+        let centroids = base.centroids().clone();
+        let mut index = VectorIndex::new(centroids.dims);
+        index.dead = vec![0; base.rows().div_ceil(64)];
+        index.lists = Some(Lists {
+            members: vec![Vec::new(); centroids.len()],
+            centroids,
+            list_of: Vec::new(),
+        });
+        index.base = Some(base);
+        index
+    }
+
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.rows.len() + self.base.as_ref().map_or(0, |b| b.rows() - self.dead_count)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.len() == 0
+    }
+
+    /// Maps the base afresh ([`Base::reopen`]), giving back the pages searches read.
+    pub fn release_pages(&mut self) {
+        if let Some(base) = &self.base {
+            match base.reopen() {
+                Ok(fresh) => self.base = Some(fresh),
+                Err(e) => tracing::warn!("cannot map the vector base again: {e}"),
+            }
+        }
+    }
+
+    /// The generation of the base, 0 when there is none.
+    pub fn generation(&self) -> u64 {
+        self.base.as_ref().map_or(0, Base::generation)
+    }
+
+    /// How many rows are held in memory (not in the base), and how many of the base's
+    /// were replaced or removed: what the vector file holds records for.
+    pub fn rows_since_base(&self) -> usize {
+        self.rows.len() + self.dead_count
+    }
+
+    fn is_dead(&self, r: usize) -> bool {
+        self.dead[r / 64] & (1 << (r % 64)) != 0
+    }
+
+    fn kill(&mut self, r: usize) {
+        if !self.is_dead(r) {
+            self.dead[r / 64] |= 1 << (r % 64);
+            self.dead_count += 1;
+        }
+    }
+
+    /// The live base row of `id`.
+    fn base_row(&self, id: &Ulid) -> Option<usize> {
+        let r = self.base.as_ref()?.find(id)?;
+        (!self.is_dead(r)).then_some(r)
     }
 
     /// How many rows a search without filters scores, about.
     fn search_rows(&self) -> usize {
         match &self.lists {
-            None => self.rows.len(),
+            None => self.len(),
             Some(lists) => {
-                let per_list = self.rows.len() / lists.members.len().max(1);
+                let per_list = self.len() / lists.members.len().max(1);
                 lists.members.len() + PROBE_MIN_ROWS.max(per_list * PROBE_MIN_LISTS)
             }
         }
@@ -428,63 +536,133 @@ impl VectorIndex {
     }
 
     /// Whether the table should be cut into lists: it is larger than [`EXACT_UP_TO`] and
-    /// has none, or has grown to [`REMAKE_GROWTH`] times the rows its lists were made of.
+    /// has none, or has grown to [`REMAKE_GROWTH`] times the rows its lists were made of,
+    /// or it has a base and holds many rows in memory ([`MAX_ROWS_IN_MEMORY`]).
     pub fn wants_lists(&self) -> bool {
-        self.rows.len() > EXACT_UP_TO
+        let Some(lists) = &self.lists else {
+            return self.len() > EXACT_UP_TO;
+        };
+        if self.len() >= REMAKE_GROWTH * lists.centroids.made_at {
+            return true;
+        }
+        self.base.as_ref().is_some_and(|b| {
+            self.rows_since_base() > (b.rows() / 4).clamp(EXACT_UP_TO, MAX_ROWS_IN_MEMORY)
+        })
+    }
+
+    /// Starts a cut: new centroids to make when there are no lists or the table has grown
+    /// to [`REMAKE_GROWTH`] times the rows they were made of, else the base's kept. From now
+    /// until the cut is installed, the rows added, replaced or removed are noted.
+    pub fn begin_cut(&mut self) -> Cut {
+        let keep = self.base.is_some()
             && self
                 .lists
                 .as_ref()
-                .is_none_or(|l| self.rows.len() >= REMAKE_GROWTH * l.centroids.made_at)
+                .is_some_and(|l| self.len() < REMAKE_GROWTH * l.centroids.made_at);
+        match (&self.lists, keep) {
+            (Some(lists), true) => {
+                let centroids = lists.centroids.clone();
+                self.changed = Some(HashSet::new());
+                Cut::Keep(centroids)
+            }
+            _ => Cut::Train(self.sample()),
+        }
+    }
+
+    /// The values of the `i`th row of the table: the base's rows, then those in memory.
+    fn nth_values(&self, i: usize) -> (&[i8], f32) {
+        let in_base = self.base.as_ref().map_or(0, Base::rows);
+        match &self.base {
+            Some(base) if i < in_base => (base.values(i..i + 1), base.scale(i)),
+            _ => {
+                let i = i - in_base;
+                (
+                    &self.values[i * self.dims..(i + 1) * self.dims],
+                    self.scales[i],
+                )
+            }
+        }
     }
 
     /// Rows spread over the table to make its centroids of ([`Sample::train`]); from now
-    /// until [`Self::install`], the rows replaced or removed are noted to be placed again.
+    /// until the lists are installed, the rows changed are noted.
     pub fn sample(&mut self) -> Sample {
-        let n = self.rows.len();
-        let lists = list_count(n);
+        let n = self.base.as_ref().map_or(0, Base::rows) + self.rows.len();
+        let lists = list_count(self.len());
         let count = (lists * SAMPLE_PER_LIST).min(n);
         let dims = self.dims;
         let mut sample = Sample {
             dims,
             scales: Vec::with_capacity(count),
             values: Vec::with_capacity(count * dims),
-            made_at: n,
+            made_at: self.len(),
             lists,
         };
         for s in 0..count {
-            let i = s * n / count;
-            sample.scales.push(self.scales[i]);
-            sample
-                .values
-                .extend_from_slice(&self.values[i * dims..(i + 1) * dims]);
+            let (values, scale) = self.nth_values(s * n / count);
+            sample.scales.push(scale);
+            sample.values.extend_from_slice(values);
         }
         self.changed = Some(HashSet::new());
         sample
     }
 
-    /// The list of each of up to `count` rows from row `from`: the ids and their lists, to
-    /// [`Self::install`]. Read-only, so a large table is placed a part at a time.
+    /// How many rows [`Self::assign`] goes through: the base's, then those in memory.
+    pub fn assign_len(&self) -> usize {
+        self.base.as_ref().map_or(0, Base::rows) + self.rows.len()
+    }
+
+    /// The list of each of up to `count` rows from row `from` (the base's rows, then those
+    /// in memory; a dead row of the base is left out): the ids and their lists, to
+    /// [`Self::install`]. Read-only, so a large table is placed a part at a time. The
+    /// base's rows keep their list when `centroids` are the base's.
     pub fn assign(&self, centroids: &Centroids, from: usize, count: usize) -> Vec<(Ulid, u32)> {
-        let end = from.saturating_add(count).min(self.rows.len());
+        let end = from.saturating_add(count).min(self.assign_len());
         if from >= end || centroids.dims != self.dims || centroids.is_empty() {
             return Vec::new();
         }
-        let lists = simd().dispatch(Place {
-            centroids,
-            values: &self.values[from * self.dims..end * self.dims],
-        });
-        self.rows[from..end]
-            .iter()
-            .map(|r| r.id)
-            .zip(lists)
-            .collect()
+        let in_base = self.base.as_ref().map_or(0, Base::rows);
+        let mut out = Vec::with_capacity(end - from);
+        if let Some(base) = &self.base
+            && from < in_base
+        {
+            let rows = from..end.min(in_base);
+            let kept =
+                std::ptr::eq(base.centroids(), centroids) || base.centroids().same_as(centroids);
+            let lists = if kept {
+                rows.clone().map(|r| base.list_of(r)).collect()
+            } else {
+                simd().dispatch(Place {
+                    centroids,
+                    values: base.values(rows.clone()),
+                })
+            };
+            for (r, list) in rows.zip(lists) {
+                if !self.is_dead(r) {
+                    out.push((base.id(r), list));
+                }
+            }
+        }
+        let (from, end) = (from.max(in_base) - in_base, end.saturating_sub(in_base));
+        if from < end {
+            let lists = simd().dispatch(Place {
+                centroids,
+                values: &self.values[from * self.dims..end * self.dims],
+            });
+            out.extend(self.rows[from..end].iter().map(|r| r.id).zip(lists));
+        }
+        out
     }
 
     /// Cuts the table into the lists of `centroids`, `assigned` placing its rows (from
     /// [`Self::assign`]); the rows it does not place (added since the sample) and those
-    /// replaced or removed since are placed now. Returns false, installing nothing, when
-    /// the table did not give the sample (it was made again since).
+    /// changed since are placed now. Returns false, installing nothing, when the table did
+    /// not give the sample (it was made again since) or has a base (a cut of a table with
+    /// a base writes the next: [`Self::install_base`]).
     pub fn install(&mut self, centroids: Centroids, assigned: Vec<(Ulid, u32)>) -> bool {
+        if self.base.is_some() {
+            return false;
+        }
         let Some(changed) = self.changed.take() else {
             return false;
         };
@@ -518,12 +696,92 @@ impl VectorIndex {
         true
     }
 
-    /// Cuts the table into lists at once, in this thread (the memory makes them on a
-    /// thread of its own, a part at a time: `Semantic`).
+    /// Cuts the table into lists at once, in this thread, in memory (the memory cuts it
+    /// on a thread of its own into a base: `Semantic`).
     pub fn make_lists(&mut self) {
         let centroids = self.sample().train();
-        let assigned = self.assign(&centroids, 0, self.rows.len());
+        let assigned = self.assign(&centroids, 0, self.assign_len());
         self.install(centroids, assigned);
+    }
+
+    /// What a base written of the table holds of the row of `id`: its type, project,
+    /// summary and context. `None` when it has none.
+    pub fn row_of(
+        &self,
+        id: &Ulid,
+    ) -> Option<(EntryType, Option<&str>, Quantised, Option<Quantised>)> {
+        if let Some(&i) = self.at.get(id) {
+            let row = &self.rows[i];
+            let project = (row.project != 0).then(|| self.projects[row.project as usize].as_str());
+            let summary = Quantised {
+                scale: self.scales[i],
+                values: self.values[i * self.dims..(i + 1) * self.dims].to_vec(),
+            };
+            return Some((
+                row.entry_type,
+                project,
+                summary,
+                self.contexts.get(id).cloned(),
+            ));
+        }
+        let r = self.base_row(id)?;
+        let base = self.base.as_ref()?;
+        Some((
+            base.entry_type(r),
+            base.project_name(r),
+            base.summary(r),
+            base.context(r),
+        ))
+    }
+
+    /// Gives up the cut begun by [`Self::begin_cut`].
+    pub fn cancel_cut(&mut self) {
+        self.changed = None;
+    }
+
+    /// Whether the cut begun by [`Self::begin_cut`] can still be installed: the table was
+    /// not made again since.
+    pub fn cut_pending(&self) -> bool {
+        self.changed.is_some()
+    }
+
+    /// The vector file's records after a cut into `base` (written of this table from
+    /// [`Self::begin_cut`] on): the rows to keep in memory (not in `base`, or changed since
+    /// the cut began), and the removal of the rows of `base` removed meanwhile.
+    pub fn records_after(&self, base: &Base) -> Vec<Record> {
+        let changed = self.changed.as_ref();
+        let mut out = Vec::new();
+        for row in &self.rows {
+            if base.find(&row.id).is_none() || changed.is_some_and(|c| c.contains(&row.id)) {
+                let (entry_type, project, summary, context) =
+                    self.row_of(&row.id).expect("a row in memory");
+                out.push(Record::Put(Stored {
+                    id: row.id,
+                    entry_type,
+                    project: project.map(str::to_string),
+                    vectors: EntryVectors { summary, context },
+                }));
+            }
+        }
+        for id in changed.into_iter().flatten() {
+            if !self.at.contains_key(id) && base.find(id).is_some() {
+                out.push(Record::Drop(*id));
+            }
+        }
+        out
+    }
+
+    /// Makes `base` the table's base, with `records` (from [`Self::records_after`]) over
+    /// it: what the vector file of its generation holds.
+    pub fn install_base(&mut self, base: Base, records: Vec<Record>) {
+        let mut index = VectorIndex::with_base(base);
+        for record in records {
+            match record {
+                Record::Put(s) => index.upsert_stored(&s),
+                Record::Drop(id) => index.remove(&id),
+            }
+        }
+        *self = index;
     }
 
     /// The list of row `i` among `centroids`.
@@ -554,36 +812,47 @@ impl VectorIndex {
             entry.entry_type,
             entry.project.as_deref(),
             summary,
-            false,
+            None,
         );
     }
 
-    /// Adds or replaces the summary vector of what the vector file stores of an entry.
-    pub fn upsert_stored(&mut self, s: &super::vector_file::Stored) {
+    /// Adds or replaces the vectors of what the vector file stores of an entry.
+    pub fn upsert_stored(&mut self, s: &Stored) {
         self.upsert_row(
             s.id,
             s.entry_type,
             s.project.as_deref(),
             &s.vectors.summary,
-            s.vectors.context.is_some(),
+            s.vectors.context.as_ref(),
         );
     }
 
-    /// Adds or replaces the summary vector of entry `id` of this type and project.
+    /// Adds or replaces the summary vector (and context vector) of entry `id` of this type
+    /// and project.
     pub fn upsert_row(
         &mut self,
         id: Ulid,
         entry_type: EntryType,
         project: Option<&str>,
         summary: &Quantised,
-        has_context: bool,
+        context: Option<&Quantised>,
     ) {
         debug_assert_eq!(summary.values.len(), self.dims);
+        if let Some(r) = self.base_row(&id) {
+            self.kill(r);
+        }
+        if let Some(changed) = &mut self.changed {
+            changed.insert(id);
+        }
+        match context {
+            Some(c) => self.contexts.insert(id, c.clone()),
+            None => self.contexts.remove(&id),
+        };
         let row = Row {
             id,
             entry_type,
             project: self.project_number(project),
-            has_context,
+            has_context: context.is_some(),
         };
         let dims = self.dims;
         let i = match self.at.get(&id) {
@@ -591,9 +860,6 @@ impl VectorIndex {
                 self.rows[i] = row;
                 self.scales[i] = summary.scale;
                 self.values[i * dims..(i + 1) * dims].copy_from_slice(&summary.values);
-                if let Some(changed) = &mut self.changed {
-                    changed.insert(id);
-                }
                 if let Some(lists) = &mut self.lists {
                     let old = lists.list_of[i] as usize;
                     take_out(&mut lists.members[old], i);
@@ -620,14 +886,19 @@ impl VectorIndex {
         }
     }
 
-    /// Takes `id`'s row out (the last row takes its place).
+    /// Takes `id`'s row out (in memory, the last row takes its place; in the base, it is
+    /// marked dead).
     pub fn remove(&mut self, id: &Ulid) {
-        let Some(i) = self.at.remove(id) else {
-            return;
-        };
         if let Some(changed) = &mut self.changed {
             changed.insert(*id);
         }
+        if let Some(r) = self.base_row(id) {
+            self.kill(r);
+        }
+        self.contexts.remove(id);
+        let Some(i) = self.at.remove(id) else {
+            return;
+        };
         let dims = self.dims;
         let last = self.rows.len() - 1;
         if let Some(lists) = &mut self.lists {
@@ -652,41 +923,61 @@ impl VectorIndex {
 
     /// Whether `id` has a summary vector here, and whether a context vector is stored too.
     pub fn has(&self, id: &Ulid) -> (bool, bool) {
-        match self.at.get(id) {
-            Some(&i) => (true, self.rows[i].has_context),
-            None => (false, false),
+        if let Some(&i) = self.at.get(id) {
+            return (true, self.rows[i].has_context);
+        }
+        match (self.base_row(id), &self.base) {
+            (Some(r), Some(base)) => (true, base.context(r).is_some()),
+            _ => (false, false),
         }
     }
 
     /// The type of the entry of row `id`.
     pub fn entry_type(&self, id: &Ulid) -> Option<EntryType> {
-        self.at.get(id).map(|&i| self.rows[i].entry_type)
+        if let Some(&i) = self.at.get(id) {
+            return Some(self.rows[i].entry_type);
+        }
+        Some(self.base.as_ref()?.entry_type(self.base_row(id)?))
     }
 
     /// The summary vector of `id`.
     pub fn get(&self, id: &Ulid) -> Option<Quantised> {
-        let &i = self.at.get(id)?;
-        Some(Quantised {
-            scale: self.scales[i],
-            values: self.values[i * self.dims..(i + 1) * self.dims].to_vec(),
-        })
+        if let Some(&i) = self.at.get(id) {
+            return Some(Quantised {
+                scale: self.scales[i],
+                values: self.values[i * self.dims..(i + 1) * self.dims].to_vec(),
+            });
+        }
+        Some(self.base.as_ref()?.summary(self.base_row(id)?))
     }
 
     /// What the filter keeps, `skip` left out: `None` when no row can match (a project
     /// no entry has).
     fn kept(&self, filter: Filter<'_>, skip: Option<&Ulid>) -> Option<Kept> {
-        let project = match filter.project {
-            None => None,
-            Some(p) => Some(*self.project_numbers.get(&project_key(p))?),
+        let (project, base_project) = match filter.project {
+            None => (None, None),
+            Some(p) => {
+                let here = self.project_numbers.get(&project_key(p)).copied();
+                let there = self.base.as_ref().and_then(|b| b.project_number(p));
+                if here.is_none() && there.is_none() {
+                    return None;
+                }
+                (
+                    Some(here.unwrap_or(u32::MAX)),
+                    Some(there.unwrap_or(u32::MAX)),
+                )
+            }
         };
         Some(Kept {
             entry_type: filter.entry_type,
             project,
+            base_project,
             skip: skip.and_then(|id| self.at.get(id).copied()),
+            skip_base: skip.and_then(|id| self.base_row(id)),
         })
     }
 
-    /// Whether row `i` is one `kept` keeps: a search without filters reads no row.
+    /// Whether row `i` in memory is one `kept` keeps: a search without filters reads no row.
     #[inline(always)]
     fn keeps(&self, kept: &Kept, i: usize) -> bool {
         kept.skip != Some(i)
@@ -695,6 +986,16 @@ impl VectorIndex {
                 kept.entry_type.is_none_or(|t| t == row.entry_type)
                     && kept.project.is_none_or(|p| p == row.project)
             })
+    }
+
+    /// Whether row `r` of the base is one `kept` keeps.
+    #[inline(always)]
+    fn keeps_base(&self, base: &Base, kept: &Kept, r: usize) -> bool {
+        !self.is_dead(r)
+            && kept.skip_base != Some(r)
+            && (kept.entry_type.is_none() && kept.base_project.is_none()
+                || kept.entry_type.is_none_or(|t| t == base.entry_type(r))
+                    && kept.base_project.is_none_or(|p| p == base.project(r)))
     }
 
     /// The `k` entries whose summary is nearest `query` (cosine, best first) among those
@@ -745,6 +1046,35 @@ impl VectorIndex {
         })
     }
 
+    /// Offers the rows `rows` of the base the filter keeps to `best`; returns how many.
+    #[inline(always)]
+    fn offer_base(
+        &self,
+        base: &Base,
+        rows: std::ops::Range<usize>,
+        query: &Quantised,
+        kept: &Kept,
+        best: &mut Best,
+    ) -> usize {
+        let mut scored = 0;
+        let values = base.values(rows.clone());
+        for (r, row) in rows.zip(values.chunks_exact(self.dims)) {
+            if self.keeps_base(base, kept, r) {
+                let score = Score(dot(&query.values, row) as f32 * base.scale(r));
+                best.offer(score, BASE_ROW | r);
+                scored += 1;
+            }
+        }
+        scored
+    }
+
+    /// Offers row `i` in memory to `best`.
+    #[inline(always)]
+    fn offer(&self, query: &Quantised, i: usize, best: &mut Best) {
+        let values = &self.values[i * self.dims..(i + 1) * self.dims];
+        best.offer(Score(dot(&query.values, values) as f32 * self.scales[i]), i);
+    }
+
     /// [`Self::nearest`] through `lists`, compiled for the machine's vector instructions:
     /// the lists by their centroid's cosine with the query, then the rows the filter keeps
     /// in the nearest, list after list, until [`PROBE_MIN_LISTS`] lists and
@@ -772,22 +1102,34 @@ impl VectorIndex {
             if probed >= PROBE_MIN_LISTS && scored >= wanted {
                 break;
             }
+            if let Some(base) = &self.base {
+                scored += self.offer_base(base, base.list(list as usize), query, kept, &mut best);
+            }
             for &i in &lists.members[list as usize] {
                 let i = i as usize;
                 if self.keeps(kept, i) {
-                    best.offer(self, query, i);
+                    self.offer(query, i, &mut best);
                     scored += 1;
                 }
             }
         }
         best.into_results(self, query)
     }
+
+    /// The entry of a row [`Best`] kept.
+    fn id_of(&self, slot: usize) -> Ulid {
+        match &self.base {
+            Some(base) if slot & BASE_ROW != 0 => base.id(slot & !BASE_ROW),
+            _ => self.rows[slot].id,
+        }
+    }
 }
 
 /// The `k` rows with the greatest int8 dot product with a query among those offered.
 struct Best {
     k: usize,
-    /// A min-heap of the best k: (score, row), the worst on top.
+    /// A min-heap of the best k: (score, row), the worst on top; a base's row is marked
+    /// with [`BASE_ROW`].
     heap: BinaryHeap<std::cmp::Reverse<(Score, usize)>>,
 }
 
@@ -800,14 +1142,12 @@ impl Best {
     }
 
     #[inline(always)]
-    fn offer(&mut self, index: &VectorIndex, query: &Quantised, i: usize) {
-        let values = &index.values[i * index.dims..(i + 1) * index.dims];
-        let score = Score(dot(&query.values, values) as f32 * index.scales[i]);
+    fn offer(&mut self, score: Score, slot: usize) {
         if self.heap.len() < self.k {
-            self.heap.push(std::cmp::Reverse((score, i)));
+            self.heap.push(std::cmp::Reverse((score, slot)));
         } else if self.heap.peek().is_some_and(|w| score > w.0.0) {
             self.heap.pop();
-            self.heap.push(std::cmp::Reverse((score, i)));
+            self.heap.push(std::cmp::Reverse((score, slot)));
         }
     }
 
@@ -816,7 +1156,7 @@ impl Best {
         let mut out: Vec<(Ulid, f32)> = self
             .heap
             .into_iter()
-            .map(|std::cmp::Reverse((s, i))| (index.rows[i].id, s.0 * query.scale))
+            .map(|std::cmp::Reverse((s, slot))| (index.id_of(slot), s.0 * query.scale))
             .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
         out
@@ -850,9 +1190,12 @@ impl pulp::WithSimd for Search<'_> {
             return index.nearest_in_lists(lists, query, k, kept);
         }
         let mut best = Best::new(k);
+        if let Some(base) = &index.base {
+            index.offer_base(base, 0..base.rows(), query, kept, &mut best);
+        }
         for i in 0..index.rows.len() {
             if index.keeps(kept, i) {
-                best.offer(index, query, i);
+                index.offer(query, i, &mut best);
             }
         }
         best.into_results(index, query)
@@ -949,10 +1292,13 @@ impl pulp::WithSimd for Train<'_> {
 /// The rows a search keeps (see [`VectorIndex::kept`]).
 struct Kept {
     entry_type: Option<EntryType>,
-    /// A project's number.
+    /// A project's number among the rows in memory, and in the base (`u32::MAX`: none
+    /// there has it).
     project: Option<u32>,
-    /// The row left out.
+    base_project: Option<u32>,
+    /// The row left out, in memory or in the base.
     skip: Option<usize>,
+    skip_base: Option<usize>,
 }
 
 /// The machine's vector instructions, found once: code run through its `dispatch` is
