@@ -55,6 +55,11 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
         // caller's child, so it never lingers as a zombie of a client.
         return spawn_daemon(config);
     }
+    if args.command.is_none() {
+        // Started by hand or by a service manager rather than by a client: with the
+        // settings a client gives it.
+        reexec_with_malloc_settings();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -345,8 +350,9 @@ fn wanted_malloc_settings() -> Vec<(&'static str, &'static str)> {
 }
 
 /// Runs this command again, in place (exec, same pid), with [`MALLOC_SETTINGS`] in its
-/// environment when they are not there: what `tandem serve` does first, since nobody
-/// spawns it as [`spawn_daemon`] spawns the daemon of `tandem mcp`. Without them the
+/// environment when they are not there: what `tandem serve` and a `tandem daemon` started
+/// by hand do first, since nobody spawns them as [`spawn_daemon`] spawns the daemon of
+/// `tandem mcp`. Without them the
 /// daemon under load kept several times the memory (the load bench). Returns when there
 /// is nothing to do, or the exec failed (logged).
 pub(crate) fn reexec_with_malloc_settings() {

@@ -182,6 +182,9 @@ const SAMPLE_PER_LIST: usize = 32;
 const TRAIN_ROUNDS: usize = 10;
 /// Lists are made again once the table holds this many times the rows they were made of.
 const REMAKE_GROWTH: usize = 2;
+/// A cut of a table with a base makes new centroids when the table has grown by a quarter
+/// since they were made (more rows a list make searches slower), and keeps them below.
+const RETRAIN_GROWTH: f64 = 1.25;
 /// A search through lists scores the rows the filter keeps in the lists nearest its
 /// query, nearest first, until it has scored this many per result asked for...
 const PROBE_PER_RESULT: usize = 200;
@@ -227,7 +230,7 @@ pub struct VectorIndex {
 
 /// A row of the base in [`Best`]'s heap: its number with this bit set.
 const BASE_ROW: usize = 1 << (usize::BITS - 1);
-/// The rows in memory that have the base written again: a quarter of the base's rows,
+/// The rows in memory that have the base written again: an eighth of the base's rows,
 /// at least [`EXACT_UP_TO`], at most this many (the memory they hold, ~300 bytes each).
 const MAX_ROWS_IN_MEMORY: usize = 65_536;
 
@@ -546,19 +549,19 @@ impl VectorIndex {
             return true;
         }
         self.base.as_ref().is_some_and(|b| {
-            self.rows_since_base() > (b.rows() / 4).clamp(EXACT_UP_TO, MAX_ROWS_IN_MEMORY)
+            self.rows_since_base() > (b.rows() / 8).clamp(EXACT_UP_TO, MAX_ROWS_IN_MEMORY)
         })
     }
 
     /// Starts a cut: new centroids to make when there are no lists or the table has grown
-    /// to [`REMAKE_GROWTH`] times the rows they were made of, else the base's kept. From now
-    /// until the cut is installed, the rows added, replaced or removed are noted.
+    /// to [`RETRAIN_GROWTH`] times the rows they were made of, else the base's kept. From
+    /// now until the cut is installed, the rows added, replaced or removed are noted.
     pub fn begin_cut(&mut self) -> Cut {
         let keep = self.base.is_some()
             && self
                 .lists
                 .as_ref()
-                .is_some_and(|l| self.len() < REMAKE_GROWTH * l.centroids.made_at);
+                .is_some_and(|l| (self.len() as f64) < RETRAIN_GROWTH * l.centroids.made_at as f64);
         match (&self.lists, keep) {
             (Some(lists), true) => {
                 let centroids = lists.centroids.clone();

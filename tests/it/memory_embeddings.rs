@@ -379,6 +379,70 @@ fn a_large_memory_finds_by_meaning_beside_the_words() {
         Some(SAFARI),
         "{again:#?}"
     );
+
+    // The cut wrote a base (the rows by list, in a mapped file) and started the vector
+    // file over it: only what came after the cut is in the file.
+    let bases = base_files(&home);
+    assert_eq!(bases.len(), 1, "{bases:?}");
+    let len = |path: PathBuf| std::fs::metadata(path).unwrap().len();
+    let base = len(home.tandem_home().join("index").join(&bases[0]));
+    assert!(
+        len(vector_file(&home)) < base / 2,
+        "the file repeats the base"
+    );
+    // Giving back the pages searches read loses nothing.
+    assert!(memory.release_idle_pages(std::time::Duration::ZERO));
+    assert!(
+        !memory.release_idle_pages(std::time::Duration::ZERO),
+        "nothing read since"
+    );
+    let found = memory.search(&search(PARAPHRASE)).unwrap();
+    assert!(finds_safari(&found), "{found:#?}");
+    drop(memory);
+
+    // Opened again: the base is mapped, the file's few records read over it, nothing is
+    // embedded again, and it finds what it found.
+    let memory = home.memory();
+    assert_eq!(memory.use_embedder(test_model()).unwrap(), 0);
+    assert_eq!(memory.wait_for_vector_lists(), lists);
+    assert_eq!(base_files(&home), bases);
+    let found = memory.search(&search(PARAPHRASE)).unwrap();
+    assert!(finds_safari(&found), "{found:#?}");
+    keywords_and_filters_still_work(&memory);
+    assert!(memory.show(&again.id).unwrap().embeddings.summary);
+    // The same words again: the copy is the nearest, Safari's entry next.
+    let twice = memory.add(safari_in_other_words()).unwrap();
+    let similar: Vec<&str> = twice
+        .similar_entries
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    assert_eq!(similar.first(), Some(&again.id.as_str()), "{twice:#?}");
+    assert!(
+        twice
+            .similar_entries
+            .iter()
+            .take(2)
+            .any(|s| s.title == SAFARI),
+        "{twice:#?}"
+    );
+}
+
+/// Whether Safari's entry is among the two best (the same knowledge in other words,
+/// added since, may rank first).
+fn finds_safari(found: &tandem::memory::api::SearchOutcome) -> bool {
+    found.results.iter().take(2).any(|r| r.title == SAFARI)
+}
+
+/// The vector bases beside the vector file.
+fn base_files(home: &TestHome) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(home.tandem_home().join("index"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| n.ends_with(".base"))
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
