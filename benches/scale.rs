@@ -114,8 +114,19 @@ async fn run(n: usize, model: Option<&Path>) {
     let data = home.tandem_home();
     let db_bytes = tandem::store::dir_size(&data.join("db"));
     let index_bytes = tandem::store::dir_size(&data.join("index").join("memory"));
-    let vector_bytes = std::fs::metadata(data.join("index").join("memory-vectors"))
-        .map(|m| m.len())
+    // The vector file and its base (`memory-vectors.<generation>.base`).
+    let vector_bytes: u64 = std::fs::read_dir(data.join("index"))
+        .map(|dir| {
+            dir.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("memory-vectors")
+                })
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
         .unwrap_or(0);
     let all_bytes = tandem::store::dir_size(&data);
 
