@@ -161,12 +161,18 @@ async def test_a_task_reaches_the_editor_as_typed_lsp_messages(client: LanguageC
         await tool(mcp, "log_milestone", {"task_id": task_id, "message": "Running tests", "progress": 75})
 
         # Diagnostics: the in-scope hunk as information, the out-of-scope one as a warning.
-        jwt = await until("jwt.rs diagnostics", lambda: client.diagnostics.get(uri("src/auth/jwt.rs")))
+        # The files were written in place (truncated, then written): a diff may see one
+        # half-written first, so the diagnostics are awaited at the line the write added.
+        def settled(path):
+            found = client.diagnostics.get(uri(path)) or []
+            return found if any(d.range.start.line == 1 for d in found) else None
+
+        jwt = await until("jwt.rs diagnostics", lambda: settled("src/auth/jwt.rs"))
         assert [(d.range.start.line, d.severity, d.code, d.source) for d in jwt] == [
             (1, types.DiagnosticSeverity.Information, "task-change", "tandem"),
         ]
         assert "Setup JWT middleware" in jwt[0].message
-        utils = await until("utils.rs diagnostics", lambda: client.diagnostics.get(uri("src/utils.rs")))
+        utils = await until("utils.rs diagnostics", lambda: settled("src/utils.rs"))
         assert [(d.range.start.line, d.severity, d.code) for d in utils] == [
             (1, types.DiagnosticSeverity.Warning, "outside-scope"),
         ]
