@@ -23,7 +23,7 @@ use ulid::Ulid;
 use super::embeddings::Embedder;
 use super::model::{Entry, EntryType};
 use super::vector_base::{self, Base};
-use super::vector_file::{Maker, Record, Stored, VectorFile};
+use super::vector_file::{Maker, Opened, Record, Stored, VectorFile};
 use super::vectors::{Cut, EntryVectors, Filter, Quantised, VectorIndex};
 use super::{Memory, MemoryError, Result, decode, parse_id_bytes};
 
@@ -194,6 +194,26 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
         "{rows} entries' vectors cut into {lists} lists in {:.2} s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The table of the vector file at `log` made by `maker`: the base its header names,
+/// mapped (one that cannot be is logged, and the entries it held are found missing and
+/// embedded again), the file's records over it; the bases of other generations removed.
+fn read_table(log: &Path, maker: Maker) -> std::io::Result<(VectorIndex, Opened)> {
+    let generation = VectorFile::generation_at(log, maker)?;
+    let mut index = match generation {
+        0 => VectorIndex::new(maker.dims),
+        g => match Base::open(&vector_base::path_of(log, g), maker, g) {
+            Ok(base) => VectorIndex::with_base(base),
+            Err(e) => {
+                tracing::warn!("{e}: the entries it held are embedded again");
+                VectorIndex::new(maker.dims)
+            }
+        },
+    };
+    vector_base::remove_others(log, generation);
+    let opened = VectorFile::open(log, maker, |record| index.apply(&record))?;
+    Ok((index, opened))
 }
 
 /// The text an entry's summary vector is made of: title, tags, content. Public so the
@@ -660,22 +680,7 @@ impl Memory {
         // its entry is found missing below) or embeds its own entry.
         let _guard = self.lock_writes();
         let sem = &self.semantic;
-        let generation = VectorFile::generation_at(&sem.path, maker)?;
-        let mut index = match generation {
-            0 => VectorIndex::new(maker.dims),
-            g => match Base::open(&vector_base::path_of(&sem.path, g), maker, g) {
-                Ok(base) => VectorIndex::with_base(base),
-                Err(e) => {
-                    tracing::warn!("{e}: the entries it held are embedded again");
-                    VectorIndex::new(maker.dims)
-                }
-            },
-        };
-        vector_base::remove_others(&sem.path, generation);
-        let opened = VectorFile::open(&sem.path, maker, |record| match record {
-            Record::Put(s) => index.upsert_stored(&s),
-            Record::Drop(id) => index.remove(&id),
-        })?;
+        let (mut index, opened) = read_table(&sem.path, maker)?;
         if let Some(why) = &opened.discarded {
             tracing::info!("{why}: the entries it lacks are embedded again");
         }
@@ -820,21 +825,11 @@ mod tests {
         }
     }
 
-    /// What a memory reads at open: the base the file names, the file's records over it.
-    fn reopen(log: &Path) -> (VectorIndex, VectorFile) {
-        let generation = VectorFile::generation_at(log, MAKER).unwrap();
-        let mut index = match generation {
-            0 => VectorIndex::new(MAKER.dims),
-            g => {
-                VectorIndex::with_base(Base::open(&vector_base::path_of(log, g), MAKER, g).unwrap())
-            }
-        };
-        let opened = VectorFile::open(log, MAKER, |record| match record {
-            Record::Put(s) => index.upsert_stored(&s),
-            Record::Drop(id) => index.remove(&id),
-        })
-        .unwrap();
-        (index, opened.file)
+    /// What a memory reads at open ([`read_table`]), its base mapped.
+    fn reopen(log: &Path) -> VectorIndex {
+        let (index, _) = read_table(log, MAKER).unwrap();
+        assert_ne!(index.generation(), 0, "the base is mapped");
+        index
     }
 
     fn searches(index: &VectorIndex) -> Vec<Vec<(Ulid, f32)>> {
@@ -918,7 +913,7 @@ mod tests {
             .unwrap();
         }
         let now = searches(&read(&index));
-        let (reopened, _) = reopen(&log);
+        let reopened = reopen(&log);
         assert_eq!(reopened.len(), 6000);
         assert_eq!(reopened.has(&removed), (false, false));
         assert_eq!(reopened.has(&changed.id), (true, false));
@@ -934,7 +929,7 @@ mod tests {
         assert_eq!(read(&index).generation(), 2);
         assert_eq!(searches(&read(&index)), now);
         assert!(!vector_base::path_of(&log, 1).exists());
-        let (reopened, _) = reopen(&log);
+        let reopened = reopen(&log);
         assert_eq!(searches(&reopened), now);
         assert_eq!(reopened.has(&removed), (false, false));
     }

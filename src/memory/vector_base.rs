@@ -188,6 +188,16 @@ fn f32_at(b: &[u8], at: usize) -> f32 {
     f32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
+/// The checksum of a base: of its header before the checksum, its centroids' scales and
+/// values, its list starts, its fences and its projects, in that order.
+fn checksum(parts: [&[u8]; 6]) -> u64 {
+    let mut hash = Xxh3::new();
+    for part in parts {
+        hash.update(part);
+    }
+    hash.digest()
+}
+
 fn invalid(path: &Path, why: impl std::fmt::Display) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
@@ -235,15 +245,16 @@ impl Base {
         if layout.end != b.len() {
             return Err(invalid(path, "its length is not its sections'"));
         }
-        let mut hash = Xxh3::new();
-        hash.update(&b[..CHECKSUM_AT]);
-        hash.update(&b[layout.centroid_scales..layout.centroid_scales + 4 * lists]);
-        hash.update(&b[layout.centroid_values..layout.centroid_values + lists * dims]);
-        hash.update(&b[layout.list_starts..layout.list_starts + 4 * (lists + 1)]);
         let fences = &b[layout.fences..layout.fences + 16 * rows.div_ceil(FENCE)];
-        hash.update(fences);
-        hash.update(&b[layout.project_names..layout.end]);
-        if hash.digest() != u64_at(b, CHECKSUM_AT) {
+        let sum = checksum([
+            &b[..CHECKSUM_AT],
+            &b[layout.centroid_scales..layout.centroid_scales + 4 * lists],
+            &b[layout.centroid_values..layout.centroid_values + lists * dims],
+            &b[layout.list_starts..layout.list_starts + 4 * (lists + 1)],
+            fences,
+            &b[layout.project_names..layout.end],
+        ]);
+        if sum != u64_at(b, CHECKSUM_AT) {
             return Err(invalid(path, "its checksum does not match"));
         }
         let starts: Vec<u32> = (0..=lists)
@@ -632,15 +643,16 @@ impl Writer {
             head[at..at + 8].copy_from_slice(&(n as u64).to_le_bytes());
         }
         head[64..72].copy_from_slice(&(self.centroids.made_at() as u64).to_le_bytes());
-        let mut hash = Xxh3::new();
-        hash.update(&head[..CHECKSUM_AT]);
         let (scales, values) = self.centroids.parts();
-        hash.update(&le32(scales.iter().map(|s| s.to_le_bytes())));
-        hash.update(bytemuck::cast_slice(values));
-        hash.update(&le32(self.starts.iter().map(|s| s.to_le_bytes())));
-        hash.update(&fences);
-        hash.update(&names);
-        head[CHECKSUM_AT..].copy_from_slice(&hash.digest().to_le_bytes());
+        let sum = checksum([
+            &head[..CHECKSUM_AT],
+            &le32(scales.iter().map(|s| s.to_le_bytes())),
+            bytemuck::cast_slice(values),
+            &le32(self.starts.iter().map(|s| s.to_le_bytes())),
+            &fences,
+            &names,
+        ]);
+        head[CHECKSUM_AT..].copy_from_slice(&sum.to_le_bytes());
         let mut file = out.file.into_inner().map_err(|e| e.into_error())?;
         file.seek(io::SeekFrom::Start(0))?;
         file.write_all(&head)?;

@@ -155,6 +155,50 @@ fn maker_of(h: &[u8; HEADER_V1]) -> Option<(Maker, u32)> {
     })
 }
 
+/// What a file's header says.
+#[derive(Debug, Clone, Copy)]
+struct Header {
+    maker: Maker,
+    /// The base its records are over (0: none; always 0 in version 1).
+    generation: u64,
+    /// Its length in bytes: where the records start.
+    len: usize,
+}
+
+/// Reads the header at the start of `reader`: `None` when there is none this version
+/// reads (a file shorter than its header included).
+fn read_header(reader: &mut impl Read) -> io::Result<Option<Header>> {
+    // Whether `buf` was filled: the end of the file is no error here.
+    let fill = |reader: &mut dyn Read, buf: &mut [u8]| match reader.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    };
+    let mut head = [0; HEADER_V1];
+    if !fill(reader, &mut head)? {
+        return Ok(None);
+    }
+    let Some((maker, version)) = maker_of(&head) else {
+        return Ok(None);
+    };
+    if version == 1 {
+        return Ok(Some(Header {
+            maker,
+            generation: 0,
+            len: HEADER_V1,
+        }));
+    }
+    let mut generation = [0; HEADER - HEADER_V1];
+    if !fill(reader, &mut generation)? {
+        return Ok(None);
+    }
+    Ok(Some(Header {
+        maker,
+        generation: u64::from_le_bytes(generation),
+        len: HEADER,
+    }))
+}
+
 /// What a read of the file found.
 struct Scan {
     /// The maker its header names (`None`: no file, or no header this version reads).
@@ -188,26 +232,11 @@ fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io:
     };
     let len = file.metadata()?.len();
     let mut reader = io::BufReader::with_capacity(1 << 16, file);
-    let mut head = [0; HEADER_V1];
-    let (maker, header_len, generation) = match reader.read_exact(&mut head) {
-        Ok(()) => match maker_of(&head) {
-            Some((maker, 1)) => (Some(maker), HEADER_V1, 0),
-            Some((maker, _)) => {
-                let mut generation = [0; HEADER - HEADER_V1];
-                match reader.read_exact(&mut generation) {
-                    Ok(()) => (Some(maker), HEADER, u64::from_le_bytes(generation)),
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => (None, 0, 0),
-                    Err(e) => return Err(e),
-                }
-            }
-            None => (None, 0, 0),
-        },
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => (None, 0, 0),
-        Err(e) => return Err(e),
-    };
+    let header = read_header(&mut reader)?;
+    let maker = header.map(|h| h.maker);
     let mut found = Scan {
         maker,
-        generation,
+        generation: header.map_or(0, |h| h.generation),
         records: 0,
         good: 0,
         len,
@@ -215,7 +244,7 @@ fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io:
     if maker.is_none() || wanted.is_some_and(|w| Some(w) != maker) {
         return Ok(found);
     }
-    found.good = header_len as u64;
+    found.good = header.map_or(0, |h| h.len) as u64;
     let mut body = Vec::new();
     loop {
         let mut frame = [0; FRAME];
@@ -340,20 +369,14 @@ impl VectorFile {
     /// The base the records of the file at `path` are over, when `maker` made them (0:
     /// none, or no such file).
     pub fn generation_at(path: &Path, maker: Maker) -> io::Result<u64> {
-        let mut head = [0; HEADER];
-        let read = match File::open(path) {
-            Ok(mut f) => f.read(&mut head)?,
+        let mut file = match File::open(path) {
+            Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(e),
         };
-        let Some((found, version)) = head[..HEADER_V1].try_into().ok().and_then(maker_of) else {
-            return Ok(0);
-        };
-        Ok(if found == maker && version == VERSION && read == HEADER {
-            u64::from_le_bytes(head[HEADER_V1..].try_into().expect("8 bytes"))
-        } else {
-            0
-        })
+        Ok(read_header(&mut file)?
+            .filter(|h| h.maker == maker)
+            .map_or(0, |h| h.generation))
     }
 
     /// The base the records are over (0: none).

@@ -1,5 +1,5 @@
-//! Entry vectors: quantised to int8, kept in a file ([`super::vector_file`]), searched in
-//! memory by brute force.
+//! Entry vectors: quantised to int8, kept in a file ([`super::vector_file`]) over a mapped
+//! base ([`super::vector_base`]) once the table is large, searched in memory.
 //!
 //! Each entry has a summary vector (title, tags and content) and, when it has a context, a
 //! context vector ([`EntryVectors`]). Both are unit length before quantisation; a vector is
@@ -12,8 +12,9 @@
 //! ([context scale: f32 LE] [context: i8 × dimensions])
 //! ```
 //!
-//! [`VectorIndex`] holds every summary vector in one contiguous table with each row's entry
-//! type and project. A small table is searched exactly; a large one (100,000 entries of 256
+//! [`VectorIndex`] holds every summary vector with each row's entry type and project: a
+//! large table's rows as of its last cut in its base, read through a mapping, the rows
+//! added or changed since in memory. A small table is searched exactly; a large one (100,000 entries of 256
 //! dimensions is 25.6 MB of int8, which one pass could not read in under 2 ms here) is cut
 //! into about √n lists, each the rows nearest one centroid (an inverted file: the centroids
 //! are k-means of a sample of the rows), and a search scores the centroids, then the rows
@@ -22,8 +23,8 @@
 //! among the nearest by signs: what search did before, slower and finding fewer of the
 //! exact nearest) and against an HNSW index (whose build took minutes and which found fewer
 //! of the exact nearest). The lists are made apart from the table, on a thread of the
-//! memory's, and made again when the table has doubled; until they are, a large table is
-//! searched whole. The hot loops run inside [`simd`]'s dispatch, so their plain code is
+//! memory's, written out as the base, and made again as the table grows (`wants_lists`);
+//! until they first are, a large table is searched whole. The hot loops run inside [`simd`]'s dispatch, so their plain code is
 //! compiled for the machine's vector instructions.
 
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -574,23 +575,36 @@ impl VectorIndex {
 
     /// The values of the `i`th row of the table: the base's rows, then those in memory.
     fn nth_values(&self, i: usize) -> (&[i8], f32) {
-        let in_base = self.base.as_ref().map_or(0, Base::rows);
+        let in_base = self.in_base();
         match &self.base {
             Some(base) if i < in_base => (base.values(i..i + 1), base.scale(i)),
-            _ => {
-                let i = i - in_base;
-                (
-                    &self.values[i * self.dims..(i + 1) * self.dims],
-                    self.scales[i],
-                )
-            }
+            _ => (self.values_of(i - in_base), self.scales[i - in_base]),
+        }
+    }
+
+    /// How many rows the base holds, dead ones included.
+    fn in_base(&self) -> usize {
+        self.base.as_ref().map_or(0, Base::rows)
+    }
+
+    /// The values of row `i` in memory.
+    #[inline(always)]
+    fn values_of(&self, i: usize) -> &[i8] {
+        &self.values[i * self.dims..(i + 1) * self.dims]
+    }
+
+    /// The summary vector of row `i` in memory.
+    fn summary_of(&self, i: usize) -> Quantised {
+        Quantised {
+            scale: self.scales[i],
+            values: self.values_of(i).to_vec(),
         }
     }
 
     /// Rows spread over the table to make its centroids of ([`Sample::train`]); from now
     /// until the lists are installed, the rows changed are noted.
     pub fn sample(&mut self) -> Sample {
-        let n = self.base.as_ref().map_or(0, Base::rows) + self.rows.len();
+        let n = self.assign_len();
         let lists = list_count(self.len());
         let count = (lists * SAMPLE_PER_LIST).min(n);
         let dims = self.dims;
@@ -612,7 +626,7 @@ impl VectorIndex {
 
     /// How many rows [`Self::assign`] goes through: the base's, then those in memory.
     pub fn assign_len(&self) -> usize {
-        self.base.as_ref().map_or(0, Base::rows) + self.rows.len()
+        self.in_base() + self.rows.len()
     }
 
     /// The list of each of up to `count` rows from row `from` (the base's rows, then those
@@ -624,15 +638,13 @@ impl VectorIndex {
         if from >= end || centroids.dims != self.dims || centroids.is_empty() {
             return Vec::new();
         }
-        let in_base = self.base.as_ref().map_or(0, Base::rows);
+        let in_base = self.in_base();
         let mut out = Vec::with_capacity(end - from);
         if let Some(base) = &self.base
             && from < in_base
         {
             let rows = from..end.min(in_base);
-            let kept =
-                std::ptr::eq(base.centroids(), centroids) || base.centroids().same_as(centroids);
-            let lists = if kept {
+            let lists = if base.centroids().same_as(centroids) {
                 rows.clone().map(|r| base.list_of(r)).collect()
             } else {
                 simd().dispatch(Place {
@@ -716,14 +728,10 @@ impl VectorIndex {
         if let Some(&i) = self.at.get(id) {
             let row = &self.rows[i];
             let project = (row.project != 0).then(|| self.projects[row.project as usize].as_str());
-            let summary = Quantised {
-                scale: self.scales[i],
-                values: self.values[i * self.dims..(i + 1) * self.dims].to_vec(),
-            };
             return Some((
                 row.entry_type,
                 project,
-                summary,
+                self.summary_of(i),
                 self.contexts.get(id).cloned(),
             ));
         }
@@ -778,20 +786,25 @@ impl VectorIndex {
     /// it: what the vector file of its generation holds.
     pub fn install_base(&mut self, base: Base, records: Vec<Record>) {
         let mut index = VectorIndex::with_base(base);
-        for record in records {
-            match record {
-                Record::Put(s) => index.upsert_stored(&s),
-                Record::Drop(id) => index.remove(&id),
-            }
+        for record in &records {
+            index.apply(record);
         }
         *self = index;
+    }
+
+    /// Applies a record of the vector file: the entry's vectors put, or taken out.
+    pub fn apply(&mut self, record: &Record) {
+        match record {
+            Record::Put(s) => self.upsert_stored(s),
+            Record::Drop(id) => self.remove(id),
+        }
     }
 
     /// The list of row `i` among `centroids`.
     fn nearest_list(&self, centroids: &Centroids, i: usize) -> u32 {
         simd().dispatch(Place {
             centroids,
-            values: &self.values[i * self.dims..(i + 1) * self.dims],
+            values: self.values_of(i),
         })[0]
     }
 
@@ -946,10 +959,7 @@ impl VectorIndex {
     /// The summary vector of `id`.
     pub fn get(&self, id: &Ulid) -> Option<Quantised> {
         if let Some(&i) = self.at.get(id) {
-            return Some(Quantised {
-                scale: self.scales[i],
-                values: self.values[i * self.dims..(i + 1) * self.dims].to_vec(),
-            });
+            return Some(self.summary_of(i));
         }
         Some(self.base.as_ref()?.summary(self.base_row(id)?))
     }
@@ -1074,8 +1084,8 @@ impl VectorIndex {
     /// Offers row `i` in memory to `best`.
     #[inline(always)]
     fn offer(&self, query: &Quantised, i: usize, best: &mut Best) {
-        let values = &self.values[i * self.dims..(i + 1) * self.dims];
-        best.offer(Score(dot(&query.values, values) as f32 * self.scales[i]), i);
+        let score = dot(&query.values, self.values_of(i)) as f32 * self.scales[i];
+        best.offer(Score(score), i);
     }
 
     /// [`Self::nearest`] through `lists`, compiled for the machine's vector instructions:
