@@ -26,7 +26,10 @@ use tantivy::tokenizer::{
     AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter,
     TextAnalyzer,
 };
-use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc};
+use tantivy::{
+    DocAddress, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TERMINATED, Term,
+    doc,
+};
 use ulid::Ulid;
 
 use super::model::{Entry, EntryType};
@@ -183,6 +186,8 @@ pub struct MemoryIndex {
 pub struct Hit {
     pub id: Ulid,
     pub score: f32,
+    /// Where it is in the index (for [`MemoryIndex::terms_present`]).
+    pub doc: DocAddress,
 }
 
 /// A query ready to run: weighted analysed terms and filters.
@@ -423,34 +428,75 @@ impl MemoryIndex {
             .collect()
     }
 
-    /// Which of the terms `wanted` the `texts` contain, one flag each: tokens are compared,
-    /// not kept, and the reading stops once every term is found.
-    pub fn contains_terms(&self, texts: &[&str], wanted: &[&str]) -> Vec<bool> {
-        let mut found = vec![false; wanted.len()];
-        let mut missing = wanted.len();
-        let mut analyzer = self
-            .index
-            .tokenizers()
-            .get(ANALYZER)
-            .expect("the analyzer is registered at open");
-        for text in texts {
-            if missing == 0 {
-                break;
-            }
-            let mut stream = analyzer.token_stream(text);
-            while let Some(token) = stream.next() {
-                if let Some(i) = wanted.iter().position(|w| *w == token.text)
-                    && !found[i]
-                {
-                    found[i] = true;
-                    missing -= 1;
-                    if missing == 0 {
-                        break;
+    /// Which of `terms` (analysed) each of `docs` holds in its words or its context, one
+    /// flag a term: an entry's coverage of a query, read from the postings, without
+    /// reading or analysing the entry's text.
+    pub fn terms_present(
+        &self,
+        searcher: &Searcher,
+        docs: &[DocAddress],
+        terms: &[&str],
+    ) -> tantivy::Result<Vec<Vec<bool>>> {
+        let mut present = vec![vec![false; terms.len()]; docs.len()];
+        // A posting list is read forward only: the docs of a segment in order.
+        let mut order: Vec<usize> = (0..docs.len()).collect();
+        order.sort_unstable_by_key(|&i| docs[i]);
+        for segment in order.chunk_by(|&a, &b| docs[a].segment_ord == docs[b].segment_ord) {
+            let reader = searcher.segment_reader(docs[segment[0]].segment_ord);
+            for field in [self.fields.words, self.fields.context] {
+                let inverted = reader.inverted_index(field)?;
+                for (t, term) in terms.iter().enumerate() {
+                    let term = Term::from_field_text(field, term);
+                    let Some(mut postings) =
+                        inverted.read_postings(&term, IndexRecordOption::Basic)?
+                    else {
+                        continue;
+                    };
+                    for &i in segment {
+                        let doc = docs[i].doc_id;
+                        let at = if postings.doc() < doc {
+                            postings.seek(doc)
+                        } else {
+                            postings.doc()
+                        };
+                        present[i][t] |= at == doc;
                     }
                 }
             }
         }
-        found
+        Ok(present)
+    }
+
+    /// Where the entries `ids` are in the index: their live documents (an id the index
+    /// lacks is left out).
+    pub fn docs_of(
+        &self,
+        searcher: &Searcher,
+        ids: &[Ulid],
+    ) -> tantivy::Result<HashMap<Ulid, DocAddress>> {
+        let mut found = HashMap::with_capacity(ids.len());
+        for (ord, reader) in searcher.segment_readers().iter().enumerate() {
+            let inverted = reader.inverted_index(self.fields.id)?;
+            for id in ids {
+                if found.contains_key(id) {
+                    continue;
+                }
+                let term = Term::from_field_text(self.fields.id, &id.to_string());
+                let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic)?
+                else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if !reader.is_deleted(doc) {
+                        found.insert(*id, DocAddress::new(ord as u32, doc));
+                        break;
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// Analyses `text` into `(term, the word as written)` pairs: terms are stemmed, and
@@ -580,7 +626,11 @@ impl MemoryIndex {
             };
             if let Some((hi, lo)) = hi.first(addr.doc_id).zip(lo.first(addr.doc_id)) {
                 let id = Ulid(((hi as u128) << 64) | lo as u128);
-                hits.push(Hit { id, score });
+                hits.push(Hit {
+                    id,
+                    score,
+                    doc: addr,
+                });
             }
         }
         Ok(hits)
@@ -790,7 +840,50 @@ fn spawn_idle_committer(weak: Weak<MemoryIndex>) {
 
 #[cfg(test)]
 mod tests {
-    use super::idle_merge;
+    use super::{MemoryIndex, idle_merge};
+    use crate::memory::model::{Entry, EntryType};
+
+    #[test]
+    fn postings_say_which_live_document_holds_which_terms() {
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let mut first = Entry::new(
+            EntryType::Bug,
+            "Safari rejects dates",
+            "ISO strings fail to parse",
+            vec!["browser".into()],
+        );
+        first.context = Some("the user was on a tablet".into());
+        let second = Entry::new(
+            EntryType::Pattern,
+            "Retry with backoff",
+            "wrap flaky network calls",
+            vec![],
+        );
+        idx.write_batch(&[first.clone(), second.clone()]).unwrap();
+        idx.commit().unwrap();
+        // The first entry is written again in a later commit: its old document is
+        // deleted, and only the new one is found.
+        first.content = "ISO strings fail to parse, and timestamps too".into();
+        idx.upsert(&first).unwrap();
+        let searcher = idx.fresh_searcher().unwrap();
+        let unknown = ulid::Ulid::new();
+        let docs = idx
+            .docs_of(&searcher, &[first.id, second.id, unknown])
+            .unwrap();
+        assert_eq!(docs.len(), 2, "the unknown id is left out: {docs:?}");
+        let terms: Vec<String> = ["timestamps", "safari", "browser", "tablet", "network"]
+            .iter()
+            .map(|w| idx.terms(w).remove(0))
+            .collect();
+        let terms: Vec<&str> = terms.iter().map(String::as_str).collect();
+        let present = idx
+            .terms_present(&searcher, &[docs[&second.id], docs[&first.id]], &terms)
+            .unwrap();
+        // Content, title, tags and context count; the new text does, not the old.
+        assert_eq!(present[1], [true, true, true, true, false]);
+        assert_eq!(present[0], [false, false, false, false, true]);
+    }
 
     #[test]
     fn idle_merge_keeps_the_largest_apart_until_the_others_weigh() {

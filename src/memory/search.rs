@@ -14,6 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use tantivy::DocAddress;
 use ulid::Ulid;
 
 use super::embeddings::Embedder;
@@ -237,55 +238,58 @@ impl Memory {
             };
             (rank, bm25_score, score)
         };
-        // Candidates in the order of the best rank they could reach (their coverage whole),
-        // each read and scored until the next cannot beat the `limit`-th rank so far: an
-        // entry that cannot be shown is not read. The results are the same as scoring all.
-        let mut by_bound: Vec<(f64, Ulid)> = candidates
-            .iter()
-            .map(|id| (score_of(id, 1.0).0, *id))
-            .collect();
-        by_bound.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let mut results = Vec::with_capacity(candidates.len());
-        let mut ranks: Vec<f64> = Vec::with_capacity(candidates.len());
-        for (bound, id) in by_bound {
-            if ranks.len() >= limit {
-                ranks.sort_by(|a, b| b.total_cmp(a));
-                if bound < ranks[limit - 1] {
-                    break;
-                }
+        // Coverage, the idf-weighted share of the query's words an entry contains, from
+        // the index's postings: BM25's hits say where they are, the vectors' are looked
+        // up. Only the entries shown are read.
+        let coverage: HashMap<Ulid, f32> = if idf_total > 0.0 {
+            let mut docs: HashMap<Ulid, DocAddress> = hits.iter().map(|h| (h.id, h.doc)).collect();
+            let unplaced: Vec<Ulid> = candidates
+                .iter()
+                .filter(|id| !docs.contains_key(id))
+                .copied()
+                .collect();
+            if !unplaced.is_empty() {
+                docs.extend(idx.docs_of(&searcher, &unplaced)?);
             }
-            let Some(entry) = self.get(&id)? else {
-                continue;
-            };
-            // Coverage: the idf-weighted share of the query's words this entry contains.
-            let coverage = if idf_total > 0.0 {
-                let tags = entry.tags.join(" ");
-                let texts = [
-                    entry.title.as_str(),
-                    tags.as_str(),
-                    entry.content.as_str(),
-                    entry.context.as_deref().unwrap_or(""),
-                ];
-                idx.contains_terms(&texts, &query_words)
-                    .into_iter()
-                    .zip(&query_idf)
-                    .filter(|(present, _)| *present)
-                    .map(|(_, (_, w))| w)
-                    .sum::<f32>()
-                    / idf_total
-            } else {
-                0.0
-            };
-            let (rank, bm25_score, score) = score_of(&id, coverage);
-            ranks.push(rank);
-            results.push(((rank, bm25_score), score, entry));
+            let (ids, addresses): (Vec<Ulid>, Vec<DocAddress>) = docs.into_iter().unzip();
+            let present = idx.terms_present(&searcher, &addresses, &query_words)?;
+            ids.into_iter()
+                .zip(present)
+                .map(|(id, flags)| {
+                    let weight: f32 = flags
+                        .iter()
+                        .zip(&query_idf)
+                        .filter(|(present, _)| **present)
+                        .map(|(_, (_, w))| w)
+                        .sum();
+                    (id, weight / idf_total)
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let mut ranked: Vec<((f64, f32), f32, Ulid)> = candidates
+            .iter()
+            .map(|id| {
+                let (rank, bm25_score, score) =
+                    score_of(id, coverage.get(id).copied().unwrap_or(0.0));
+                ((rank, bm25_score), score, *id)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
+        let mut results = Vec::with_capacity(limit);
+        for (_, score, id) in ranked {
+            if results.len() == limit {
+                break;
+            }
+            if let Some(entry) = self.get(&id)? {
+                results.push((score, entry));
+            }
         }
-        results.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
-        results.truncate(limit);
         // Snippets for the results shown only.
         let results = results
             .into_iter()
-            .map(|(_, score, entry)| {
+            .map(|(score, entry)| {
                 let tags = entry.tags.join(" ");
                 // On a tie, content first, then title, context, tags.
                 let texts = [
