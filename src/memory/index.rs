@@ -53,15 +53,6 @@ const MERGE_ALL_SHARE: f64 = 0.125;
 /// A merge under way.
 type MergeRunning = tantivy::FutureResult<Option<tantivy::index::SegmentMeta>>;
 
-/// Which segments [`MemoryIndex::merge_segments`] merges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Merge {
-    /// Every segment (after an import).
-    All,
-    /// What [`idle_merge`] picks (the background thread, once writes pause).
-    Idle,
-}
-
 /// The segments (id, entries) to merge when the index is idle: none when there are fewer
 /// than three, else those besides the largest, or all of them once those hold
 /// [`MERGE_ALL_SHARE`] of the largest's entries.
@@ -361,13 +352,13 @@ impl MemoryIndex {
         self.reader.searcher().segment_readers().len()
     }
 
-    /// Merges committed segments, and waits for it: a search opens each segment's
-    /// postings and scores each apart (at 100,000 entries, 4 segments searched in
-    /// 2.2 / 4.0 ms p50 / p99, one in 1.6 / 2.3 ms). [`Merge::All`] merges every segment;
-    /// [`Merge::Idle`] what [`idle_merge`] picks. Writes go on meanwhile (into new
-    /// segments). Returns how many segments were merged (0: nothing to merge).
-    pub fn merge_segments(&self, merge: Merge) -> tantivy::Result<usize> {
-        let Some((merged, merging)) = self.start_merge(merge)? else {
+    /// Merges the committed segments [`idle_merge`] picks, and waits for it: a search
+    /// opens each segment's postings and scores each apart (at 100,000 entries, 4
+    /// segments searched in 2.2 / 4.0 ms p50 / p99, one in 1.6 / 2.3 ms). Writes go on
+    /// meanwhile (into new segments). Returns how many segments were merged (0: nothing
+    /// to merge).
+    pub fn merge_segments(&self) -> tantivy::Result<usize> {
+        let Some((merged, merging)) = self.start_merge()? else {
             return Ok(0);
         };
         merging.wait()?;
@@ -377,17 +368,14 @@ impl MemoryIndex {
 
     /// Starts the merge of [`Self::merge_segments`]: how many segments it merges, and the
     /// merge to wait for (it runs on tantivy's merge thread), then [`Self::reload`].
-    fn start_merge(&self, merge: Merge) -> tantivy::Result<Option<(usize, MergeRunning)>> {
+    fn start_merge(&self) -> tantivy::Result<Option<(usize, MergeRunning)>> {
         let metas = self.index.searchable_segment_metas()?;
-        let ids: Vec<SegmentId> = match merge {
-            Merge::All => metas.iter().map(|m| m.id()).collect(),
-            Merge::Idle => idle_merge(
-                &metas
-                    .iter()
-                    .map(|m| (m.id(), m.num_docs()))
-                    .collect::<Vec<_>>(),
-            ),
-        };
+        let ids: Vec<SegmentId> = idle_merge(
+            &metas
+                .iter()
+                .map(|m| (m.id(), m.num_docs()))
+                .collect::<Vec<_>>(),
+        );
         if ids.len() < 2 {
             return Ok(None);
         }
@@ -784,7 +772,7 @@ fn merge_when_idle(
         return;
     }
     let started = Instant::now();
-    let merged = match index.start_merge(Merge::Idle) {
+    let merged = match index.start_merge() {
         Ok(None) => {
             *settled = ids;
             return;

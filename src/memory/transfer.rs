@@ -9,7 +9,6 @@ use ulid::Ulid;
 use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
 
-use super::index::Merge;
 use super::model::{MAX_TITLE_CHARS, normalize_tags};
 use super::{
     Entry, ExportReport, ImportReport, Link, META_COUNT, META_SEQ, Memory, MemoryError, Result,
@@ -219,10 +218,13 @@ impl Memory {
             );
         }
         drop(guard);
-        // A large import leaves several segments (the writer cuts one per 32 MB of its
-        // buffer); a search opens each apart: merged into one now, while writes go on.
+        // A large import leaves several segments (one a commit, and the writer cuts one
+        // per 32 MB of its buffer); a search opens each apart. The smaller ones are merged
+        // now, while writes go on, as when writes pause: not every segment each time, or
+        // an import sent in parts (the CLI sends 5,000 lines a call) would write the whole
+        // index again for each part.
         if writes.len() >= IMPORT_CHUNK
-            && let Err(e) = self.idx().merge_segments(Merge::All)
+            && let Err(e) = self.idx().merge_segments()
         {
             tracing::warn!("merging the search index after the import failed: {e}");
         }

@@ -788,7 +788,7 @@ fn export_import_round_trip() {
 /// pause (every one here, the others weighing more than an eighth of the largest), and all
 /// of them after a large import. Every entry is found as before.
 #[test]
-fn the_index_segments_are_merged_when_writes_pause_and_after_an_import() {
+fn the_index_segments_are_merged_when_writes_pause_and_after_each_part_of_an_import() {
     let home = TestHome::new();
     let memory = home.memory();
     let words = ["amber", "birch", "cobalt", "dune", "ember", "fjord"];
@@ -814,24 +814,32 @@ fn the_index_segments_are_merged_when_writes_pause_and_after_an_import() {
         assert_eq!(search(&memory, w).len(), 1, "{w} after the merge");
     }
 
-    // Another segment, then an import of a few thousand: one segment when it returns.
+    // Another segment, then an import of a few thousand in two parts, as the CLI sends a
+    // large one. After the first, the smaller segments are merged and the import's own
+    // stays apart; once those beside the largest weigh, everything is one segment.
     memory
         .add(entry(EntryType::Bug, "glacier bug", "body", &[]))
         .unwrap();
     assert_eq!(search(&memory, "glacier").len(), 1);
-    let mut jsonl = String::new();
-    for i in 0..2500 {
-        let e = tandem::memory::Entry::new(
-            EntryType::Reference,
-            format!("imported {i}"),
-            format!("number {i}"),
-            Vec::new(),
-        );
-        let mut record = serde_json::to_value(&e).unwrap();
-        record["record"] = "entry".into();
-        jsonl.push_str(&format!("{record}\n"));
-    }
-    memory.import(&mut jsonl.as_bytes()).unwrap();
+    assert_eq!(memory.index_segments(), 2);
+    let part = |from: usize| {
+        let mut jsonl = String::new();
+        for i in from..from + 2500 {
+            let e = tandem::memory::Entry::new(
+                EntryType::Reference,
+                format!("imported {i}"),
+                format!("number {i}"),
+                Vec::new(),
+            );
+            let mut record = serde_json::to_value(&e).unwrap();
+            record["record"] = "entry".into();
+            jsonl.push_str(&format!("{record}\n"));
+        }
+        jsonl
+    };
+    memory.import(&mut part(0).as_bytes()).unwrap();
+    assert_eq!(memory.index_segments(), 2);
+    memory.import(&mut part(2500).as_bytes()).unwrap();
     assert_eq!(memory.index_segments(), 1);
     for w in words.iter().chain(&["glacier"]) {
         assert_eq!(search(&memory, w).len(), 1, "{w} after the import");
