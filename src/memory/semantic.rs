@@ -13,7 +13,7 @@
 //! else of sled is read.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -73,6 +73,9 @@ pub struct Semantic {
     last_read: AtomicU64,
     read_since_release: AtomicBool,
     opened: Instant,
+    /// How many bulk embeds run ([`Memory::embed_all`]): meanwhile a cut waits for more
+    /// rows ([`VectorIndex::wants_lists_in_bulk`]).
+    bulk: Arc<AtomicUsize>,
 }
 
 /// Which entries an embedding counts. Neither embeds an entry that has vectors in the
@@ -88,6 +91,16 @@ enum Counted {
 
 /// How many rows [`cut_into_lists`] places while it holds the table (readers only).
 const PLACE_AT_ONCE: usize = 4096;
+
+/// Whether `table` wants a cut now: by [`VectorIndex::wants_lists_in_bulk`] while `bulk`
+/// embeds run, else by [`VectorIndex::wants_lists`].
+fn wants_cut(table: &VectorIndex, bulk: &AtomicUsize) -> bool {
+    if bulk.load(Ordering::Relaxed) > 0 {
+        table.wants_lists_in_bulk()
+    } else {
+        table.wants_lists()
+    }
+}
 
 fn read(index: &RwLock<VectorIndex>) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
     index.read().unwrap_or_else(|p| p.into_inner())
@@ -107,14 +120,14 @@ fn lock_file(file: &Mutex<Option<VectorFile>>) -> MutexGuard<'_, Option<VectorFi
 /// lock (searches go on; an add waits for one part at most), and the base installed under
 /// the write lock with the vector file of its generation, which holds only the rows that
 /// came or changed meanwhile. A table made again meanwhile (another model, a reindex)
-/// takes none of it.
-fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>) {
+/// takes none of it. Returns whether the cut was installed.
+fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>) -> bool {
     let started = Instant::now();
     let Some((log, maker, generation)) = lock_file(file)
         .as_ref()
         .map(|f| (f.path().to_path_buf(), f.maker(), f.generation()))
     else {
-        return;
+        return false;
     };
     let centroids = match write(index).begin_cut() {
         Cut::Train(sample) => sample.train(),
@@ -158,6 +171,7 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
         tracing::error!("cutting {rows} entries' vectors into lists failed: {why}");
         write(index).cancel_cut();
         vector_base::remove_others(&log, generation);
+        false
     };
     let path = match written {
         Ok(path) => path,
@@ -168,7 +182,7 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
     if !table.cut_pending() || file.as_ref().map(VectorFile::generation) != Some(generation) {
         drop((table, file));
         vector_base::remove_others(&log, generation);
-        return;
+        return false;
     }
     let base = match Base::open(&path, maker, next) {
         Ok(base) => base,
@@ -194,6 +208,7 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
         "{rows} entries' vectors cut into {lists} lists in {:.2} s",
         started.elapsed().as_secs_f64()
     );
+    true
 }
 
 /// The table of the vector file at `log` made by `maker`: the base its header names,
@@ -237,6 +252,7 @@ impl Semantic {
             last_read: AtomicU64::new(0),
             read_since_release: AtomicBool::new(false),
             opened: Instant::now(),
+            bulk: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -261,14 +277,25 @@ impl Semantic {
     /// table whole.
     fn cut_when_large(&self) {
         let mut job = self.lists_job.lock().unwrap_or_else(|p| p.into_inner());
-        if job.as_ref().is_some_and(|j| !j.is_finished()) || !self.read_index().wants_lists() {
+        if job.as_ref().is_some_and(|j| !j.is_finished())
+            || !wants_cut(&self.read_index(), &self.bulk)
+        {
             return;
         }
-        let (index, file) = (Arc::clone(&self.index), Arc::clone(&self.file));
+        let (index, file, bulk) = (
+            Arc::clone(&self.index),
+            Arc::clone(&self.file),
+            Arc::clone(&self.bulk),
+        );
+        // Cut after cut while one is wanted: rows added meanwhile would otherwise wait
+        // for the next add (an embed in bulk ends while a cut runs).
         match std::thread::Builder::new()
             .name("tandem-vector-lists".into())
-            .spawn(move || cut_into_lists(&index, &file))
-        {
+            .spawn(
+                move || {
+                    while wants_cut(&read(&index), &bulk) && cut_into_lists(&index, &file) {}
+                },
+            ) {
             Ok(handle) => *job = Some(handle),
             Err(e) => tracing::error!("cannot start cutting the vectors into lists: {e}"),
         }
@@ -632,12 +659,22 @@ impl Memory {
         Ok(())
     }
 
+    /// Embeds `ids` in batches, the table cut less often meanwhile
+    /// ([`VectorIndex::wants_lists_in_bulk`]) and as usual once done.
     fn embed_all(&self, embedder: &Embedder, ids: &[Ulid], counted: Counted) -> Result<u64> {
-        let mut done = 0;
-        for batch in ids.chunks(BATCH) {
-            done += self.embed_entries(embedder, batch, counted)?;
-        }
-        Ok(done)
+        let sem = &self.semantic;
+        sem.bulk.fetch_add(1, Ordering::Relaxed);
+        let embed = || {
+            let mut done = 0;
+            for batch in ids.chunks(BATCH) {
+                done += self.embed_entries(embedder, batch, counted)?;
+            }
+            Ok(done)
+        };
+        let done = embed();
+        sem.bulk.fetch_sub(1, Ordering::Relaxed);
+        sem.cut_when_large();
+        done
     }
 
     /// Makes every entry's vectors again with the memory's model (`tandem memory reindex
@@ -846,24 +883,59 @@ mod tests {
         out
     }
 
+    /// A vector file at `log` and a table of `all`'s rows, written to it, not cut yet.
+    fn uncut_table(log: &Path, all: &[Stored]) -> (Arc<Mutex<Option<VectorFile>>>, VectorIndex) {
+        let file = VectorFile::create(log, MAKER, 0, &[]).unwrap();
+        let file = Arc::new(Mutex::new(Some(file)));
+        let mut table = VectorIndex::new(MAKER.dims);
+        let records: Vec<Record> = all.iter().cloned().map(Record::Put).collect();
+        for s in all {
+            table.upsert_stored(s);
+        }
+        lock_file(&file).as_mut().unwrap().append(&records).unwrap();
+        (file, table)
+    }
+
+    #[test]
+    fn a_bulk_embed_lets_the_rows_in_memory_reach_the_base_before_a_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("memory-vectors");
+        let all: Vec<Stored> = (0..6000).map(stored).collect();
+        let (file, table) = uncut_table(&log, &all);
+        let index = RwLock::new(table);
+        assert!(cut_into_lists(&index, &file));
+        // 4,200 rows since the base of 6,000: past what a daemon keeps in memory between
+        // cuts (4,096 here), short of the base's size and of twice the table's lists.
+        let mut table = write(&index);
+        for n in 6000..10_200 {
+            table.upsert_stored(&stored(n));
+        }
+        let bulk = AtomicUsize::new(1);
+        assert!(table.wants_lists() && !table.wants_lists_in_bulk());
+        assert!(
+            !wants_cut(&table, &bulk),
+            "no cut while the bulk embed runs"
+        );
+        bulk.store(0, Ordering::Relaxed);
+        assert!(wants_cut(&table, &bulk), "a cut once it ends");
+        // Once the table has doubled since its lists were made, it is cut in bulk too.
+        for n in 10_200..12_100 {
+            table.upsert_stored(&stored(n));
+        }
+        assert!(table.wants_lists_in_bulk());
+    }
+
     #[test]
     fn a_large_table_is_cut_into_a_base_that_a_reopened_memory_maps() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("memory-vectors");
         let all: Vec<Stored> = (0..6000).map(stored).collect();
-        let file = VectorFile::create(&log, MAKER, 0, &[]).unwrap();
-        let file = Arc::new(Mutex::new(Some(file)));
-        let mut table = VectorIndex::new(MAKER.dims);
-        let records: Vec<Record> = all.iter().cloned().map(Record::Put).collect();
-        for s in &all {
-            table.upsert_stored(s);
-        }
-        lock_file(&file).as_mut().unwrap().append(&records).unwrap();
+        let (file, table) = uncut_table(&log, &all);
         assert!(table.wants_lists());
         let before = searches(&table);
         let index = RwLock::new(table);
 
-        cut_into_lists(&index, &file);
+        assert!(cut_into_lists(&index, &file));
         let log_len = || fs_len(&log);
         {
             let table = read(&index);
@@ -925,7 +997,7 @@ mod tests {
 
         // A second cut keeps the centroids (the table has not doubled), writes the next
         // generation and removes the first.
-        cut_into_lists(&index, &file);
+        assert!(cut_into_lists(&index, &file));
         assert_eq!(read(&index).generation(), 2);
         assert_eq!(searches(&read(&index)), now);
         assert!(!vector_base::path_of(&log, 1).exists());

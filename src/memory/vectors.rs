@@ -543,6 +543,18 @@ impl VectorIndex {
     /// has none, or has grown to [`REMAKE_GROWTH`] times the rows its lists were made of,
     /// or it has a base and holds many rows in memory ([`MAX_ROWS_IN_MEMORY`]).
     pub fn wants_lists(&self) -> bool {
+        self.wants_cut(false)
+    }
+
+    /// [`Self::wants_lists`] while entries are embedded in bulk: the rows in memory may
+    /// grow to the base's size (at least [`MAX_ROWS_IN_MEMORY`]) before a cut. Each cut
+    /// writes the whole base, so the rows a bulk embed's cuts write grow as the table, not
+    /// as its square (at a million rows, a cut each 65,536 rows kept one running).
+    pub fn wants_lists_in_bulk(&self) -> bool {
+        self.wants_cut(true)
+    }
+
+    fn wants_cut(&self, bulk: bool) -> bool {
         let Some(lists) = &self.lists else {
             return self.len() > EXACT_UP_TO;
         };
@@ -550,7 +562,12 @@ impl VectorIndex {
             return true;
         }
         self.base.as_ref().is_some_and(|b| {
-            self.rows_since_base() > (b.rows() / 8).clamp(EXACT_UP_TO, MAX_ROWS_IN_MEMORY)
+            let most = if bulk {
+                b.rows().max(MAX_ROWS_IN_MEMORY)
+            } else {
+                (b.rows() / 8).clamp(EXACT_UP_TO, MAX_ROWS_IN_MEMORY)
+            };
+            self.rows_since_base() > most
         })
     }
 
