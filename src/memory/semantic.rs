@@ -74,7 +74,7 @@ pub struct Semantic {
     read_since_release: AtomicBool,
     opened: Instant,
     /// How many bulk embeds run ([`Memory::embed_all`]): meanwhile a cut waits for more
-    /// rows ([`VectorIndex::wants_lists_in_bulk`]).
+    /// rows ([`VectorIndex::wants_cut`]).
     bulk: Arc<AtomicUsize>,
 }
 
@@ -92,14 +92,10 @@ enum Counted {
 /// How many rows [`cut_into_lists`] places while it holds the table (readers only).
 const PLACE_AT_ONCE: usize = 4096;
 
-/// Whether `table` wants a cut now: by [`VectorIndex::wants_lists_in_bulk`] while `bulk`
-/// embeds run, else by [`VectorIndex::wants_lists`].
-fn wants_cut(table: &VectorIndex, bulk: &AtomicUsize) -> bool {
-    if bulk.load(Ordering::Relaxed) > 0 {
-        table.wants_lists_in_bulk()
-    } else {
-        table.wants_lists()
-    }
+/// Whether `table` wants a cut now, `bulk` the count of bulk embeds running
+/// ([`VectorIndex::wants_cut`]).
+fn cut_wanted(table: &VectorIndex, bulk: &AtomicUsize) -> bool {
+    table.wants_cut(bulk.load(Ordering::Relaxed) > 0)
 }
 
 fn read(index: &RwLock<VectorIndex>) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
@@ -278,7 +274,7 @@ impl Semantic {
     fn cut_when_large(&self) {
         let mut job = self.lists_job.lock().unwrap_or_else(|p| p.into_inner());
         if job.as_ref().is_some_and(|j| !j.is_finished())
-            || !wants_cut(&self.read_index(), &self.bulk)
+            || !cut_wanted(&self.read_index(), &self.bulk)
         {
             return;
         }
@@ -293,7 +289,7 @@ impl Semantic {
             .name("tandem-vector-lists".into())
             .spawn(
                 move || {
-                    while wants_cut(&read(&index), &bulk) && cut_into_lists(&index, &file) {}
+                    while cut_wanted(&read(&index), &bulk) && cut_into_lists(&index, &file) {}
                 },
             ) {
             Ok(handle) => *job = Some(handle),
@@ -660,7 +656,7 @@ impl Memory {
     }
 
     /// Embeds `ids` in batches, the table cut less often meanwhile
-    /// ([`VectorIndex::wants_lists_in_bulk`]) and as usual once done.
+    /// ([`VectorIndex::wants_cut`]) and as usual once done.
     fn embed_all(&self, embedder: &Embedder, ids: &[Ulid], counted: Counted) -> Result<u64> {
         let sem = &self.semantic;
         sem.bulk.fetch_add(1, Ordering::Relaxed);
@@ -911,18 +907,18 @@ mod tests {
             table.upsert_stored(&stored(n));
         }
         let bulk = AtomicUsize::new(1);
-        assert!(table.wants_lists() && !table.wants_lists_in_bulk());
+        assert!(table.wants_lists() && !table.wants_cut(true));
         assert!(
-            !wants_cut(&table, &bulk),
+            !cut_wanted(&table, &bulk),
             "no cut while the bulk embed runs"
         );
         bulk.store(0, Ordering::Relaxed);
-        assert!(wants_cut(&table, &bulk), "a cut once it ends");
+        assert!(cut_wanted(&table, &bulk), "a cut once it ends");
         // Once the table has doubled since its lists were made, it is cut in bulk too.
         for n in 10_200..12_100 {
             table.upsert_stored(&stored(n));
         }
-        assert!(table.wants_lists_in_bulk());
+        assert!(table.wants_cut(true));
     }
 
     #[test]

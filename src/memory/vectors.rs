@@ -232,7 +232,8 @@ pub struct VectorIndex {
 /// A row of the base in [`Best`]'s heap: its number with this bit set.
 const BASE_ROW: usize = 1 << (usize::BITS - 1);
 /// The rows in memory that have the base written again: an eighth of the base's rows,
-/// at least [`EXACT_UP_TO`], at most this many (the memory they hold, ~300 bytes each).
+/// at least [`EXACT_UP_TO`], at most this many (the memory they hold, ~300 bytes each);
+/// while entries are embedded in bulk, as many as the base ([`VectorIndex::wants_cut`]).
 const MAX_ROWS_IN_MEMORY: usize = 65_536;
 
 /// What a cut of the table into lists starts from ([`VectorIndex::begin_cut`]).
@@ -546,15 +547,12 @@ impl VectorIndex {
         self.wants_cut(false)
     }
 
-    /// [`Self::wants_lists`] while entries are embedded in bulk: the rows in memory may
-    /// grow to the base's size (at least [`MAX_ROWS_IN_MEMORY`]) before a cut. Each cut
-    /// writes the whole base, so the rows a bulk embed's cuts write grow as the table, not
-    /// as its square (at a million rows, a cut each 65,536 rows kept one running).
-    pub fn wants_lists_in_bulk(&self) -> bool {
-        self.wants_cut(true)
-    }
-
-    fn wants_cut(&self, bulk: bool) -> bool {
+    /// [`Self::wants_lists`], or while entries are embedded `in_bulk`: the rows in memory
+    /// may then grow to the base's size (at least [`MAX_ROWS_IN_MEMORY`]) before a cut.
+    /// Each cut writes the whole base, so the rows a bulk embed's cuts write grow as the
+    /// table, not as its square (at a million rows, a cut each 65,536 rows kept one
+    /// running).
+    pub fn wants_cut(&self, in_bulk: bool) -> bool {
         let Some(lists) = &self.lists else {
             return self.len() > EXACT_UP_TO;
         };
@@ -562,7 +560,7 @@ impl VectorIndex {
             return true;
         }
         self.base.as_ref().is_some_and(|b| {
-            let most = if bulk {
+            let most = if in_bulk {
                 b.rows().max(MAX_ROWS_IN_MEMORY)
             } else {
                 (b.rows() / 8).clamp(EXACT_UP_TO, MAX_ROWS_IN_MEMORY)
