@@ -114,7 +114,7 @@ impl Store {
         if check_format(dir)? < FORMAT_VERSION {
             upgrade(dir)?;
         }
-        let db = sled_config(&dir.join(DB_DIR)).open()?;
+        let db = open_sled(&sled_config(&dir.join(DB_DIR)))?;
         Ok(Store {
             dir: dir.to_path_buf(),
             db,
@@ -250,6 +250,30 @@ fn sled_config(path: &Path) -> sled::Config {
         .compression_factor(COMPRESSION_FACTOR)
 }
 
+/// How long [`open_sled`] waits for a database this process closed to let go of its files.
+const SLED_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Opens a sled database under the data dir's lock. sled locks its own files too, and a
+/// database this process just closed can keep them for a moment: sled's thread pool still
+/// finishes writes of the closed one. The data dir's lock says no other process holds
+/// them, so sled's lock failing can only be that moment, and the open is tried again
+/// until it passes (bounded by [`SLED_RELEASE_WAIT`]).
+fn open_sled(config: &sled::Config) -> Result<sled::Db, sled::Error> {
+    let started = std::time::Instant::now();
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::Other
+                    && e.to_string().starts_with("could not acquire lock")
+                    && started.elapsed() < SLED_RELEASE_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            opened => return opened,
+        }
+    }
+}
+
 /// Brings a format 1 data dir (held, under its lock) to this format: every tree copied
 /// into a compressed database beside the old one, which then takes its place, and the new
 /// format recorded last. Each step can be cut short by a crash and the next open resumes:
@@ -286,11 +310,12 @@ fn copy_into_new_format(dir: &Path, db: &Path, upgrading: &Path) -> Result<(), S
         fs::remove_dir_all(upgrading).map_err(io)?;
     }
     {
-        let from = sled::Config::new()
-            .path(db)
-            .cache_capacity(SLED_CACHE_BYTES)
-            .open()?;
-        let to = sled_config(upgrading).open()?;
+        let from = open_sled(
+            &sled::Config::new()
+                .path(db)
+                .cache_capacity(SLED_CACHE_BYTES),
+        )?;
+        let to = open_sled(&sled_config(upgrading))?;
         let mut records = 0u64;
         for name in from.tree_names() {
             let source = from.open_tree(&name)?;
@@ -408,6 +433,22 @@ pub fn dir_size(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_closing_in_this_process_is_waited_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = sled_config(&tmp.path().join("db"));
+        let first = open_sled(&config).unwrap();
+        first.insert("k", "v").unwrap();
+        // What sled's thread pool does after a close: holds the database a moment longer.
+        let closing = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(first);
+        });
+        let second = open_sled(&config).unwrap();
+        assert_eq!(second.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+        closing.join().unwrap();
+    }
 
     #[test]
     fn second_open_names_the_holder() {
