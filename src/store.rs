@@ -14,21 +14,20 @@ use serde::{Deserialize, Serialize};
 /// in a way an older binary would misread, and say in [`upgrade`] how an older data dir
 /// becomes this one.
 ///
-/// 1: sled without compression. 2: sled with zstd compression (its pages on disk take
-/// about a third: the entries are text); sled keeps the setting in its own files and will
-/// not open a database with the other one, so format 1 is copied into a new database.
-pub const FORMAT_VERSION: u32 = 2;
-/// zstd's level for sled's pages: level 3 (zstd's default) compresses developer text about
-/// 2.5 times; higher levels cost several times the CPU for a few percent.
-const COMPRESSION_FACTOR: i32 = 3;
+/// 1: sled without compression. 2: sled with zstd compression of its pages. 3: sled
+/// without compression again; the memory compresses its entries' records itself, with a
+/// dictionary trained on them (`memory/codec.rs`): sled compressed each page fragment it
+/// logged with a new zstd context, two thirds of an add's transaction. sled keeps the
+/// setting in its own files and will not open a database with the other one, so a
+/// compressed database (format 2) is copied into a new one; format 1 is already format 3's.
+pub const FORMAT_VERSION: u32 = 3;
 
 const LOCK_FILE: &str = "tandem.lock";
 const FORMAT_FILE: &str = "format.json";
 const DB_DIR: &str = "db";
-/// While format 1 is upgraded: the new database being written...
+/// While an older format is upgraded: the new database being written, and the old one
+/// ([`old_db`]) from its replacement until the new format is recorded.
 const DB_UPGRADING: &str = "db.upgrading";
-/// ...and the old one, from its replacement until the new format is recorded.
-const DB_FORMAT_1: &str = "db.format-1";
 /// sled's page cache (its default is 1 GiB): a long-running daemon that once read every
 /// entry (a reindex, the vectors' load) would keep them all. sled counts it by the pages'
 /// compressed size and holds them uncompressed. At 100,000 entries with a model
@@ -111,8 +110,9 @@ impl Store {
         let io = io_error(dir);
         create_private_dir(dir).map_err(io)?;
         let lock = lock_dir(dir)?;
-        if check_format(dir)? < FORMAT_VERSION {
-            upgrade(dir)?;
+        let format = check_format(dir)?;
+        if format < FORMAT_VERSION {
+            upgrade(dir, format)?;
         }
         let db = open_sled(&sled_config(&dir.join(DB_DIR)))?;
         Ok(Store {
@@ -211,7 +211,9 @@ fn check_format(dir: &Path) -> Result<u32, StoreError> {
             }
             if found.format == FORMAT_VERSION {
                 // The old database of an upgrade that was not yet removed.
-                remove_dir_if_present(&dir.join(DB_FORMAT_1));
+                for format in 1..FORMAT_VERSION {
+                    remove_dir_if_present(&old_db(dir, format));
+                }
             }
             Ok(found.format)
         }
@@ -246,8 +248,12 @@ fn sled_config(path: &Path) -> sled::Config {
         .path(path)
         .cache_capacity(SLED_CACHE_BYTES)
         .flush_every_ms(Some(500))
-        .use_compression(true)
-        .compression_factor(COMPRESSION_FACTOR)
+        .use_compression(false)
+}
+
+/// Where an upgrade from `format` sets the old database aside.
+fn old_db(dir: &Path, format: u32) -> PathBuf {
+    dir.join(format!("db.format-{format}"))
 }
 
 /// How long [`open_sled`] waits for a database this process closed to let go of its files.
@@ -274,47 +280,61 @@ fn open_sled(config: &sled::Config) -> Result<sled::Db, sled::Error> {
     }
 }
 
-/// Brings a format 1 data dir (held, under its lock) to this format: every tree copied
-/// into a compressed database beside the old one, which then takes its place, and the new
-/// format recorded last. Each step can be cut short by a crash and the next open resumes:
-/// a half-written new database is written again; a replaced old one (`db.format-1`) with no
-/// `db` is put back; with both, only the format was left to record.
-fn upgrade(dir: &Path) -> Result<(), StoreError> {
+/// Brings a data dir of an older `format` (held, under its lock) to this one. A database
+/// sled compresses (format 2) is copied into one it does not, beside it, which then takes
+/// its place; the new format is recorded last. Each step can be cut short by a crash and
+/// the next open resumes: a half-written new database is written again; an old one set
+/// aside with no `db` is put back; with both, the copy was complete and only the format
+/// was left to record.
+fn upgrade(dir: &Path, format: u32) -> Result<(), StoreError> {
     let io = io_error(dir);
     let db = dir.join(DB_DIR);
+    let old = old_db(dir, format);
     let upgrading = dir.join(DB_UPGRADING);
-    let old = dir.join(DB_FORMAT_1);
+    if upgrading.exists() {
+        // A copy a crash cut short: written again when one is wanted.
+        fs::remove_dir_all(&upgrading).map_err(io)?;
+    }
     match (db.exists(), old.exists()) {
-        (true, true) => {}
-        (false, true) => {
-            fs::rename(&old, &db).map_err(io)?;
-            copy_into_new_format(dir, &db, &upgrading)?;
-        }
-        (true, false) => copy_into_new_format(dir, &db, &upgrading)?,
-        // Nothing stored yet: the new database is made in this format.
-        (false, false) => {}
+        (true, true) => remove_dir_if_present(&old),
+        (false, true) => fs::rename(&old, &db).map_err(io)?,
+        _ => {}
+    }
+    // Nothing stored yet: the new database is made in this format.
+    if db.exists() && compressed_by_sled(&db)? {
+        copy_uncompressed(dir, &db, &upgrading, &old)?;
     }
     write_format(dir)?;
     remove_dir_if_present(&old);
     Ok(())
 }
 
-fn copy_into_new_format(dir: &Path, db: &Path, upgrading: &Path) -> Result<(), StoreError> {
+/// Whether the sled database at `db` compresses its pages: sled refuses to open it
+/// otherwise, and says why.
+fn compressed_by_sled(db: &Path) -> Result<bool, StoreError> {
+    match open_sled(&sled_config(db)) {
+        Ok(_) => Ok(false),
+        Err(sled::Error::Unsupported(why)) if why.contains("compression") => Ok(true),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Copies the compressed database `db` into a new one at `upgrading`, which then takes its
+/// place; the old one is set aside as `old`.
+fn copy_uncompressed(
+    dir: &Path,
+    db: &Path,
+    upgrading: &Path,
+    old: &Path,
+) -> Result<(), StoreError> {
     let io = io_error(dir);
     let started = std::time::Instant::now();
     tracing::info!(
-        "upgrading the data dir {} to format {FORMAT_VERSION}: copying the database into a compressed one",
+        "upgrading the data dir {} to format {FORMAT_VERSION}: copying the database into one sled does not compress",
         dir.display()
     );
-    if upgrading.exists() {
-        fs::remove_dir_all(upgrading).map_err(io)?;
-    }
     {
-        let from = open_sled(
-            &sled::Config::new()
-                .path(db)
-                .cache_capacity(SLED_CACHE_BYTES),
-        )?;
+        let from = open_sled(&sled_config(db).use_compression(true))?;
         let to = open_sled(&sled_config(upgrading))?;
         let mut records = 0u64;
         for name in from.tree_names() {
@@ -340,7 +360,7 @@ fn copy_into_new_format(dir: &Path, db: &Path, upgrading: &Path) -> Result<(), S
             started.elapsed().as_secs_f64()
         );
     }
-    fs::rename(db, dir.join(DB_FORMAT_1)).map_err(io)?;
+    fs::rename(db, old).map_err(io)?;
     fs::rename(upgrading, db).map_err(io)?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
     Ok(())

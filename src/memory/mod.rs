@@ -5,6 +5,7 @@
 //! index follows in the same call.
 
 pub mod api;
+mod codec;
 pub mod embeddings;
 pub mod error;
 pub mod help;
@@ -115,6 +116,8 @@ pub struct Memory {
     /// `{entry}/{suggestion}` for every suggestion not superseded (`suggestions.rs`).
     suggestions_by_entry: sled::Tree,
     meta: sled::Tree,
+    /// The dictionaries the entries' records are compressed with.
+    codec: codec::Codec,
     index: Arc<MemoryIndex>,
     /// The embedding model and the entries' vectors.
     semantic: semantic::Semantic,
@@ -137,6 +140,7 @@ impl Memory {
             suggestion_keys: db.open_tree("memory.suggestion_keys")?,
             suggestions_by_entry: db.open_tree("memory.suggestions_by_entry")?,
             meta: db.open_tree("memory.meta")?,
+            codec: codec::Codec::open(db.open_tree("memory.dictionaries")?)?,
             index,
             semantic: semantic::Semantic::open(db, &store.dir().join("index").join(VECTOR_FILE))?,
             store,
@@ -144,6 +148,7 @@ impl Memory {
         };
         suggestions::build_index_if_missing(&memory)?;
         memory.bring_index_up_to_date(&state, progress)?;
+        memory.train_dictionary_when_due(progress)?;
         Ok(memory)
     }
 
@@ -240,15 +245,24 @@ impl Memory {
 
     fn get(&self, id: &Ulid) -> Result<Option<Entry>> {
         match self.entries.get(id.to_string())? {
-            Some(bytes) => Ok(Some(decode(&bytes)?)),
+            Some(bytes) => Ok(Some(self.decode_entry(&bytes)?)),
             None => Ok(None),
         }
+    }
+
+    /// An entry's record: its JSON, compressed ([`codec`]).
+    fn encode_entry(&self, entry: &Entry) -> Vec<u8> {
+        self.codec.encode(encode(entry))
+    }
+
+    fn decode_entry(&self, record: &[u8]) -> Result<Entry> {
+        decode(&self.codec.decode(record)?)
     }
 
     fn iter_entries(&self) -> impl Iterator<Item = Result<Entry>> + '_ {
         self.entries.iter().values().map(|v| {
             v.map_err(MemoryError::from)
-                .and_then(|b| decode::<Entry>(&b))
+                .and_then(|b| self.decode_entry(&b))
         })
     }
 
@@ -262,7 +276,7 @@ impl Memory {
             id: input.trim().into(),
         };
         match lookup_id(&self.entries, &wanted)? {
-            IdLookup::Found(record) => decode(&record),
+            IdLookup::Found(record) => self.decode_entry(&record),
             IdLookup::Missing => Err(not_found()),
             IdLookup::TooShort => Err(MemoryError::invalid_argument(
                 "id",
@@ -274,7 +288,10 @@ impl Memory {
                 prefix: input.trim().into(),
                 candidates: found
                     .iter()
-                    .map(|(_, record)| decode::<Entry>(record).map(|e| (e.id.to_string(), e.title)))
+                    .map(|(_, record)| {
+                        self.decode_entry(record)
+                            .map(|e| (e.id.to_string(), e.title))
+                    })
                     .collect::<Result<_>>()?,
             }),
         }
@@ -300,11 +317,11 @@ impl Memory {
         let updated = self.entries.update_and_fetch(&key, |old| {
             // Returning None would delete the key: an unreadable record is left as it is.
             let old = old?;
-            match decode::<Entry>(old) {
+            match self.decode_entry(old) {
                 Ok(mut e) => {
                     e.access_count += 1;
                     e.last_accessed = Some(now);
-                    Some(encode(&e))
+                    Some(self.encode_entry(&e))
                 }
                 Err(_) => Some(old.to_vec()),
             }
@@ -312,7 +329,7 @@ impl Memory {
         // Access statistics are not flushed: losing the last half-second of them in a
         // crash loses no knowledge.
         match updated {
-            Some(bytes) => decode(&bytes),
+            Some(bytes) => self.decode_entry(&bytes),
             None => Ok(entry.clone()),
         }
     }
@@ -502,6 +519,7 @@ impl Memory {
         let created = suggestions.new.len() as u32;
 
         let count = self.entry_count()? + 1;
+        let record = self.encode_entry(&entry);
         (
             &self.entries,
             &self.by_seq,
@@ -511,7 +529,7 @@ impl Memory {
             &self.suggestions_by_entry,
         )
             .transaction(|(entries, by_seq, meta, sugg, keys, by_entry)| {
-                entries.insert(entry.id.to_string().as_bytes(), encode(&entry))?;
+                entries.insert(entry.id.to_string().as_bytes(), record.as_slice())?;
                 by_seq.insert(&seq.to_be_bytes(), entry.id.to_string().as_bytes())?;
                 meta.insert(META_SEQ, &seq.to_be_bytes())?;
                 meta.insert(META_COUNT, &count.to_be_bytes())?;
@@ -526,6 +544,7 @@ impl Memory {
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;
         self.store.flush()?;
+        self.train_dictionary_when_due(&NoProgress)?;
         let mut similar_entries = Vec::new();
         for s in similar.iter().take(MAX_SIMILAR_SHOWN) {
             if let Some(card) = lookup.card(s.id)? {
@@ -631,12 +650,14 @@ impl Memory {
                 if let Some(t) = &superseded {
                     // Re-read inside the transaction so access statistics are not lost.
                     let mut current: Entry = match entries.get(t.id.to_string())? {
-                        Some(b) => decode(&b).map_err(ConflictableTransactionError::Abort)?,
+                        Some(b) => self
+                            .decode_entry(&b)
+                            .map_err(ConflictableTransactionError::Abort)?,
                         None => t.clone(),
                     };
                     current.status = t.status;
                     current.updated_at = t.updated_at;
-                    entries.insert(t.id.to_string().as_bytes(), encode(&current))?;
+                    entries.insert(t.id.to_string().as_bytes(), self.encode_entry(&current))?;
                 }
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             },

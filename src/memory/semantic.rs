@@ -25,7 +25,7 @@ use super::model::{Entry, EntryType};
 use super::vector_base::{self, Base};
 use super::vector_file::{Maker, Opened, Record, Stored, VectorFile};
 use super::vectors::{Cut, EntryVectors, Filter, Quantised, VectorIndex};
-use super::{Memory, MemoryError, Result, decode, parse_id_bytes};
+use super::{Memory, MemoryError, Result, parse_id_bytes};
 
 /// Data dirs written before the vector file kept the vectors in this sled tree, under the
 /// model fingerprint at [`META_MODEL`] in `memory.meta`; they move to the file when a model
@@ -804,10 +804,9 @@ impl Memory {
                 had += 1;
                 continue;
             }
-            let Some(bytes) = self.entries.get(id.to_string())? else {
+            let Some(entry) = self.get(id)? else {
                 continue;
             };
-            let entry: Entry = decode(&bytes)?;
             stored.push(Semantic::stored(embedder, &entry));
         }
         let done = stored.len() as u64

@@ -12,7 +12,7 @@ use sled::transaction::ConflictableTransactionError;
 use super::model::{MAX_TITLE_CHARS, normalize_tags};
 use super::{
     Entry, ExportReport, ImportReport, Link, META_COUNT, META_SEQ, Memory, MemoryError, Result,
-    decode, encode, link_key,
+    decode, link_key,
 };
 
 impl Memory {
@@ -76,7 +76,7 @@ impl Memory {
         if let Some(from) = entries_after {
             for item in self.entries.range(after_key(&from)..) {
                 let (key, value) = item?;
-                if !write(out, &Record::Entry(decode(&value)?))? {
+                if !write(out, &Record::Entry(self.decode_entry(&value)?))? {
                     out.flush()?;
                     return Ok((report, next));
                 }
@@ -167,7 +167,7 @@ impl Memory {
         for chunk in writes.chunks(IMPORT_CHUNK) {
             let encoded: Vec<(String, Vec<u8>)> = chunk
                 .iter()
-                .map(|w| (w.entry.id.to_string(), encode(&w.entry)))
+                .map(|w| (w.entry.id.to_string(), self.encode_entry(&w.entry)))
                 .collect();
             let last = chunk.last().expect("chunks are not empty");
             (&self.entries, &self.by_seq, &self.meta).transaction(|(entries, by_seq, meta)| {
@@ -217,6 +217,7 @@ impl Memory {
                 "indexing the import failed ({e}); it is stored and will be indexed at the next start"
             );
         }
+        self.train_dictionary_when_due(&super::NoProgress)?;
         drop(guard);
         // A large import leaves several segments (one a commit, and the writer cuts one
         // per 32 MB of its buffer); a search opens each apart. The smaller ones are merged

@@ -14,6 +14,7 @@ mod gateway;
 mod http;
 mod hub;
 mod mcp_stdio;
+mod memory_codec;
 mod memory_core;
 mod memory_embeddings;
 mod memory_learns_from_tasks;
