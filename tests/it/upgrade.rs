@@ -3,7 +3,9 @@
 //! `tests/data/format-1-home.tar.gz` is a data dir written by tandem 0.1.0 in format 1
 //! (sled without compression): three entries (one with a context, all with vectors of the
 //! test model), a link, a link suggestion, a workflow with a completed task and a decision,
-//! and its search index.
+//! and its search index. `tests/data/format-2-home.tar.gz` is that data dir opened by
+//! tandem at format 2 (sled compressing its pages), then 1,200 entries imported ("The
+//! {thing} {failure} under load ({i})").
 
 use serde_json::Value;
 
@@ -13,16 +15,16 @@ const PITFALL: &str = "01M87VTPSBR0G4PARCSARSFC60";
 const DECISION: &str = "01M87VTPSFT8WD87QF9Q7DDKTG";
 const TASK: &str = "01M87VTPT4FYKZE8VN9SNVXNQS";
 
-/// The fixture unpacked as `home`'s data dir.
-fn format_1_home() -> TestHome {
+/// The fixture of `format` unpacked as `home`'s data dir.
+fn home_of_format(format: u32) -> TestHome {
     let home = TestHome::new();
     std::fs::create_dir_all(home.tandem_home()).unwrap();
-    let archive = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/format-1-home.tar.gz"
+    let archive = format!(
+        "{}/tests/data/format-{format}-home.tar.gz",
+        env!("CARGO_MANIFEST_DIR")
     );
     let status = std::process::Command::new("tar")
-        .args(["-xzf", archive, "-C"])
+        .args(["-xzf", &archive, "-C"])
         .arg(home.tandem_home())
         .status()
         .unwrap();
@@ -37,7 +39,7 @@ fn format_of(home: &TestHome) -> Value {
 
 #[test]
 fn a_format_1_data_dir_is_upgraded_with_everything_in_it() {
-    let home = format_1_home();
+    let home = home_of_format(1);
     assert_eq!(format_of(&home), 1);
     let run = |args: &[&str]| {
         let mut cmd = home.std_command();
@@ -84,28 +86,77 @@ fn a_format_1_data_dir_is_upgraded_with_everything_in_it() {
 }
 
 /// An upgrade cut short at each step resumes at the next open: a half-written new
-/// database is written again, and an old one set aside with no `db` is put back.
+/// database is written again (or removed, when none is wanted), and an old one set aside
+/// with no `db` is put back.
 #[test]
 fn an_upgrade_cut_short_resumes() {
-    for cut in ["half-written copy", "old database set aside"] {
-        let home = format_1_home();
-        let dir = home.tandem_home();
-        match cut {
-            "half-written copy" => {
-                std::fs::create_dir_all(dir.join("db.upgrading")).unwrap();
-                std::fs::write(dir.join("db.upgrading/db"), b"not a database").unwrap();
+    for format in [1, 2] {
+        for cut in ["half-written copy", "old database set aside"] {
+            let home = home_of_format(format);
+            let dir = home.tandem_home();
+            let old = format!("db.format-{format}");
+            match cut {
+                "half-written copy" => {
+                    std::fs::create_dir_all(dir.join("db.upgrading")).unwrap();
+                    std::fs::write(dir.join("db.upgrading/db"), b"not a database").unwrap();
+                }
+                _ => std::fs::rename(dir.join("db"), dir.join(&old)).unwrap(),
             }
-            _ => std::fs::rename(dir.join("db"), dir.join("db.format-1")).unwrap(),
+            let mut cmd = home.std_command();
+            cmd.args(["memory", "show", DECISION]);
+            let shown = succeeds_json(cmd);
+            assert_eq!(
+                shown["title"], "Store timestamps as UTC ISO strings with a colon offset",
+                "{format}: {cut}"
+            );
+            assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION, "{cut}");
+            assert!(!dir.join("db.upgrading").exists(), "{format}: {cut}");
+            assert!(!dir.join(&old).exists(), "{format}: {cut}");
         }
-        let mut cmd = home.std_command();
-        cmd.args(["memory", "show", DECISION]);
-        let shown = succeeds_json(cmd);
-        assert_eq!(
-            shown["title"], "Store timestamps as UTC ISO strings with a colon offset",
-            "{cut}"
-        );
-        assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION, "{cut}");
-        assert!(!dir.join("db.upgrading").exists(), "{cut}");
-        assert!(!dir.join("db.format-1").exists(), "{cut}");
     }
+}
+
+/// Format 2 (sled compressing its pages) is copied into a database sled does not compress,
+/// and its entries, enough to train a dictionary on, are compressed by the memory.
+#[test]
+fn a_format_2_data_dir_is_upgraded_and_its_entries_compressed() {
+    let home = home_of_format(2);
+    assert_eq!(format_of(&home), 2);
+    let run = |args: &[&str]| {
+        let mut cmd = home.std_command();
+        cmd.args(args);
+        cmd
+    };
+    let shown = succeeds_json(run(&["memory", "show", PITFALL]));
+    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    assert!(!home.tandem_home().join("db.format-2").exists());
+    assert!(!home.tandem_home().join("db.upgrading").exists());
+    assert_eq!(shown["context"], "web/date.ts while fixing the calendar");
+    assert_eq!(shown["links"]["outgoing"][0]["target_id"], DECISION);
+    let found = succeeds_json(run(&["memory", "search", "socket deadlocks (34)"]));
+    assert_eq!(
+        found["results"][0]["title"],
+        "The socket deadlocks under load (34)"
+    );
+    let task = succeeds_json(run(&["tasks", "show", TASK]));
+    assert_eq!(task["decisions"][0]["chosen"], "+00:00");
+
+    // Every record is a zstd frame now, and the export holds every entry.
+    let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+    let entries = store.db().open_tree("memory.entries").unwrap();
+    assert_eq!(entries.len(), 1203);
+    assert!(
+        entries
+            .iter()
+            .values()
+            .all(|v| v.unwrap().starts_with(&[0x28, 0xB5, 0x2F, 0xFD]))
+    );
+    drop((entries, store));
+    let exported = succeeds(run(&["memory", "export"]));
+    assert_eq!(
+        exported.lines().count(),
+        1203 + 1,
+        "1,203 entries and the link"
+    );
+    assert!(exported.contains("Fixed by bounding it."));
 }
