@@ -8,6 +8,7 @@
 //! editors, [`render`] writes what people read; the `cli` lives in the binary. See
 //! ARCHITECTURE.md.
 pub mod calls;
+pub mod codec;
 pub mod config;
 pub mod core;
 pub mod daemon;

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::codec::Codec;
+
 /// The on-disk format this binary reads and writes. Bump it when a stored record changes
 /// in a way an older binary would misread, and say in [`upgrade`] how an older data dir
 /// becomes this one.
@@ -21,6 +23,11 @@ use serde::{Deserialize, Serialize};
 /// setting in its own files and will not open a database with the other one, so a
 /// compressed database (format 2) is copied into a new one; format 1 is already format 3's.
 pub const FORMAT_VERSION: u32 = 3;
+
+/// The memory's entries: their records are compressed by [`crate::codec`]...
+pub const ENTRIES: &str = "memory.entries";
+/// ...with the dictionaries kept here.
+pub const ENTRY_DICTIONARIES: &str = "memory.dictionaries";
 
 const LOCK_FILE: &str = "tandem.lock";
 const FORMAT_FILE: &str = "format.json";
@@ -70,6 +77,9 @@ pub enum StoreError {
 
     #[error("database error: {}", describe_sled(.0))]
     Sled(#[from] sled::Error),
+
+    #[error("database error: {0}")]
+    Codec(#[from] crate::codec::CodecError),
 }
 
 /// sled's error, said plainly: a full disk (or a file-size limit) by name, other I/O errors
@@ -340,11 +350,21 @@ fn copy_uncompressed(
         for name in from.tree_names() {
             let source = from.open_tree(&name)?;
             let target = to.open_tree(&name)?;
+            let codec = if *name == *ENTRIES.as_bytes() {
+                entries_codec(&source, &to)?
+            } else {
+                None
+            };
             let mut batch = sled::Batch::default();
             let mut in_batch = 0;
             for item in source.iter() {
                 let (key, value) = item?;
-                batch.insert(key, value);
+                match &codec {
+                    Some(codec) if !value.starts_with(&crate::codec::ZSTD_MAGIC) => {
+                        batch.insert(key, codec.encode(value.to_vec()));
+                    }
+                    _ => batch.insert(key, value),
+                }
                 in_batch += 1;
                 records += 1;
                 if in_batch == 10_000 {
@@ -364,6 +384,25 @@ fn copy_uncompressed(
     fs::rename(upgrading, db).map_err(io)?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
     Ok(())
+}
+
+/// The codec the entries are compressed with as they are copied into `to`: a dictionary
+/// trained on the first of them, when there are enough (the memory trains one later
+/// otherwise). Written plain and compressed after, they would leave sled's files with
+/// both.
+fn entries_codec(entries: &sled::Tree, to: &sled::Db) -> Result<Option<Codec>, StoreError> {
+    let count = entries.len() as u64;
+    if count < crate::codec::FIRST_TRAINING {
+        return Ok(None);
+    }
+    let samples: Vec<Vec<u8>> = entries
+        .iter()
+        .values()
+        .take(crate::codec::TRAINING_SAMPLES)
+        .map(|v| v.map(|v| v.to_vec()))
+        .collect::<Result<_, _>>()?;
+    let codec = Codec::open(to.open_tree(ENTRY_DICTIONARIES)?)?;
+    Ok(codec.train(&samples, count)?.then_some(codec))
 }
 
 fn remove_dir_if_present(path: &Path) {

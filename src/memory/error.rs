@@ -85,6 +85,17 @@ impl From<sled::Error> for MemoryError {
     }
 }
 
+impl From<crate::codec::CodecError> for MemoryError {
+    fn from(e: crate::codec::CodecError) -> Self {
+        match e {
+            crate::codec::CodecError::Corrupt(why) => {
+                MemoryError::Corrupt(format!("an entry's record {why}"))
+            }
+            crate::codec::CodecError::Sled(e) => e.into(),
+        }
+    }
+}
+
 impl From<sled::transaction::TransactionError<MemoryError>> for MemoryError {
     fn from(e: sled::transaction::TransactionError<MemoryError>) -> Self {
         match e {

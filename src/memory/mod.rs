@@ -5,7 +5,7 @@
 //! index follows in the same call.
 
 pub mod api;
-mod codec;
+mod compression;
 pub mod embeddings;
 pub mod error;
 pub mod help;
@@ -46,7 +46,8 @@ pub use semantic::{ModelState, summary_text};
 pub use suggestions::{MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS};
 pub use transfer::{ImportLine, check_import_line};
 
-use crate::store::{IdLookup, Store, lookup_id};
+use crate::codec::Codec;
+use crate::store::{ENTRIES, ENTRY_DICTIONARIES, IdLookup, Store, lookup_id};
 
 type Result<T, E = MemoryError> = std::result::Result<T, E>;
 
@@ -117,7 +118,7 @@ pub struct Memory {
     suggestions_by_entry: sled::Tree,
     meta: sled::Tree,
     /// The dictionaries the entries' records are compressed with.
-    codec: codec::Codec,
+    codec: Codec,
     index: Arc<MemoryIndex>,
     /// The embedding model and the entries' vectors.
     semantic: semantic::Semantic,
@@ -132,7 +133,7 @@ impl Memory {
         let db = store.db();
         let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"))?;
         let memory = Memory {
-            entries: db.open_tree("memory.entries")?,
+            entries: db.open_tree(ENTRIES)?,
             by_seq: db.open_tree("memory.by_seq")?,
             links: db.open_tree("memory.links")?,
             links_in: db.open_tree("memory.links_in")?,
@@ -140,7 +141,7 @@ impl Memory {
             suggestion_keys: db.open_tree("memory.suggestion_keys")?,
             suggestions_by_entry: db.open_tree("memory.suggestions_by_entry")?,
             meta: db.open_tree("memory.meta")?,
-            codec: codec::Codec::open(db.open_tree("memory.dictionaries")?)?,
+            codec: Codec::open(db.open_tree(ENTRY_DICTIONARIES)?)?,
             index,
             semantic: semantic::Semantic::open(db, &store.dir().join("index").join(VECTOR_FILE))?,
             store,
@@ -250,7 +251,7 @@ impl Memory {
         }
     }
 
-    /// An entry's record: its JSON, compressed ([`codec`]).
+    /// An entry's record: its JSON, compressed ([`crate::codec`]).
     fn encode_entry(&self, entry: &Entry) -> Vec<u8> {
         self.codec.encode(encode(entry))
     }

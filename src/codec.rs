@@ -1,20 +1,19 @@
-//! How an entry's record is stored: its JSON, compressed with a zstd dictionary trained on
-//! the memory's own entries.
+//! Records of JSON compressed with zstd dictionaries trained on the records themselves
+//! (the memory's entries: `memory/compression.rs` says when it trains them).
 //!
 //! sled stores its pages as they are (format 3, `store.rs`): compressing each page
 //! fragment it logs, with a new zstd context every time, was two thirds of an add's
-//! transaction and ~40% of an import. One entry alone compresses poorly (its JSON keys and
-//! the words of its field are what it shares with the others); with a dictionary of what
-//! the entries share it compresses 4 to 5 times, in a few microseconds.
+//! transaction and ~40% of an import. One record alone compresses poorly (its JSON keys and
+//! the words of its fields are what it shares with the others); with a dictionary of what
+//! the records share it compresses 4 to 5 times, in a few microseconds.
 //!
 //! - A record is either a zstd frame (it starts with zstd's magic number) naming the
 //!   dictionary it was made with, or plain JSON (it starts with `{`): what is written
 //!   before any dictionary is trained, and by older formats. Readers take both.
-//! - Dictionaries are kept in `memory.dictionaries`, by zstd's id for them, and never
-//!   removed: a record names its dictionary, and every dictionary ever trained decodes.
-//! - The newest dictionary compresses new records. A memory trains its first at
-//!   [`FIRST_TRAINING`] entries and re-encodes the plain records then; a new one at each
-//!   tenfold growth, for what is written after ([`Memory::train_dictionary_when_due`]).
+//! - Dictionaries are kept in a tree of their own, in the order they were trained, with
+//!   the number of records there were then, and never removed: a record names its
+//!   dictionary, and every dictionary ever trained decodes.
+//! - The newest dictionary compresses new records.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -23,31 +22,35 @@ use std::sync::{Arc, RwLock};
 
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
-use super::{Memory, MemoryError, Progress, Result, be_u64};
-
 /// zstd's magic number, as a frame starts with it.
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// zstd's level: the entries' text gains little past it, and costs more.
 const LEVEL: i32 = 3;
 /// The dictionary's size: zstd's own default for training (`zstd --train`). On the
 /// benches' entries, 16 KB compressed 2.9 times, 64 KB 4.3 and this 5.4.
 const DICTIONARY_BYTES: usize = 112_640;
-/// A dictionary is trained from the most recent entries, this many at most.
-const TRAINING_SAMPLES: usize = 4_000;
-/// A memory trains its first dictionary once it holds this many entries...
-pub(super) const FIRST_TRAINING: u64 = 1_000;
-/// ...and a new one each time it holds this many times more than at the last training.
-const RETRAIN_GROWTH: u64 = 10;
-/// `memory.meta`: the entry count when the newest dictionary was trained.
-const META_TRAINED_AT: &[u8] = b"dictionary_trained_at";
+/// A dictionary is trained once there are this many records...
+pub const FIRST_TRAINING: u64 = 1_000;
+/// ...from this many of them at most.
+pub const TRAINING_SAMPLES: usize = 4_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("a stored record {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Sled(#[from] sled::Error),
+}
+
+type Result<T, E = CodecError> = std::result::Result<T, E>;
 
 thread_local! {
     static COMPRESSOR: RefCell<CCtx<'static>> = RefCell::new(zstd_safe::create_cctx());
     static DECOMPRESSOR: RefCell<DCtx<'static>> = RefCell::new(zstd_safe::create_dctx());
 }
 
-/// The memory's dictionaries, and the encoding and decoding of its entries' records.
-pub(super) struct Codec {
+/// The dictionaries of a tree's records, and the encoding and decoding of them.
+pub struct Codec {
     tree: sled::Tree,
     dictionaries: RwLock<Dictionaries>,
 }
@@ -56,6 +59,8 @@ pub(super) struct Codec {
 struct Dictionaries {
     /// The newest dictionary, which compresses: its id and zstd's prepared form.
     current: Option<(u32, Arc<CDict<'static>>)>,
+    /// How many records there were when the newest was trained.
+    trained_at: u64,
     /// Every dictionary, by id, prepared for decoding.
     decoders: HashMap<u32, Arc<DDict<'static>>>,
 }
@@ -64,21 +69,26 @@ impl Codec {
     /// The codec of the dictionaries kept in `tree`.
     pub fn open(tree: sled::Tree) -> Result<Codec> {
         let mut dictionaries = Dictionaries::default();
-        let mut newest: Option<(u64, u32, sled::IVec)> = None;
+        // Keys are the order of training: the last is the newest.
+        let mut newest = None;
         for item in tree.iter() {
-            let (key, dict) = item?;
-            let id = zstd_safe::get_dict_id(&dict)
-                .ok_or_else(|| MemoryError::Corrupt("a stored dictionary has no id".into()))?;
-            let order = stored_order(&key)?;
+            let (_, value) = item?;
+            let (trained_at, dict) = value
+                .split_first_chunk::<8>()
+                .map(|(at, dict)| (u64::from_be_bytes(*at), dict))
+                .ok_or_else(|| CodecError::Corrupt("dictionary is too short".into()))?;
+            let id = zstd_safe::get_dict_id(dict)
+                .ok_or_else(|| CodecError::Corrupt("dictionary has no id".into()))?;
             dictionaries
                 .decoders
-                .insert(id, Arc::new(zstd_safe::create_ddict(&dict)));
-            if newest.as_ref().is_none_or(|(o, ..)| order > *o) {
-                newest = Some((order, id, dict));
-            }
+                .insert(id, Arc::new(zstd_safe::create_ddict(dict)));
+            newest = Some((id, trained_at, value));
         }
-        dictionaries.current =
-            newest.map(|(_, id, dict)| (id, Arc::new(zstd_safe::create_cdict(&dict, LEVEL))));
+        if let Some((id, trained_at, value)) = newest {
+            let cdict = zstd_safe::create_cdict(&value[8..], LEVEL);
+            dictionaries.current = Some((id, Arc::new(cdict)));
+            dictionaries.trained_at = trained_at;
+        }
         Ok(Codec {
             tree,
             dictionaries: RwLock::new(dictionaries),
@@ -89,12 +99,17 @@ impl Codec {
         self.dictionaries.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a dictionary was trained.
-    pub fn trained(&self) -> bool {
-        self.read().current.is_some()
+    /// How many records there were when the newest dictionary was trained; `None` while
+    /// none was.
+    pub fn trained_at(&self) -> Option<u64> {
+        let dictionaries = self.read();
+        dictionaries
+            .current
+            .as_ref()
+            .map(|_| dictionaries.trained_at)
     }
 
-    /// The record of an entry's JSON: compressed with the newest dictionary, or the JSON
+    /// The record of a JSON document: compressed with the newest dictionary, or the JSON
     /// itself while there is none.
     pub fn encode(&self, json: Vec<u8>) -> Vec<u8> {
         let Some((_, cdict)) = self.read().current.clone() else {
@@ -112,7 +127,7 @@ impl Codec {
         if !record.starts_with(&ZSTD_MAGIC) {
             return Ok(Cow::Borrowed(record));
         }
-        let corrupt = |what: &str| MemoryError::Corrupt(format!("an entry's record {what}"));
+        let corrupt = |what: &str| CodecError::Corrupt(what.to_string());
         let id = zstd_safe::get_dict_id_from_frame(record);
         let ddict = self
             .read()
@@ -136,9 +151,10 @@ impl Codec {
         Ok(Cow::Owned(out))
     }
 
-    /// Trains a dictionary on `samples` (entries' JSON) and makes it the one that
-    /// compresses. Returns false when zstd could make none of them (too few, too alike).
-    pub fn train(&self, samples: &[Vec<u8>]) -> Result<bool> {
+    /// Trains a dictionary on `samples` (records' JSON) of the `records` there are, and
+    /// makes it the one that compresses. Returns false when zstd could make none of them
+    /// (too few, too alike).
+    pub fn train(&self, samples: &[Vec<u8>], records: u64) -> Result<bool> {
         let dict = match zstd::dict::from_samples(samples, DICTIONARY_BYTES) {
             Ok(dict) => dict,
             Err(e) => {
@@ -156,98 +172,15 @@ impl Codec {
             return Ok(false);
         }
         let order = self.tree.len() as u64 + 1;
-        self.tree.insert(order.to_be_bytes(), dict.as_slice())?;
+        let mut value = records.to_be_bytes().to_vec();
+        value.extend_from_slice(&dict);
+        self.tree.insert(order.to_be_bytes(), value)?;
         dictionaries
             .decoders
             .insert(id, Arc::new(zstd_safe::create_ddict(&dict)));
         dictionaries.current = Some((id, Arc::new(zstd_safe::create_cdict(&dict, LEVEL))));
+        dictionaries.trained_at = records;
         Ok(true)
-    }
-}
-
-/// A dictionary's key: the order it was trained in.
-fn stored_order(key: &[u8]) -> Result<u64> {
-    key.try_into()
-        .map(u64::from_be_bytes)
-        .map_err(|_| MemoryError::Corrupt("a stored dictionary's key is not its order".into()))
-}
-
-impl Memory {
-    /// Trains a dictionary when one is due: at [`FIRST_TRAINING`] entries (re-encoding
-    /// the records written plain until then) and at each tenfold growth after. Caller
-    /// holds the write lock.
-    pub(super) fn train_dictionary_when_due(&self, progress: &dyn Progress) -> Result<()> {
-        let count = self.entry_count()?;
-        let trained_at = self.meta.get(META_TRAINED_AT)?.map(|v| be_u64(&v));
-        let due = match trained_at {
-            _ if !self.codec.trained() => count >= FIRST_TRAINING,
-            Some(at) => count >= at.saturating_mul(RETRAIN_GROWTH),
-            None => false,
-        };
-        if !due {
-            return Ok(());
-        }
-        let started = std::time::Instant::now();
-        let mut samples = Vec::with_capacity(TRAINING_SAMPLES);
-        for id in self.by_seq.iter().values().rev().take(TRAINING_SAMPLES) {
-            if let Some(record) = self.entries.get(id?)? {
-                samples.push(self.codec.decode(&record)?.into_owned());
-            }
-        }
-        let first = !self.codec.trained();
-        if !self.codec.train(&samples)? {
-            return Ok(());
-        }
-        self.meta.insert(META_TRAINED_AT, &count.to_be_bytes())?;
-        let encoded = if first {
-            self.encode_plain_records(progress)?
-        } else {
-            0
-        };
-        self.store.flush()?;
-        tracing::info!(
-            "trained a dictionary for the entries from {} of {count} in {:.2} s; {encoded} records compressed with it",
-            samples.len(),
-            started.elapsed().as_secs_f64()
-        );
-        Ok(())
-    }
-
-    /// Compresses every record still plain. A record changed meanwhile (an access
-    /// recorded) is left to its writer, who encodes it already.
-    fn encode_plain_records(&self, progress: &dyn Progress) -> Result<u64> {
-        let plain: Vec<sled::IVec> = self
-            .entries
-            .iter()
-            .filter_map(|item| match item {
-                Ok((key, record)) if !record.starts_with(&ZSTD_MAGIC) => Some(Ok(key)),
-                Ok(_) => None,
-                Err(e) => Some(Err(e)),
-            })
-            .collect::<std::result::Result<_, _>>()?;
-        if plain.len() > 10_000 {
-            progress.start(plain.len() as u64, "compressing the entries");
-        }
-        let mut done = 0;
-        for key in &plain {
-            if let Some(record) = self.entries.get(key)?
-                && !record.starts_with(&ZSTD_MAGIC)
-            {
-                let encoded = self.codec.encode(record.to_vec());
-                // A failed swap is a write since the read, encoded by its writer.
-                let _ = self
-                    .entries
-                    .compare_and_swap(key, Some(record), Some(encoded))?;
-            }
-            done += 1;
-            if done % 10_000 == 0 {
-                progress.advance(done);
-            }
-        }
-        if plain.len() > 10_000 {
-            progress.finish();
-        }
-        Ok(done)
     }
 }
 
@@ -273,7 +206,7 @@ mod tests {
         let codec = Codec::open(db.open_tree("d").unwrap()).unwrap();
         let json = br#"{"id":"x"}"#.to_vec();
         assert_eq!(codec.encode(json.clone()), json, "no dictionary: plain");
-        assert!(codec.train(&samples()).unwrap());
+        assert!(codec.train(&samples(), 500).unwrap());
         let record = codec.encode(samples()[3].clone());
         assert!(record.starts_with(&ZSTD_MAGIC) && record.len() < samples()[3].len() / 2);
         assert_eq!(
@@ -283,13 +216,13 @@ mod tests {
         assert_eq!(codec.decode(&json).unwrap().as_ref(), json.as_slice());
 
         for bad in [&record[..record.len() - 3], &record[..6]] {
-            assert!(matches!(codec.decode(bad), Err(MemoryError::Corrupt(_))));
+            assert!(matches!(codec.decode(bad), Err(CodecError::Corrupt(_))));
         }
         // A dictionary this memory does not have (its records copied from another).
         let other = Codec::open(db.open_tree("e").unwrap()).unwrap();
-        assert!(other.train(&samples()[100..]).unwrap());
+        assert!(other.train(&samples()[100..], 400).unwrap());
         let foreign = other.encode(samples()[3].clone());
-        let Err(MemoryError::Corrupt(why)) = codec.decode(&foreign) else {
+        let Err(CodecError::Corrupt(why)) = codec.decode(&foreign) else {
             panic!("a foreign dictionary decoded");
         };
         assert!(why.contains("unknown dictionary"), "{why}");
