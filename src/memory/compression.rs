@@ -5,7 +5,7 @@
 
 use crate::codec::{FIRST_TRAINING, TRAINING_SAMPLES, ZSTD_MAGIC};
 
-use super::{Memory, Progress, Result};
+use super::{Entry, Memory, NoProgress, Progress, Result, encode};
 
 /// A memory trains a new dictionary each time it holds this many times more entries than
 /// at the last training.
@@ -24,15 +24,42 @@ impl Memory {
         if !due {
             return Ok(());
         }
-        let started = std::time::Instant::now();
         let mut samples = Vec::with_capacity(TRAINING_SAMPLES);
         for id in self.by_seq.iter().values().rev().take(TRAINING_SAMPLES) {
             if let Some(record) = self.entries.get(id?)? {
                 samples.push(self.codec.decode(&record)?.into_owned());
             }
         }
+        self.train_dictionary(&samples, count, progress)
+    }
+
+    /// Before an import writes `incoming` into a memory with no dictionary yet: trains one
+    /// on them when they bring it to [`FIRST_TRAINING`] entries, so that they are written
+    /// compressed rather than written plain and rewritten (sled's files would keep both
+    /// for a while). Caller holds the write lock.
+    pub(super) fn train_dictionary_for_import(
+        &self,
+        incoming: &[&Entry],
+        count: u64,
+    ) -> Result<()> {
+        if self.codec.trained_at().is_some() || count < FIRST_TRAINING {
+            return Ok(());
+        }
+        let samples: Vec<Vec<u8>> = incoming.iter().take(TRAINING_SAMPLES).map(encode).collect();
+        self.train_dictionary(&samples, count, &NoProgress)
+    }
+
+    /// Trains a dictionary on `samples` of the `count` entries; the first one compresses
+    /// the records written plain until then.
+    fn train_dictionary(
+        &self,
+        samples: &[Vec<u8>],
+        count: u64,
+        progress: &dyn Progress,
+    ) -> Result<()> {
+        let started = std::time::Instant::now();
         let first = self.codec.trained_at().is_none();
-        if !self.codec.train(&samples, count)? {
+        if !self.codec.train(samples, count)? {
             return Ok(());
         }
         let encoded = if first {

@@ -156,6 +156,8 @@ impl Memory {
                 count,
             });
         }
+        let incoming: Vec<&Entry> = writes.iter().map(|w| &w.entry).collect();
+        self.train_dictionary_for_import(&incoming, count)?;
         // The vectors of replaced entries go first: none outlives the text it was made of.
         let replaced: Vec<Ulid> = writes
             .iter()

@@ -142,3 +142,24 @@ fn records_are_compressed_once_a_dictionary_is_trained_and_read_back_after_a_reo
     );
     assert_eq!(memory.resolve(&later.id).unwrap().content, "Jitter too.");
 }
+
+/// An import that brings an empty memory past the first training trains on what it
+/// brings, and writes every record compressed.
+#[test]
+fn a_large_first_import_is_written_compressed() {
+    let home = TestHome::new();
+    let (store, memory) = open(&home);
+    memory
+        .add(entry(EntryType::Config, "Set the pool size", "To 32.", &[]))
+        .unwrap();
+    memory.import(&mut jsonl(0, 1500).as_bytes()).unwrap();
+    assert_eq!(dictionaries(&store), 1);
+    let all = records(&store);
+    assert_eq!(all.len(), 1501);
+    assert!(
+        all.iter().all(|(_, f)| f.is_some()),
+        "the earlier add re-encoded too"
+    );
+    let found = memory.resolve(&all[0].0).unwrap();
+    assert!(!found.title.is_empty());
+}
