@@ -130,11 +130,46 @@ impl EntryVectors {
     }
 }
 
-/// The integer dot product of two int8 vectors of one length. Written for the compiler's
-/// vectoriser (see [`simd`]): 32 values at a time into 16 pairwise sums, each pair's
-/// products fitting an `i16` (|-128 × -128| = 16384), the shape of AVX2's `vpmaddwd`.
+/// The integer dot product of two int8 vectors of one length: through AVX2's
+/// widen-multiply-add (`vpmovsxbw`, `vpmaddwd`) on a machine that has it, else
+/// [`dot_portable`]. Inside [`simd`]'s dispatch, where the search's loops run, it inlines
+/// to those instructions: on 8,000 rows of 256 dimensions, 4 times faster than the
+/// portable code the compiler vectorised there (it shuffled the bytes into pairs first).
 #[inline(always)]
 pub fn dot(a: &[i8], b: &[i8]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = *AVX2 {
+        return dot_avx2(simd, a, b);
+    }
+    dot_portable(a, b)
+}
+
+/// AVX2 (pulp's x86-64-v3 level), found once.
+#[cfg(target_arch = "x86_64")]
+static AVX2: std::sync::LazyLock<Option<pulp::x86::V3>> =
+    std::sync::LazyLock::new(pulp::x86::V3::try_new);
+
+/// [`dot`] 16 values at a time: each widened to `i16`, multiplied, and adjacent products
+/// summed into `i32` lanes (|-128 × -128| × 2 fits).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn dot_avx2(simd: pulp::x86::V3, a: &[i8], b: &[i8]) -> i32 {
+    let (a16, a_rest) = a.as_chunks::<16>();
+    let (b16, b_rest) = b.as_chunks::<16>();
+    let mut sums = simd.splat_i32x8(0);
+    for (x, y) in a16.iter().zip(b16) {
+        let x = simd.convert_i8x16_to_i16x16(pulp::cast(*x));
+        let y = simd.convert_i8x16_to_i16x16(pulp::cast(*y));
+        sums = simd.wrapping_add_i32x8(sums, simd.multiply_wrapping_add_adjacent_i16x16(x, y));
+    }
+    let lanes: [i32; 8] = pulp::cast(sums);
+    lanes.iter().sum::<i32>() + dot_portable(a_rest, b_rest)
+}
+
+/// [`dot`] without AVX2. Written for the compiler's vectoriser: 32 values at a time into
+/// 16 pairwise sums, each pair's products fitting an `i16` (|-128 × -128| = 16384).
+#[inline(always)]
+pub fn dot_portable(a: &[i8], b: &[i8]) -> i32 {
     let (a_chunks, a_rest) = a.as_chunks::<32>();
     let (b_chunks, b_rest) = b.as_chunks::<32>();
     let mut lanes = [0i32; 16];
@@ -1402,6 +1437,26 @@ mod tests {
     fn dot_does_not_overflow() {
         assert_eq!(dot(&[-128; 256], &[-128; 256]), 256 * 128 * 128);
         assert_eq!(dot(&[127; 256], &[-128; 256]), -256 * 127 * 128);
+    }
+
+    #[test]
+    fn dot_is_the_same_on_every_path() {
+        // Every length around the chunks (16 and 32 values), values over the whole range.
+        let mut x: u32 = 12345;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as i8
+        };
+        for len in [0, 1, 15, 16, 17, 31, 32, 33, 100, 256, 257, 384] {
+            let a: Vec<i8> = (0..len).map(|_| next()).collect();
+            let b: Vec<i8> = (0..len).map(|_| next()).collect();
+            let exact: i32 = a.iter().zip(&b).map(|(&x, &y)| x as i32 * y as i32).sum();
+            assert_eq!(dot(&a, &b), exact, "{len}");
+            assert_eq!(dot_portable(&a, &b), exact, "{len}");
+        }
+        assert_eq!(dot_portable(&[-128; 256], &[-128; 256]), 256 * 128 * 128);
     }
 
     #[test]
