@@ -152,7 +152,8 @@ pub enum IndexState {
 }
 
 struct Writer {
-    writer: IndexWriter,
+    /// Taken only when the index is dropped, to wait for its merges.
+    writer: Option<IndexWriter>,
     /// Entries written since the last commit, so that similarity on add can see them.
     pending: Vec<Ulid>,
     /// The highest sequence number handed to the writer.
@@ -218,7 +219,7 @@ impl MemoryIndex {
             reader,
             fields,
             writer: Mutex::new(Writer {
-                writer,
+                writer: Some(writer),
                 pending: Vec::new(),
                 applied_seq,
             }),
@@ -265,7 +266,7 @@ impl MemoryIndex {
     fn write_doc(&self, w: &mut Writer, entry: &Entry) -> tantivy::Result<()> {
         let f = &self.fields;
         let id = entry.id.to_string();
-        w.writer.delete_term(Term::from_field_text(f.id, &id));
+        w.tantivy().delete_term(Term::from_field_text(f.id, &id));
         let (hi, lo) = ((entry.id.0 >> 64) as u64, entry.id.0 as u64);
         let mut document = doc!(
             f.id => id,
@@ -287,7 +288,7 @@ impl MemoryIndex {
         if let Some(context) = &entry.context {
             document.add_text(f.context, context);
         }
-        w.writer.add_document(document)?;
+        w.tantivy().add_document(document)?;
         w.pending.push(entry.id);
         w.applied_seq = w.applied_seq.max(entry.seq);
         self.dirty.store(true, Ordering::Release);
@@ -305,7 +306,7 @@ impl MemoryIndex {
         mut progress: impl FnMut(u64),
     ) -> Result<u64, super::MemoryError> {
         let mut w = self.lock();
-        w.writer.delete_all_documents()?;
+        w.tantivy().delete_all_documents()?;
         w.pending.clear();
         let mut n = 0u64;
         for entry in entries {
@@ -338,7 +339,7 @@ impl MemoryIndex {
             return Ok(());
         }
         let payload = serde_json::json!({ "schema": SCHEMA_VERSION, "seq": w.applied_seq });
-        let mut prepared = w.writer.prepare_commit()?;
+        let mut prepared = w.tantivy().prepare_commit()?;
         prepared.set_payload(&payload.to_string());
         prepared.commit()?;
         self.reader.reload()?;
@@ -379,7 +380,7 @@ impl MemoryIndex {
         if ids.len() < 2 {
             return Ok(None);
         }
-        Ok(Some((ids.len(), self.lock().writer.merge(&ids))))
+        Ok(Some((ids.len(), self.lock().tantivy().merge(&ids))))
     }
 
     /// Makes searchers see the last commit or merge.
@@ -667,10 +668,32 @@ impl MemoryIndex {
     }
 }
 
+impl Writer {
+    fn tantivy(&mut self) -> &mut IndexWriter {
+        self.writer
+            .as_mut()
+            .expect("the writer lives as long as the index")
+    }
+}
+
 impl Drop for MemoryIndex {
+    /// Commits, then waits for merges in flight: they write into the index's folder, and
+    /// would go on writing there after the memory is closed (and its folder perhaps
+    /// removed, which a merge's new files would bring back).
     fn drop(&mut self) {
         if let Err(e) = self.commit() {
             tracing::warn!("final commit of the search index failed: {e}");
+        }
+        let writer = self
+            .writer
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .writer
+            .take();
+        if let Some(writer) = writer
+            && let Err(e) = writer.wait_merging_threads()
+        {
+            tracing::warn!("waiting for the search index's merges failed: {e}");
         }
     }
 }
