@@ -29,6 +29,9 @@ const LEVEL: i32 = 3;
 /// The dictionary's size: zstd's own default for training (`zstd --train`). On the
 /// benches' entries, 16 KB compressed 2.9 times, 64 KB 4.3 and this 5.4.
 const DICTIONARY_BYTES: usize = 112_640;
+/// No record decodes to more: a frame that says it does is corrupt, not an allocation.
+/// (The largest entry, every field at its limit and its text escaped, is a few MB.)
+const MAX_RECORD_BYTES: u64 = 64 << 20;
 /// A dictionary is trained once there are this many records...
 pub const FIRST_TRAINING: u64 = 1_000;
 /// ...from this many of them at most.
@@ -139,6 +142,9 @@ impl Codec {
         if size == zstd_safe::CONTENTSIZE_UNKNOWN || size == zstd_safe::CONTENTSIZE_ERROR {
             return Err(corrupt("has no size"));
         }
+        if size > MAX_RECORD_BYTES {
+            return Err(corrupt(&format!("claims {size} bytes")));
+        }
         let mut out = Vec::with_capacity(size as usize);
         DECOMPRESSOR
             .with_borrow_mut(|dctx| dctx.decompress_using_ddict(&mut out, record, &ddict))
@@ -218,6 +224,18 @@ mod tests {
         for bad in [&record[..record.len() - 3], &record[..6]] {
             assert!(matches!(codec.decode(bad), Err(CodecError::Corrupt(_))));
         }
+        // A header naming this dictionary and a terabyte of content (single segment, a
+        // 4-byte dictionary id, an 8-byte size).
+        let id = zstd_safe::get_dict_id_from_frame(&record);
+        let mut huge = ZSTD_MAGIC.to_vec();
+        huge.push(0xE3);
+        huge.extend_from_slice(&id.to_le_bytes());
+        huge.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        huge.extend_from_slice(&[1, 0, 0]);
+        let Err(CodecError::Corrupt(why)) = codec.decode(&huge) else {
+            panic!("a terabyte decoded");
+        };
+        assert!(why.contains("claims 1099511627776 bytes"), "{why}");
         // A dictionary this memory does not have (its records copied from another).
         let other = Codec::open(db.open_tree("e").unwrap()).unwrap();
         assert!(other.train(&samples()[100..], 400).unwrap());
