@@ -60,12 +60,26 @@ pub struct Codec {
 
 #[derive(Default)]
 struct Dictionaries {
-    /// The newest dictionary, which compresses: its id and zstd's prepared form.
-    current: Option<(u32, Arc<CDict<'static>>)>,
-    /// How many records there were when the newest was trained.
-    trained_at: u64,
+    /// The newest dictionary, which compresses.
+    newest: Option<Newest>,
     /// Every dictionary, by id, prepared for decoding.
     decoders: HashMap<u32, Arc<DDict<'static>>>,
+}
+
+struct Newest {
+    /// zstd's prepared form of it, for compressing.
+    cdict: Arc<CDict<'static>>,
+    /// How many records there were when it was trained.
+    trained_at: u64,
+}
+
+impl Newest {
+    fn of(dict: &[u8], trained_at: u64) -> Newest {
+        Newest {
+            cdict: Arc::new(zstd_safe::create_cdict(dict, LEVEL)),
+            trained_at,
+        }
+    }
 }
 
 impl Codec {
@@ -73,7 +87,7 @@ impl Codec {
     pub fn open(tree: sled::Tree) -> Result<Codec> {
         let mut dictionaries = Dictionaries::default();
         // Keys are the order of training: the last is the newest.
-        let mut newest = None;
+        let mut newest: Option<(u64, sled::IVec)> = None;
         for item in tree.iter() {
             let (_, value) = item?;
             let (trained_at, dict) = value
@@ -85,13 +99,9 @@ impl Codec {
             dictionaries
                 .decoders
                 .insert(id, Arc::new(zstd_safe::create_ddict(dict)));
-            newest = Some((id, trained_at, value));
+            newest = Some((trained_at, value));
         }
-        if let Some((id, trained_at, value)) = newest {
-            let cdict = zstd_safe::create_cdict(&value[8..], LEVEL);
-            dictionaries.current = Some((id, Arc::new(cdict)));
-            dictionaries.trained_at = trained_at;
-        }
+        dictionaries.newest = newest.map(|(trained_at, value)| Newest::of(&value[8..], trained_at));
         Ok(Codec {
             tree,
             dictionaries: RwLock::new(dictionaries),
@@ -105,17 +115,13 @@ impl Codec {
     /// How many records there were when the newest dictionary was trained; `None` while
     /// none was.
     pub fn trained_at(&self) -> Option<u64> {
-        let dictionaries = self.read();
-        dictionaries
-            .current
-            .as_ref()
-            .map(|_| dictionaries.trained_at)
+        self.read().newest.as_ref().map(|n| n.trained_at)
     }
 
     /// The record of a JSON document: compressed with the newest dictionary, or the JSON
     /// itself while there is none.
     pub fn encode(&self, json: Vec<u8>) -> Vec<u8> {
-        let Some((_, cdict)) = self.read().current.clone() else {
+        let Some(cdict) = self.read().newest.as_ref().map(|n| n.cdict.clone()) else {
             return json;
         };
         let mut out = Vec::with_capacity(zstd_safe::compress_bound(json.len()));
@@ -184,8 +190,7 @@ impl Codec {
         dictionaries
             .decoders
             .insert(id, Arc::new(zstd_safe::create_ddict(&dict)));
-        dictionaries.current = Some((id, Arc::new(zstd_safe::create_cdict(&dict, LEVEL))));
-        dictionaries.trained_at = records;
+        dictionaries.newest = Some(Newest::of(&dict, records));
         Ok(true)
     }
 }

@@ -12,11 +12,14 @@ use super::{Entry, Memory, NoProgress, Progress, Result, encode};
 const RETRAIN_GROWTH: u64 = 10;
 
 impl Memory {
-    /// Trains a dictionary when one is due: at [`FIRST_TRAINING`] entries (re-encoding
-    /// the records written plain until then) and at each tenfold growth after. Caller
-    /// holds the write lock.
-    pub(super) fn train_dictionary_when_due(&self, progress: &dyn Progress) -> Result<()> {
-        let count = self.entry_count()?;
+    /// Trains a dictionary when one is due for a memory of `count` entries: at
+    /// [`FIRST_TRAINING`] entries (re-encoding the records written plain until then) and
+    /// at each tenfold growth after. Caller holds the write lock.
+    pub(super) fn train_dictionary_when_due(
+        &self,
+        count: u64,
+        progress: &dyn Progress,
+    ) -> Result<()> {
         let due = match self.codec.trained_at() {
             None => count >= FIRST_TRAINING,
             Some(at) => count >= at.max(1).saturating_mul(RETRAIN_GROWTH),
@@ -76,40 +79,36 @@ impl Memory {
         Ok(())
     }
 
-    /// Compresses every record still plain. A record changed meanwhile (an access
-    /// recorded) is left to its writer, who encodes it already.
+    /// Compresses every record still plain, in one pass. A record changed since it was
+    /// read (an access recorded) is left to its writer, who encodes it already. Returns
+    /// how many were compressed here.
     fn encode_plain_records(&self, progress: &dyn Progress) -> Result<u64> {
-        let plain: Vec<sled::IVec> = self
-            .entries
-            .iter()
-            .filter_map(|item| match item {
-                Ok((key, record)) if !record.starts_with(&ZSTD_MAGIC) => Some(Ok(key)),
-                Ok(_) => None,
-                Err(e) => Some(Err(e)),
-            })
-            .collect::<std::result::Result<_, _>>()?;
-        if plain.len() > 10_000 {
-            progress.start(plain.len() as u64, "compressing the entries");
+        let total = self.entry_count()?;
+        let report = total > 10_000;
+        if report {
+            progress.start(total, "compressing the entries");
         }
-        let mut done = 0;
-        for key in &plain {
-            if let Some(record) = self.entries.get(key)?
-                && !record.starts_with(&ZSTD_MAGIC)
-            {
-                let encoded = self.codec.encode(record.to_vec());
-                // A failed swap is a write since the read, encoded by its writer.
-                let _ = self
+        let (mut seen, mut encoded) = (0u64, 0u64);
+        for item in self.entries.iter() {
+            let (key, record) = item?;
+            if !record.starts_with(&ZSTD_MAGIC) {
+                let compressed = self.codec.encode(record.to_vec());
+                if self
                     .entries
-                    .compare_and_swap(key, Some(record), Some(encoded))?;
+                    .compare_and_swap(&key, Some(&record), Some(compressed))?
+                    .is_ok()
+                {
+                    encoded += 1;
+                }
             }
-            done += 1;
-            if done % 10_000 == 0 {
-                progress.advance(done);
+            seen += 1;
+            if report && seen.is_multiple_of(10_000) {
+                progress.advance(seen);
             }
         }
-        if plain.len() > 10_000 {
+        if report {
             progress.finish();
         }
-        Ok(done)
+        Ok(encoded)
     }
 }

@@ -149,7 +149,7 @@ impl Memory {
         };
         suggestions::build_index_if_missing(&memory)?;
         memory.bring_index_up_to_date(&state, progress)?;
-        memory.train_dictionary_when_due(progress)?;
+        memory.train_dictionary_when_due(memory.entry_count()?, progress)?;
         Ok(memory)
     }
 
@@ -545,7 +545,7 @@ impl Memory {
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;
         self.store.flush()?;
-        self.train_dictionary_when_due(&NoProgress)?;
+        self.train_dictionary_when_due(count, &NoProgress)?;
         let mut similar_entries = Vec::new();
         for s in similar.iter().take(MAX_SIMILAR_SHOWN) {
             if let Some(card) = lookup.card(s.id)? {

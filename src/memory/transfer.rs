@@ -219,7 +219,7 @@ impl Memory {
                 "indexing the import failed ({e}); it is stored and will be indexed at the next start"
             );
         }
-        self.train_dictionary_when_due(&super::NoProgress)?;
+        self.train_dictionary_when_due(count, &super::NoProgress)?;
         drop(guard);
         // A large import leaves several segments (one a commit, and the writer cuts one
         // per 32 MB of its buffer); a search opens each apart. The smaller ones are merged

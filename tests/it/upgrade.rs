@@ -32,6 +32,13 @@ fn home_of_format(format: u32) -> TestHome {
     home
 }
 
+/// `tandem args` on `home`'s data dir.
+fn tandem(home: &TestHome, args: &[&str]) -> std::process::Command {
+    let mut cmd = home.std_command();
+    cmd.args(args);
+    cmd
+}
+
 fn format_of(home: &TestHome) -> Value {
     let text = std::fs::read_to_string(home.tandem_home().join("format.json")).unwrap();
     serde_json::from_str::<Value>(&text).unwrap()["format"].clone()
@@ -41,11 +48,7 @@ fn format_of(home: &TestHome) -> Value {
 fn a_format_1_data_dir_is_upgraded_with_everything_in_it() {
     let home = home_of_format(1);
     assert_eq!(format_of(&home), 1);
-    let run = |args: &[&str]| {
-        let mut cmd = home.std_command();
-        cmd.args(args);
-        cmd
-    };
+    let run = |args: &[&str]| tandem(&home, args);
 
     let shown = succeeds_json(run(&["memory", "show", PITFALL]));
     assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
@@ -102,9 +105,7 @@ fn an_upgrade_cut_short_resumes() {
                 }
                 _ => std::fs::rename(dir.join("db"), dir.join(&old)).unwrap(),
             }
-            let mut cmd = home.std_command();
-            cmd.args(["memory", "show", DECISION]);
-            let shown = succeeds_json(cmd);
+            let shown = succeeds_json(tandem(&home, &["memory", "show", DECISION]));
             assert_eq!(
                 shown["title"], "Store timestamps as UTC ISO strings with a colon offset",
                 "{format}: {cut}"
@@ -122,11 +123,7 @@ fn an_upgrade_cut_short_resumes() {
 fn a_format_2_data_dir_is_upgraded_and_its_entries_compressed() {
     let home = home_of_format(2);
     assert_eq!(format_of(&home), 2);
-    let run = |args: &[&str]| {
-        let mut cmd = home.std_command();
-        cmd.args(args);
-        cmd
-    };
+    let run = |args: &[&str]| tandem(&home, args);
     let shown = succeeds_json(run(&["memory", "show", PITFALL]));
     assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
     assert!(!home.tandem_home().join("db.format-2").exists());
