@@ -528,7 +528,12 @@ pub const MEMORY_EXPORT: Method<ExportParams, Exported> =
 
 pub const MEMORY_IMPORT: Method<ImportParams, ImportReport> =
     Method::new("memory/import", |core, _, p| {
-        Ok(core.memory.import(&mut p.jsonl.as_bytes())?)
+        let part = if p.more {
+            memory::ImportPart::More
+        } else {
+            memory::ImportPart::Last
+        };
+        Ok(core.memory.import_part(&mut p.jsonl.as_bytes(), part)?)
     });
 
 /// Index rebuilds of a call go to the log: the caller may be anywhere.

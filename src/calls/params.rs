@@ -175,6 +175,10 @@ pub struct ExportParams {
 pub struct ImportParams {
     /// JSON Lines, as `memory/export` gives them.
     pub jsonl: String,
+    /// More parts of the same import follow this one: its entries are durable, and
+    /// searchable once the last part is in.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
 }
 
 // ---- task tracking (spec 004) ----

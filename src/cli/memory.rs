@@ -513,10 +513,16 @@ fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<Import
     );
     let mut report = ImportReport::default();
     let batches = entries.chunks(IMPORT_BATCH_LINES).map(|b| (b, false));
-    let batches = batches.chain(links.chunks(IMPORT_BATCH_LINES).map(|b| (b, true)));
-    for (batch, of_links) in batches {
-        let jsonl = batch.join("\n");
-        let part = match backend.call(&calls::MEMORY_IMPORT, &ImportParams { jsonl }) {
+    let batches: Vec<_> = batches
+        .chain(links.chunks(IMPORT_BATCH_LINES).map(|b| (b, true)))
+        .collect();
+    let last = batches.len().saturating_sub(1);
+    for (i, (batch, of_links)) in batches.into_iter().enumerate() {
+        let params = ImportParams {
+            jsonl: batch.join("\n"),
+            more: i < last,
+        };
+        let part = match backend.call(&calls::MEMORY_IMPORT, &params) {
             Ok(part) => part,
             Err(e) => {
                 bar.finish_and_clear();

@@ -44,7 +44,7 @@ pub use review::{SUGGESTION_LIMIT, generalize_command};
 pub use search::SEARCH_LIMIT;
 pub use semantic::{ModelState, summary_text};
 pub use suggestions::{MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS};
-pub use transfer::{ImportLine, check_import_line};
+pub use transfer::{ImportLine, ImportPart, check_import_line};
 
 use crate::codec::Codec;
 use crate::store::{ENTRIES, ENTRY_DICTIONARIES, IdLookup, Store, lookup_id};

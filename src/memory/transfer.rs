@@ -102,6 +102,14 @@ impl Memory {
     /// anything is written: one bad line imports nothing and names its line number. An
     /// entry that exists is replaced only when the incoming one was updated later.
     pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
+        self.import_part(input, ImportPart::Last)
+    }
+
+    /// [`Self::import`] of one part of a larger import. A part that more follow is durable
+    /// in sled like any, but its entries are left in the search index's writer: the index
+    /// commits them with the last part (or once writes pause), and its segments are merged
+    /// once, then, where merging after each part wrote the whole index again each time.
+    pub fn import_part(&self, input: &mut dyn BufRead, part: ImportPart) -> Result<ImportReport> {
         let mut records = Vec::new();
         for (i, line) in input.lines().enumerate() {
             let line = line?;
@@ -214,19 +222,21 @@ impl Memory {
             report.links_added += 1;
         }
         self.store.flush()?;
-        if let Some(e) = index_failed.map_or_else(|| self.idx().commit().err(), Some) {
+        let commit = || match part {
+            ImportPart::Last => self.idx().commit().err(),
+            ImportPart::More => None,
+        };
+        if let Some(e) = index_failed.map_or_else(commit, Some) {
             tracing::error!(
                 "indexing the import failed ({e}); it is stored and will be indexed at the next start"
             );
         }
         self.train_dictionary_when_due(count, &super::NoProgress)?;
         drop(guard);
-        // A large import leaves several segments (one a commit, and the writer cuts one
-        // per 32 MB of its buffer); a search opens each apart. The smaller ones are merged
-        // now, while writes go on, as when writes pause: not every segment each time, or
-        // an import sent in parts (the CLI sends 5,000 lines a call) would write the whole
-        // index again for each part.
-        if writes.len() >= IMPORT_CHUNK
+        // A large import leaves several segments (the writer cuts one per 32 MB of its
+        // buffer, and each commit one); a search opens each apart. Once its last part is
+        // in, the smaller ones are merged, while writes go on, as when writes pause.
+        if part == ImportPart::Last
             && let Err(e) = self.idx().merge_segments()
         {
             tracing::warn!("merging the search index after the import failed: {e}");
@@ -234,6 +244,13 @@ impl Memory {
         self.embed_later(to_embed)?;
         Ok(report)
     }
+}
+
+/// Whether more parts of one import follow ([`Memory::import_part`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportPart {
+    More,
+    Last,
 }
 
 /// What a line of an import holds.
@@ -257,9 +274,29 @@ fn parse_line(number: usize, line: &str) -> Result<Record> {
     let bad = |message: String| {
         MemoryError::invalid_argument("input", format!("line {number}: {message}"))
     };
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
     crate::limits::check(&value).map_err(|e| bad(format!("field '{}' has {e}", e.field)))?;
-    let record: Record = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+    // The tag, then the record itself from the rest, where serde's tagged enum would buffer
+    // the whole line a second time.
+    let Some(fields) = value.as_object_mut() else {
+        return Err(bad("a line is a JSON object".into()));
+    };
+    let typed = |e: serde_json::Error| bad(e.to_string());
+    let record = match fields.remove("record") {
+        Some(serde_json::Value::String(tag)) if tag == "entry" => {
+            Record::Entry(serde_json::from_value(value).map_err(typed)?)
+        }
+        Some(serde_json::Value::String(tag)) if tag == "link" => {
+            Record::Link(serde_json::from_value(value).map_err(typed)?)
+        }
+        Some(other) => {
+            return Err(bad(format!(
+                "unknown record {other}, expected \"entry\" or \"link\""
+            )));
+        }
+        None => return Err(bad("missing field `record`".into())),
+    };
     if let Record::Entry(e) = &record {
         let n = e.title.chars().count();
         if e.title.trim().is_empty() || n > MAX_TITLE_CHARS || e.confidence > 5 {
@@ -290,7 +327,7 @@ struct Pending {
 }
 
 /// One line of an export.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(serde::Serialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
 enum Record {
     Entry(Entry),

@@ -2,7 +2,7 @@
 
 use tandem::calls::CallError;
 use tandem::memory::{
-    EntryType, Memory, MemoryError, MemoryType, NewEntry, RelationType, SearchQuery,
+    EntryType, ImportPart, Memory, MemoryError, MemoryType, NewEntry, RelationType, SearchQuery,
 };
 
 use crate::util::{TestHome, entry};
@@ -822,21 +822,7 @@ fn the_index_segments_are_merged_when_writes_pause_and_after_each_part_of_an_imp
         .unwrap();
     assert_eq!(search(&memory, "glacier").len(), 1);
     assert_eq!(memory.index_segments(), 2);
-    let part = |from: usize| {
-        let mut jsonl = String::new();
-        for i in from..from + 2500 {
-            let e = tandem::memory::Entry::new(
-                EntryType::Reference,
-                format!("imported {i}"),
-                format!("number {i}"),
-                Vec::new(),
-            );
-            let mut record = serde_json::to_value(&e).unwrap();
-            record["record"] = "entry".into();
-            jsonl.push_str(&format!("{record}\n"));
-        }
-        jsonl
-    };
+    let part = |from| references_jsonl("imported", from);
     memory.import(&mut part(0).as_bytes()).unwrap();
     assert_eq!(memory.index_segments(), 2);
     memory.import(&mut part(2500).as_bytes()).unwrap();
@@ -845,4 +831,63 @@ fn the_index_segments_are_merged_when_writes_pause_and_after_each_part_of_an_imp
         assert_eq!(search(&memory, w).len(), 1, "{w} after the import");
     }
     assert_eq!(search(&memory, "imported").len(), 5);
+}
+
+/// 2,500 references titled `{title} {i}` from `from` on, as JSON Lines to import.
+fn references_jsonl(title: &str, from: usize) -> String {
+    let mut jsonl = String::new();
+    for i in from..from + 2500 {
+        let e = tandem::memory::Entry::new(
+            EntryType::Reference,
+            format!("{title} {i}"),
+            format!("number {i}"),
+            Vec::new(),
+        );
+        let mut record = serde_json::to_value(&e).unwrap();
+        record["record"] = "entry".into();
+        jsonl.push_str(&format!("{record}\n"));
+    }
+    jsonl
+}
+
+/// The CLI sends a large import in parts, each but the last saying more follow: each part
+/// is durable at once, the index merges once, after the last (the index's commits are left
+/// to the writes' pauses meanwhile, and a search still sees every part written).
+#[test]
+fn an_import_in_parts_is_merged_once_its_last_part_is_in() {
+    let home = TestHome::new();
+    let memory = home.memory();
+    let part = |from| references_jsonl("parted", from);
+    let total = |memory: &Memory| {
+        memory
+            .search(&SearchQuery {
+                query: "parted".into(),
+                ..Default::default()
+            })
+            .unwrap()
+            .total
+    };
+    for from in [0, 2500] {
+        memory
+            .import_part(&mut part(from).as_bytes(), ImportPart::More)
+            .unwrap();
+    }
+    assert_eq!(memory.entry_count().unwrap(), 5000);
+    assert_eq!(total(&memory), 5000, "a search sees the parts written");
+    memory
+        .import_part(&mut part(5000).as_bytes(), ImportPart::Last)
+        .unwrap();
+    assert_eq!(memory.index_segments(), 1);
+    assert_eq!(total(&memory), 7500);
+    drop(memory);
+
+    // Parts that more were to follow, then the end (the CLI stopped): what they wrote
+    // is searchable at the next open.
+    let memory = home.memory();
+    memory
+        .import_part(&mut part(7500).as_bytes(), ImportPart::More)
+        .unwrap();
+    drop(memory);
+    let memory = home.memory();
+    assert_eq!(total(&memory), 10_000);
 }
