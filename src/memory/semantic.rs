@@ -674,7 +674,8 @@ impl Memory {
     }
 
     /// Makes every entry's vectors again with the memory's model (`tandem memory reindex
-    /// --embeddings`), waiting for it while it loads. Returns how many entries were embedded.
+    /// --embeddings`), waiting for it while it loads, and for the table's cut into lists
+    /// when it wants one. Returns how many entries were embedded.
     pub fn reembed(&self) -> Result<u64> {
         let embedder = Semantic::ready_or_why(self.semantic.settled(LOAD_WAIT))?;
         let all: Vec<Ulid> = {
@@ -688,7 +689,12 @@ impl Memory {
         };
         // Every entry is counted, one the loader embedded meanwhile too (embedded once:
         // made again, it would be written to the file twice).
-        self.embed_all(&embedder, &all, Counted::Every)
+        let done = self.embed_all(&embedder, &all, Counted::Every)?;
+        // The table's last cut is part of the reindex: `tandem memory reindex --embeddings`
+        // ends its process right after, which left the cut (8 s at a million entries) to
+        // the next open, and the daemon that made it held the table's rows meanwhile.
+        self.semantic.lists_made();
+        Ok(done)
     }
 
     /// Every entry's id, newest write first, read from `memory.by_seq` (ids only: the
