@@ -15,7 +15,9 @@
 //!   similarity and suggestions).
 //!
 //! `cargo bench --bench scale -- --entries 1000000` (release; ~1 GB of JSON Lines in a
-//! temp dir at that size).
+//! temp dir at that size). `--corpus diverse` draws the entries from a vocabulary of
+//! 40,000 more words (`Corpus::diverse`); the default, `clustered`, from a few hundred
+//! stems, each query word in a large share of the entries: search's worst case.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -43,13 +45,24 @@ const COLD_STARTS: usize = 3;
 
 fn main() {
     let mut entries = 100_000usize;
+    let mut diverse = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        if a == "--entries" {
-            entries = args
-                .next()
-                .and_then(|v| v.replace('_', "").parse().ok())
-                .expect("--entries N");
+        match a.as_str() {
+            "--entries" => {
+                entries = args
+                    .next()
+                    .and_then(|v| v.replace('_', "").parse().ok())
+                    .expect("--entries N");
+            }
+            "--corpus" => {
+                diverse = match args.next().as_deref() {
+                    Some("diverse") => true,
+                    Some("clustered") => false,
+                    _ => panic!("--corpus clustered|diverse"),
+                }
+            }
+            _ => {}
         }
     }
     let model = std::env::var_os("TANDEM_TEST_MODEL").map(std::path::PathBuf::from);
@@ -57,10 +70,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap()
-        .block_on(run(entries, model.as_deref()));
+        .block_on(run(entries, diverse, model.as_deref()));
 }
 
-async fn run(n: usize, model: Option<&Path>) {
+async fn run(n: usize, diverse: bool, model: Option<&Path>) {
     let home = Home::new("tandem-scale");
     let with_model = |cmd: &mut std::process::Command| {
         if let Some(m) = model {
@@ -70,7 +83,11 @@ async fn run(n: usize, model: Option<&Path>) {
 
     eprintln!("bench: generating {n} entries");
     let file = home.dir.path().join("entries.jsonl");
-    let mut corpus = Corpus::new(42);
+    let mut corpus = if diverse {
+        Corpus::diverse(42)
+    } else {
+        Corpus::new(42)
+    };
     let mut json_bytes = 0u64;
     {
         let mut out = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
@@ -200,7 +217,8 @@ async fn run(n: usize, model: Option<&Path>) {
     let searches = Stats::of(searches);
     let adds = Stats::of(adds);
     println!(
-        "\n## Scale: {n} entries ({} of JSON Lines, {} an entry)\n",
+        "\n## Scale: {n} entries, the {} corpus ({} of JSON Lines, {} an entry)\n",
+        if diverse { "diverse" } else { "clustered" },
         mb(json_bytes),
         per(json_bytes)
     );

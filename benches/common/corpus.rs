@@ -151,6 +151,12 @@ const GLUE: &[&str] = &[
     "the", "a", "when", "with", "under", "after", "before", "on", "in", "for", "because", "so",
     "and", "but", "fails", "breaks", "needs", "uses", "returns", "drops",
 ];
+/// The words [`Corpus::diverse`] adds.
+const DIVERSE_WORDS: usize = 40_000;
+const SYLLABLES: &[&str] = &[
+    "ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "be", "da", "fu", "go", "hi", "ja", "ke", "pa",
+    "qu", "ri", "so", "ze",
+];
 const TYPES: [EntryType; 6] = [
     EntryType::Bug,
     EntryType::Pattern,
@@ -181,6 +187,31 @@ impl Corpus {
             state: seed.max(1),
             words,
         }
+    }
+
+    /// The same generator over a wide vocabulary: after the technical words,
+    /// [`DIVERSE_WORDS`] more made of syllables, as a real knowledge base names thousands of
+    /// services, libraries, functions and errors. [`Corpus::new`]'s few hundred stems put
+    /// each query's words in a large share of the entries: the clustered worst case of a
+    /// search, and of the similarity an add looks for.
+    #[allow(dead_code)] // a bench module: not every bench uses every generator
+    pub fn diverse(seed: u64) -> Corpus {
+        let mut corpus = Corpus::new(seed);
+        for i in 0..DIVERSE_WORDS {
+            // `i` in base 20, a syllable a digit, then one more: no two alike.
+            let mut word = String::new();
+            let mut n = i;
+            loop {
+                word.push_str(SYLLABLES[n % SYLLABLES.len()]);
+                n /= SYLLABLES.len();
+                if n == 0 {
+                    break;
+                }
+            }
+            word.push_str(SYLLABLES[(i * 7) % SYLLABLES.len()]);
+            corpus.words.push(word);
+        }
+        corpus
     }
 
     pub fn next(&mut self) -> u64 {
