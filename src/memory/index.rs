@@ -41,6 +41,11 @@ const ANALYZER: &str = "tandem_en";
 const WRITER_MEMORY: usize = 32 * 1024 * 1024;
 /// Uncommitted writes beyond this are committed at once rather than waiting for a pause.
 const MAX_PENDING: usize = 128;
+/// A search's word in more than this share of the entries is common
+/// ([`MemoryIndex::plan_narrowed`])...
+const COMMON_SHARE: f64 = 0.05;
+/// ...once the index holds this many (below, every search reads all its postings fast).
+const COMMON_FROM_DOCS: u64 = 10_000;
 /// A dirty index is committed by the background thread once writes pause this long.
 const IDLE_COMMIT: Duration = Duration::from_millis(150);
 /// Its segments are merged ([`idle_merge`]) once writes pause this long.
@@ -522,6 +527,80 @@ impl MemoryIndex {
         self.plan_in(false, terms, None, None)
     }
 
+    /// [`Self::plan`] narrowed to the entries that hold the query's distinctive words, once
+    /// the index holds [`COMMON_FROM_DOCS`] entries: a word of the query (weight 1 or more)
+    /// in more than [`COMMON_SHARE`] of them is common. Some words distinctive: one of them
+    /// is required, the common ones (and the context's) only add to the score. Every word
+    /// common: each is required. The scores are the plan's own; only the entries holding
+    /// none of the distinctive words (or not every common one) are left out, which rank
+    /// below those that do. BM25's top hits over common words read most of their postings
+    /// (block-max WAND cannot skip where every entry holds them); this reads the shortest.
+    /// `None` when nothing narrows: a small index, a single common word, or no common one.
+    pub fn plan_narrowed(
+        &self,
+        searcher: &Searcher,
+        terms: &[(String, f32)],
+        entry_type: Option<EntryType>,
+        project: Option<&str>,
+    ) -> Option<SearchPlan> {
+        let docs = searcher.num_docs();
+        if docs < COMMON_FROM_DOCS {
+            return None;
+        }
+        let common_at = (docs as f64 * COMMON_SHARE) as u64;
+        let (own, context): (Vec<&(String, f32)>, Vec<&(String, f32)>) =
+            terms.iter().partition(|(_, w)| *w >= 1.0);
+        let (common, rare): (Vec<&(String, f32)>, Vec<&(String, f32)>) = own
+            .into_iter()
+            .partition(|(t, _)| self.doc_freq(searcher, t) > common_at);
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let optional = |clauses: &mut Vec<(Occur, Box<dyn Query>)>, terms: &[&(String, f32)]| {
+            for (term, weight) in terms {
+                clauses.extend(self.term_clauses(true, term, *weight));
+            }
+        };
+        match (rare.is_empty(), common.len()) {
+            (_, 0) | (true, 1) => return None,
+            (false, _) => {
+                let any_rare = rare
+                    .iter()
+                    .flat_map(|(t, w)| self.term_clauses(true, t, *w))
+                    .collect();
+                clauses.push((Occur::Must, Box::new(BooleanQuery::new(any_rare))));
+                optional(&mut clauses, &common);
+            }
+            (true, _) => {
+                for (term, weight) in &common {
+                    let either = self.term_clauses(true, term, *weight).collect();
+                    clauses.push((Occur::Must, Box::new(BooleanQuery::new(either))));
+                }
+            }
+        }
+        optional(&mut clauses, &context);
+        Some(self.filtered(BooleanQuery::new(clauses), entry_type, project))
+    }
+
+    /// A term's clauses, alternatives of a query: in the entry's words and, `with_context`,
+    /// in its context at [`CONTEXT_BOOST`].
+    fn term_clauses(
+        &self,
+        with_context: bool,
+        term: &str,
+        weight: f32,
+    ) -> impl Iterator<Item = (Occur, Box<dyn Query>)> {
+        let f = &self.fields;
+        let fields = [(f.words, 1.0), (f.context, CONTEXT_BOOST)];
+        let n = if with_context { 2 } else { 1 };
+        fields.into_iter().take(n).map(move |(field, boost)| {
+            let q = TermQuery::new(
+                Term::from_field_text(field, term),
+                IndexRecordOption::WithFreqs,
+            );
+            let q: Box<dyn Query> = Box::new(BoostQuery::new(Box::new(q), boost * weight));
+            (Occur::Should, q)
+        })
+    }
+
     fn plan_in(
         &self,
         with_context: bool,
@@ -529,26 +608,21 @@ impl MemoryIndex {
         entry_type: Option<EntryType>,
         project: Option<&str>,
     ) -> SearchPlan {
+        let should = terms
+            .iter()
+            .flat_map(|(term, weight)| self.term_clauses(with_context, term, *weight))
+            .collect();
+        self.filtered(BooleanQuery::new(should), entry_type, project)
+    }
+
+    /// `text` with the filters required.
+    fn filtered(
+        &self,
+        text: BooleanQuery,
+        entry_type: Option<EntryType>,
+        project: Option<&str>,
+    ) -> SearchPlan {
         let f = &self.fields;
-        let fields: &[(Field, f32)] = if with_context {
-            &[(f.words, 1.0), (f.context, CONTEXT_BOOST)]
-        } else {
-            &[(f.words, 1.0)]
-        };
-        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for (term, weight) in terms {
-            for &(field, boost) in fields {
-                let q = TermQuery::new(
-                    Term::from_field_text(field, term),
-                    IndexRecordOption::WithFreqs,
-                );
-                should.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(q), boost * weight)),
-                ));
-            }
-        }
-        let text = BooleanQuery::new(should);
         if entry_type.is_none() && project.is_none() {
             // Unwrapped, a pure disjunction lets tantivy prune with block-max WAND.
             return SearchPlan {

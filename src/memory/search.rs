@@ -132,8 +132,14 @@ impl Memory {
         } else {
             limit
         };
-        let plan = (!weighted.is_empty() && ranking != Ranking::Semantic)
+        let full = (!weighted.is_empty() && ranking != Ranking::Semantic)
             .then(|| idx.plan(&weighted, q.entry_type, q.project.as_deref()));
+        // On a large index, the entries holding the query's distinctive words first; the
+        // full plan when they are too few.
+        let narrowed = full.as_ref().and_then(|_| {
+            idx.plan_narrowed(&searcher, &weighted, q.entry_type, q.project.as_deref())
+        });
+        let plan = narrowed.as_ref().or(full.as_ref());
         let filter = Filter {
             entry_type: q.entry_type,
             project: q.project.as_deref(),
@@ -150,16 +156,16 @@ impl Memory {
         // top hits (the slowest searches are of many common words, whose top hits and
         // count each read their long postings).
         let count = |plan: &index::SearchPlan| idx.count(&searcher, plan);
-        let generators =
+        let make_generators =
             |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
         let (hits, total, generators, by_vectors) = std::thread::scope(|scope| {
-            let beside = match (&embedder, &plan) {
+            let beside = match (&embedder, plan) {
                 (Some(embedder), Some(plan)) if self.semantic.is_large() => {
-                    Some(scope.spawn(|| (by_meaning(embedder), count(plan), generators(plan))))
+                    Some(scope.spawn(|| (by_meaning(embedder), count(plan), make_generators(plan))))
                 }
                 _ => None,
             };
-            let hits = match &plan {
+            let hits = match plan {
                 Some(plan) => idx.top(&searcher, plan, pool),
                 None => Ok(Vec::new()),
             };
@@ -172,13 +178,20 @@ impl Memory {
                 }
                 None => (
                     embedder.as_deref().map(by_meaning),
-                    plan.as_ref().map_or(Ok(0), count),
-                    plan.as_ref().map_or(Ok(None), generators),
+                    plan.map_or(Ok(0), count),
+                    plan.map_or(Ok(None), make_generators),
                 ),
             };
             (hits, total, made, meaning)
         });
-        let (hits, mut total, generators) = (hits?, total?, generators?);
+        let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
+        if let (Some(_), Some(full)) = (&narrowed, &full)
+            && hits.len() < pool
+        {
+            hits = idx.top(&searcher, full, pool)?;
+            total = count(full)?;
+            generators = make_generators(full)?;
+        }
         let bm25: HashMap<Ulid, f32> = hits.iter().map(|h| (h.id, h.score)).collect();
         let top = hits
             .first()

@@ -835,14 +835,16 @@ fn the_index_segments_are_merged_when_writes_pause_and_after_each_part_of_an_imp
 
 /// 2,500 references titled `{title} {i}` from `from` on, as JSON Lines to import.
 fn references_jsonl(title: &str, from: usize) -> String {
+    references_jsonl_of(
+        (from..from + 2500).map(|i| (format!("{title} {i}"), format!("number {i}"))),
+    )
+}
+
+/// References of these titles and contents, as JSON Lines to import.
+fn references_jsonl_of(entries: impl Iterator<Item = (String, String)>) -> String {
     let mut jsonl = String::new();
-    for i in from..from + 2500 {
-        let e = tandem::memory::Entry::new(
-            EntryType::Reference,
-            format!("{title} {i}"),
-            format!("number {i}"),
-            Vec::new(),
-        );
+    for (title, content) in entries {
+        let e = tandem::memory::Entry::new(EntryType::Reference, title, content, Vec::new());
         let mut record = serde_json::to_value(&e).unwrap();
         record["record"] = "entry".into();
         jsonl.push_str(&format!("{record}\n"));
@@ -890,4 +892,52 @@ fn an_import_in_parts_is_merged_once_its_last_part_is_in() {
     drop(memory);
     let memory = home.memory();
     assert_eq!(total(&memory), 10_000);
+}
+
+/// On a large index (10,000 entries and more), a search of common words reads the entries
+/// holding every one of them, where BM25's top hits read most of each word's postings:
+/// the results are the same, the total counts those entries. When none holds every word,
+/// the search is the full one.
+#[test]
+fn a_search_of_common_words_on_a_large_index_reads_the_entries_holding_them_all() {
+    let home = TestHome::new();
+    let memory = home.memory();
+    // alpha in half the entries, beta in the other half, gamma in a third.
+    let jsonl = references_jsonl_of((0..10_000).map(|i| {
+        let mut words = vec![if i % 2 == 0 { "alpha" } else { "beta" }];
+        if i % 3 == 0 {
+            words.push("gamma");
+        }
+        (
+            format!("ledger {i} {}", words.join(" ")),
+            format!("row {i}"),
+        )
+    }));
+    memory.import(&mut jsonl.as_bytes()).unwrap();
+    let found = |query: &str| {
+        memory
+            .search(&SearchQuery {
+                query: query.into(),
+                limit: Some(20),
+                ..Default::default()
+            })
+            .unwrap()
+    };
+    let both = found("alpha gamma");
+    assert_eq!(both.results.len(), 20);
+    for r in &both.results {
+        assert!(r.title.contains("alpha gamma"), "{}", r.title);
+    }
+    assert_eq!(both.total, 1667, "the entries holding both");
+    // No entry holds both: every entry holding either, as the full search finds them.
+    let either = found("alpha beta");
+    assert_eq!(either.results.len(), 20);
+    assert_eq!(either.total, 10_000);
+    // A distinctive word beside a common one: its entry first.
+    let one = found("gamma 4242");
+    assert!(
+        one.results[0].title.starts_with("ledger 4242 "),
+        "{:?}",
+        one.results[0]
+    );
 }
