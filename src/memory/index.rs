@@ -548,9 +548,8 @@ impl MemoryIndex {
             return None;
         }
         let common_at = (docs as f64 * COMMON_SHARE) as u64;
-        let (own, context): (Vec<&(String, f32)>, Vec<&(String, f32)>) =
-            terms.iter().partition(|(_, w)| *w >= 1.0);
-        let (common, rare): (Vec<&(String, f32)>, Vec<&(String, f32)>) = own
+        let (own, context): (Vec<_>, Vec<_>) = terms.iter().partition(|(_, w)| *w >= 1.0);
+        let (common, rare): (Vec<_>, Vec<_>) = own
             .into_iter()
             .partition(|(t, _)| self.doc_freq(searcher, t) > common_at);
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
