@@ -491,61 +491,124 @@ const IMPORT_BATCH_LINES: usize = 5_000;
 
 /// `tandem memory import`: every line checked first (one bad line imports nothing), then
 /// the entries, then the links, in calls of [`IMPORT_BATCH_LINES`], with a progress bar.
+/// A file is read again for each pass rather than held (a million entries are a gigabyte
+/// of JSON Lines); standard input is held.
 fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<ImportReport> {
-    let text = super::read_input(file.as_deref())?;
-    let mut entries = Vec::new();
-    let mut links = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match tandem::memory::check_import_line(i + 1, line).map_err(calls::CallError::from)? {
-            ImportLine::Entry => entries.push(line),
-            ImportLine::Link => links.push(line),
-        }
+    let input = ImportInput::open(file)?;
+    // What each line holds (none: a blank line), from the first pass.
+    let mut kinds: Vec<Option<ImportLine>> = Vec::new();
+    for (i, line) in input.lines()?.enumerate() {
+        let line = line?;
+        kinds.push(if line.trim().is_empty() {
+            None
+        } else {
+            Some(tandem::memory::check_import_line(i + 1, &line).map_err(calls::CallError::from)?)
+        });
     }
-    let bar = stderr_bar(Some((entries.len() + links.len()) as u64));
+    let count = |kind| kinds.iter().filter(|k| **k == Some(kind)).count();
+    let (entries, links) = (count(ImportLine::Entry), count(ImportLine::Link));
+    let bar = stderr_bar(Some((entries + links) as u64));
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "importing {bar:30} {pos}/{len} records ({per_sec}, {eta} left)",
         )
         .expect("valid template"),
     );
+    let calls = entries.div_ceil(IMPORT_BATCH_LINES) + links.div_ceil(IMPORT_BATCH_LINES);
+    let mut sent = 0;
     let mut report = ImportReport::default();
-    let batches = entries.chunks(IMPORT_BATCH_LINES).map(|b| (b, false));
-    let batches: Vec<_> = batches
-        .chain(links.chunks(IMPORT_BATCH_LINES).map(|b| (b, true)))
-        .collect();
-    let last = batches.len().saturating_sub(1);
-    for (i, (batch, of_links)) in batches.into_iter().enumerate() {
-        let params = ImportParams {
-            jsonl: batch.join("\n"),
-            more: i < last,
+    for of_links in [false, true] {
+        let wanted = if of_links {
+            ImportLine::Link
+        } else {
+            ImportLine::Entry
         };
-        let part = match backend.call(&calls::MEMORY_IMPORT, &params) {
-            Ok(part) => part,
-            Err(e) => {
-                bar.finish_and_clear();
-                let done = report.entries_added + report.entries_updated;
-                if of_links {
-                    eprintln!(
-                        "tandem: the entries were imported ({done} added or updated); then a link failed:"
-                    );
-                } else if done > 0 {
-                    eprintln!("tandem: {done} entries were imported before this failure:");
-                }
-                return Err(e);
+        let mut batch: Vec<String> = Vec::with_capacity(IMPORT_BATCH_LINES);
+        let mut lines = input.lines()?.zip(&kinds).peekable();
+        while let Some((line, kind)) = lines.next() {
+            if *kind == Some(wanted) {
+                batch.push(line?);
             }
-        };
-        report.entries_added += part.entries_added;
-        report.entries_updated += part.entries_updated;
-        report.entries_unchanged += part.entries_unchanged;
-        report.links_added += part.links_added;
-        report.links_unchanged += part.links_unchanged;
-        bar.inc(batch.len() as u64);
+            if batch.len() < IMPORT_BATCH_LINES && (lines.peek().is_some() || batch.is_empty()) {
+                continue;
+            }
+            sent += 1;
+            let params = ImportParams {
+                jsonl: batch.join("\n"),
+                more: sent < calls,
+            };
+            let part = match backend.call(&calls::MEMORY_IMPORT, &params) {
+                Ok(part) => part,
+                Err(e) => {
+                    bar.finish_and_clear();
+                    let done = report.entries_added + report.entries_updated;
+                    if of_links {
+                        eprintln!(
+                            "tandem: the entries were imported ({done} added or updated); then a link failed:"
+                        );
+                    } else if done > 0 {
+                        eprintln!("tandem: {done} entries were imported before this failure:");
+                    }
+                    return Err(e);
+                }
+            };
+            report.entries_added += part.entries_added;
+            report.entries_updated += part.entries_updated;
+            report.entries_unchanged += part.entries_unchanged;
+            report.links_added += part.links_added;
+            report.links_unchanged += part.links_unchanged;
+            bar.inc(batch.len() as u64);
+            batch.clear();
+        }
     }
     bar.finish_and_clear();
     Ok(report)
+}
+
+/// An import's JSON Lines, read once a pass: a file, opened again each time (and refused
+/// if it changed between passes), or standard input, held.
+enum ImportInput {
+    File {
+        path: PathBuf,
+        /// Its length and modification time when first read.
+        seen: (u64, Option<std::time::SystemTime>),
+    },
+    Held(String),
+}
+
+impl ImportInput {
+    fn open(file: Option<PathBuf>) -> anyhow::Result<ImportInput> {
+        match file.filter(|f| f.as_os_str() != "-") {
+            Some(path) => {
+                let seen = Self::stamp(&path)?;
+                Ok(ImportInput::File { path, seen })
+            }
+            None => Ok(ImportInput::Held(super::read_input(None)?)),
+        }
+    }
+
+    fn stamp(path: &std::path::Path) -> anyhow::Result<(u64, Option<std::time::SystemTime>)> {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Ok((meta.len(), meta.modified().ok()))
+    }
+
+    fn lines(&self) -> anyhow::Result<Box<dyn Iterator<Item = anyhow::Result<String>> + '_>> {
+        Ok(match self {
+            ImportInput::File { path, seen } => {
+                if Self::stamp(path)? != *seen {
+                    anyhow::bail!("{} changed while it was imported", path.display());
+                }
+                let file = std::fs::File::open(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                Box::new(
+                    std::io::BufRead::lines(std::io::BufReader::new(file))
+                        .map(|l| l.context("cannot read the import")),
+                )
+            }
+            ImportInput::Held(text) => Box::new(text.lines().map(|l| Ok(l.to_string()))),
+        })
+    }
 }
 
 /// Lines a page of `tandem memory export` asks for: an answer of a few MB, however large
