@@ -175,8 +175,8 @@ pub struct ExportParams {
 pub struct ImportParams {
     /// JSON Lines, as `memory/export` gives them.
     pub jsonl: String,
-    /// More parts of the same import follow this one: its entries are durable, and
-    /// searchable once the last part is in.
+    /// More parts of the same import follow this one: its entries are durable and
+    /// searchable at once, and the search index's segments are merged after the last.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub more: bool,
 }

@@ -517,17 +517,30 @@ fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<Import
     let calls = entries.div_ceil(IMPORT_BATCH_LINES) + links.div_ceil(IMPORT_BATCH_LINES);
     let mut sent = 0;
     let mut report = ImportReport::default();
-    for of_links in [false, true] {
-        let wanted = if of_links {
-            ImportLine::Link
-        } else {
-            ImportLine::Entry
+    for wanted in [ImportLine::Entry, ImportLine::Link] {
+        // A failure once parts went in (a call, or the file changed or unreadable between
+        // passes) says what was imported before it.
+        let failed = |report: &ImportReport, e: anyhow::Error| {
+            bar.finish_and_clear();
+            let done = report.entries_added + report.entries_updated;
+            if wanted == ImportLine::Link {
+                eprintln!(
+                    "tandem: the entries were imported ({done} added or updated); then importing the links failed:"
+                );
+            } else if done > 0 {
+                eprintln!("tandem: {done} entries were imported before this failure:");
+            }
+            e
         };
         let mut batch: Vec<String> = Vec::with_capacity(IMPORT_BATCH_LINES);
-        let mut lines = input.lines()?.zip(&kinds).peekable();
+        let mut lines = input
+            .lines()
+            .map_err(|e| failed(&report, e))?
+            .zip(&kinds)
+            .peekable();
         while let Some((line, kind)) = lines.next() {
             if *kind == Some(wanted) {
-                batch.push(line?);
+                batch.push(line.map_err(|e| failed(&report, e))?);
             }
             if batch.len() < IMPORT_BATCH_LINES && (lines.peek().is_some() || batch.is_empty()) {
                 continue;
@@ -537,21 +550,9 @@ fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<Import
                 jsonl: batch.join("\n"),
                 more: sent < calls,
             };
-            let part = match backend.call(&calls::MEMORY_IMPORT, &params) {
-                Ok(part) => part,
-                Err(e) => {
-                    bar.finish_and_clear();
-                    let done = report.entries_added + report.entries_updated;
-                    if of_links {
-                        eprintln!(
-                            "tandem: the entries were imported ({done} added or updated); then a link failed:"
-                        );
-                    } else if done > 0 {
-                        eprintln!("tandem: {done} entries were imported before this failure:");
-                    }
-                    return Err(e);
-                }
-            };
+            let part = backend
+                .call(&calls::MEMORY_IMPORT, &params)
+                .map_err(|e| failed(&report, e))?;
             report.entries_added += part.entries_added;
             report.entries_updated += part.entries_updated;
             report.entries_unchanged += part.entries_unchanged;

@@ -552,30 +552,25 @@ impl MemoryIndex {
         let (common, rare): (Vec<_>, Vec<_>) = own
             .into_iter()
             .partition(|(t, _)| self.doc_freq(searcher, t) > common_at);
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let optional = |clauses: &mut Vec<(Occur, Box<dyn Query>)>, terms: &[&(String, f32)]| {
-            for (term, weight) in terms {
-                clauses.extend(self.term_clauses(true, term, *weight));
-            }
+        let any_of = |terms: &[&(String, f32)]| -> Vec<(Occur, Box<dyn Query>)> {
+            terms
+                .iter()
+                .flat_map(|(t, w)| self.term_clauses(true, t, *w))
+                .collect()
         };
-        match (rare.is_empty(), common.len()) {
+        let required = |clauses| -> (Occur, Box<dyn Query>) {
+            (Occur::Must, Box::new(BooleanQuery::new(clauses)))
+        };
+        let mut clauses = match (rare.is_empty(), common.len()) {
             (_, 0) | (true, 1) => return None,
             (false, _) => {
-                let any_rare = rare
-                    .iter()
-                    .flat_map(|(t, w)| self.term_clauses(true, t, *w))
-                    .collect();
-                clauses.push((Occur::Must, Box::new(BooleanQuery::new(any_rare))));
-                optional(&mut clauses, &common);
+                let mut clauses = vec![required(any_of(&rare))];
+                clauses.extend(any_of(&common));
+                clauses
             }
-            (true, _) => {
-                for (term, weight) in &common {
-                    let either = self.term_clauses(true, term, *weight).collect();
-                    clauses.push((Occur::Must, Box::new(BooleanQuery::new(either))));
-                }
-            }
-        }
-        optional(&mut clauses, &context);
+            (true, _) => common.iter().map(|t| required(any_of(&[t]))).collect(),
+        };
+        clauses.extend(any_of(&context));
         Some(self.filtered(BooleanQuery::new(clauses), entry_type, project))
     }
 
