@@ -22,7 +22,11 @@ use crate::codec::Codec;
 /// logged with a new zstd context, two thirds of an add's transaction. sled keeps the
 /// setting in its own files and will not open a database with the other one, so a
 /// compressed database (format 2) is copied into a new one; format 1 is already format 3's.
-pub const FORMAT_VERSION: u32 = 3;
+/// 4: the order of the memory's writes is kept 32 to a record (`memory.writes`) where
+/// format 3 kept a record a write (`memory.by_seq`, ~140 bytes an entry): the memory
+/// converts the tree as it opens (`memory/writes.rs`), so an upgrade from 3 only records
+/// the format here.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The memory's entries: their records are compressed by [`crate::codec`]...
 pub const ENTRIES: &str = "memory.entries";

@@ -497,13 +497,18 @@ fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<Import
     let input = ImportInput::open(file)?;
     // What each line holds (none: a blank line), from the first pass.
     let mut kinds: Vec<Option<ImportLine>> = Vec::new();
-    for (i, line) in input.lines()?.enumerate() {
-        let line = line?;
-        kinds.push(if line.trim().is_empty() {
-            None
-        } else {
-            Some(tandem::memory::check_import_line(i + 1, &line).map_err(calls::CallError::from)?)
-        });
+    let mut lines = input.lines()?;
+    loop {
+        let block: Vec<String> = lines
+            .by_ref()
+            .take(IMPORT_BATCH_LINES)
+            .collect::<anyhow::Result<_>>()?;
+        if block.is_empty() {
+            break;
+        }
+        let checked = tandem::memory::check_import_lines(kinds.len() + 1, &block)
+            .map_err(calls::CallError::from)?;
+        kinds.extend(checked);
     }
     let count = |kind| kinds.iter().filter(|k| **k == Some(kind)).count();
     let (entries, links) = (count(ImportLine::Entry), count(ImportLine::Link));

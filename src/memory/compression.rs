@@ -28,8 +28,8 @@ impl Memory {
             return Ok(());
         }
         let mut samples = Vec::with_capacity(TRAINING_SAMPLES);
-        for id in self.by_seq.iter().values().rev().take(TRAINING_SAMPLES) {
-            if let Some(record) = self.entries.get(id?)? {
+        for id in super::writes::newest_first(&self.writes).take(TRAINING_SAMPLES) {
+            if let Some(record) = self.entries.get(id?.to_string())? {
                 samples.push(self.codec.decode(&record)?.into_owned());
             }
         }

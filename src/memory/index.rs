@@ -260,7 +260,10 @@ impl MemoryIndex {
     /// Adds or replaces many entries, not committed: the indexing threads work on them
     /// while the caller goes on (an import writes its next part), and [`Self::commit`]
     /// makes them visible.
-    pub fn write_batch(&self, entries: &[Entry]) -> tantivy::Result<()> {
+    pub fn write_batch<'a>(
+        &self,
+        entries: impl IntoIterator<Item = &'a Entry>,
+    ) -> tantivy::Result<()> {
         let mut w = self.lock();
         for entry in entries {
             self.write_doc(&mut w, entry)?;
@@ -939,7 +942,7 @@ mod tests {
             "wrap flaky network calls",
             vec![],
         );
-        idx.write_batch(&[first.clone(), second.clone()]).unwrap();
+        idx.write_batch([&first, &second]).unwrap();
         idx.commit().unwrap();
         // The first entry is written again in a later commit: its old document is
         // deleted, and only the new one is found.

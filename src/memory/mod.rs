@@ -23,6 +23,7 @@ mod transfer;
 mod vector_base;
 mod vector_file;
 pub mod vectors;
+mod writes;
 
 use std::sync::{Arc, Mutex};
 
@@ -44,7 +45,7 @@ pub use review::{SUGGESTION_LIMIT, generalize_command};
 pub use search::SEARCH_LIMIT;
 pub use semantic::{ModelState, summary_text};
 pub use suggestions::{MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS};
-pub use transfer::{ImportLine, ImportPart, check_import_line};
+pub use transfer::{ImportLine, ImportPart, check_import_lines};
 
 use crate::codec::Codec;
 use crate::store::{ENTRIES, ENTRY_DICTIONARIES, IdLookup, Store, lookup_id};
@@ -109,7 +110,8 @@ impl Progress for NoProgress {}
 pub struct Memory {
     store: Arc<Store>,
     entries: sled::Tree,
-    by_seq: sled::Tree,
+    /// The order of the writes (`writes.rs`).
+    writes: sled::Tree,
     links: sled::Tree,
     links_in: sled::Tree,
     suggestions: sled::Tree,
@@ -134,7 +136,10 @@ impl Memory {
         let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"))?;
         let memory = Memory {
             entries: db.open_tree(ENTRIES)?,
-            by_seq: db.open_tree("memory.by_seq")?,
+            writes: {
+                writes::convert_by_seq(db)?;
+                db.open_tree(writes::TREE)?
+            },
             links: db.open_tree("memory.links")?,
             links_in: db.open_tree("memory.links_in")?,
             suggestions: db.open_tree("memory.suggestions")?,
@@ -163,15 +168,7 @@ impl Memory {
                 "the index is ahead of the database (index seq {indexed}, database seq {seq})"
             )),
             IndexState::UpTo(indexed) if *indexed < seq => {
-                let behind: Vec<Ulid> = self
-                    .by_seq
-                    .range((indexed + 1).to_be_bytes()..)
-                    .values()
-                    .map(|v| {
-                        v.map_err(MemoryError::from)
-                            .and_then(|v| parse_id_bytes(&v))
-                    })
-                    .collect::<Result<_>>()?;
+                let behind = writes::after(&self.writes, *indexed)?;
                 tracing::info!(
                     "search index behind by {} entries (seq {indexed} < {seq}); catching up",
                     behind.len()
@@ -454,11 +451,11 @@ impl Memory {
     /// in write order, which ids of one millisecond do not keep.
     pub fn recent(&self, limit: usize) -> Result<Vec<Entry>> {
         let mut out = Vec::with_capacity(limit.min(1024));
-        for id in self.by_seq.iter().values().rev() {
+        for id in writes::newest_first(&self.writes) {
             if out.len() == limit {
                 break;
             }
-            if let Some(entry) = self.get(&parse_id_bytes(&id?)?)? {
+            if let Some(entry) = self.get(&id?)? {
                 out.push(entry);
             }
         }
@@ -523,15 +520,15 @@ impl Memory {
         let record = self.encode_entry(&entry);
         (
             &self.entries,
-            &self.by_seq,
+            &self.writes,
             &self.meta,
             &self.suggestions,
             &self.suggestion_keys,
             &self.suggestions_by_entry,
         )
-            .transaction(|(entries, by_seq, meta, sugg, keys, by_entry)| {
+            .transaction(|(entries, order, meta, sugg, keys, by_entry)| {
                 entries.insert(entry.id.to_string().as_bytes(), record.as_slice())?;
-                by_seq.insert(&seq.to_be_bytes(), entry.id.to_string().as_bytes())?;
+                writes::put(order, seq, entry.id, None)?;
                 meta.insert(META_SEQ, &seq.to_be_bytes())?;
                 meta.insert(META_COUNT, &count.to_be_bytes())?;
                 for s in suggestions
@@ -778,7 +775,7 @@ fn parse_id_bytes(bytes: &[u8]) -> Result<Ulid> {
     std::str::from_utf8(bytes)
         .ok()
         .and_then(|s| Ulid::from_string(s).ok())
-        .ok_or_else(|| MemoryError::Corrupt("bad id in by_seq".into()))
+        .ok_or_else(|| MemoryError::Corrupt("a bad entry id".into()))
 }
 
 fn be_u64(bytes: &[u8]) -> u64 {

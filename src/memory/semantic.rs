@@ -697,14 +697,10 @@ impl Memory {
         Ok(done)
     }
 
-    /// Every entry's id, newest write first, read from `memory.by_seq` (ids only: the
+    /// Every entry's id, newest write first, read from `memory.writes` (ids only: the
     /// entries' own pages are not read, nor left in sled's cache).
     fn entry_ids(&self) -> impl Iterator<Item = Result<Ulid>> + '_ {
-        self.by_seq
-            .iter()
-            .values()
-            .rev()
-            .map(|v| parse_id_bytes(&v?))
+        super::writes::newest_first(&self.writes)
     }
 
     /// Makes `embedder` the memory's model: the vector file is read into memory (started

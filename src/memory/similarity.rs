@@ -275,8 +275,8 @@ impl SimilarityCache {
     /// The latest entries, newest last.
     fn recent(&mut self, memory: &Memory) -> Result<Vec<Ulid>, MemoryError> {
         if self.recent.is_empty() {
-            for id in memory.by_seq.iter().values().rev().take(RECENT) {
-                self.recent.push_front(super::parse_id_bytes(&id?)?);
+            for id in super::writes::newest_first(&memory.writes).take(RECENT) {
+                self.recent.push_front(id?);
             }
         }
         Ok(self.recent.iter().copied().collect())

@@ -110,14 +110,12 @@ impl Memory {
     /// commits them with the last part (or once writes pause), and its segments are merged
     /// once, then, where merging after each part wrote the whole index again each time.
     pub fn import_part(&self, input: &mut dyn BufRead, part: ImportPart) -> Result<ImportReport> {
-        let mut records = Vec::new();
-        for (i, line) in input.lines().enumerate() {
-            let line = line?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            records.push(parse_line(i + 1, &line)?);
-        }
+        let lines: Vec<String> = input.lines().collect::<std::io::Result<_>>()?;
+        let records: Vec<Record> = parse_lines(1, &lines, parse_line)?
+            .into_iter()
+            .flatten()
+            .collect();
+        drop(lines);
         let mut report = ImportReport::default();
         let mut guard = self.lock_writes();
         guard.clear_entries();
@@ -174,32 +172,45 @@ impl Memory {
             .collect();
         self.semantic.forget(&replaced)?;
         let mut index_failed = None;
-        for chunk in writes.chunks(IMPORT_CHUNK) {
-            let encoded: Vec<(String, Vec<u8>)> = chunk
-                .iter()
-                .map(|w| (w.entry.id.to_string(), self.encode_entry(&w.entry)))
-                .collect();
-            let last = chunk.last().expect("chunks are not empty");
-            (&self.entries, &self.by_seq, &self.meta).transaction(|(entries, by_seq, meta)| {
-                for (w, (id, value)) in chunk.iter().zip(&encoded) {
-                    if let Some(old) = w.replaces_seq {
-                        by_seq.remove(&old.to_be_bytes())?;
+        // The records of the next chunk are encoded on another thread while sled writes
+        // this one's.
+        std::thread::scope(|scope| -> Result<()> {
+            let (encoded_tx, encoded_rx) = std::sync::mpsc::sync_channel(1);
+            let writes = &writes;
+            scope.spawn(move || {
+                for chunk in writes.chunks(IMPORT_CHUNK) {
+                    let encoded: Vec<(String, Vec<u8>)> = chunk
+                        .iter()
+                        .map(|w| (w.entry.id.to_string(), self.encode_entry(&w.entry)))
+                        .collect();
+                    // The writer gone (it failed) stops the encoding.
+                    if encoded_tx.send(encoded).is_err() {
+                        break;
                     }
-                    entries.insert(id.as_bytes(), value.as_slice())?;
-                    by_seq.insert(&w.entry.seq.to_be_bytes(), id.as_bytes())?;
                 }
-                meta.insert(META_SEQ, &last.entry.seq.to_be_bytes())?;
-                meta.insert(META_COUNT, &last.count.to_be_bytes())?;
-                Ok::<_, ConflictableTransactionError<MemoryError>>(())
-            })?;
-            // Durable, then indexed while the next part is written (committed at the end:
-            // the index is never ahead of sled).
-            self.store.flush()?;
-            if index_failed.is_none() {
-                let entries: Vec<Entry> = chunk.iter().map(|w| w.entry.clone()).collect();
-                index_failed = self.idx().write_batch(&entries).err();
+            });
+            for (chunk, encoded) in writes.chunks(IMPORT_CHUNK).zip(encoded_rx) {
+                let last = chunk.last().expect("chunks are not empty");
+                (&self.entries, &self.writes, &self.meta).transaction(
+                    |(entries, order, meta)| {
+                        for (w, (id, value)) in chunk.iter().zip(&encoded) {
+                            entries.insert(id.as_bytes(), value.as_slice())?;
+                            super::writes::put(order, w.entry.seq, w.entry.id, w.replaces_seq)?;
+                        }
+                        meta.insert(META_SEQ, &last.entry.seq.to_be_bytes())?;
+                        meta.insert(META_COUNT, &last.count.to_be_bytes())?;
+                        Ok::<_, ConflictableTransactionError<MemoryError>>(())
+                    },
+                )?;
+                // Durable, then indexed while the next part is written (committed at the end:
+                // the index is never ahead of sled).
+                self.store.flush()?;
+                if index_failed.is_none() {
+                    index_failed = self.idx().write_batch(chunk.iter().map(|w| &w.entry)).err();
+                }
             }
-        }
+            Ok(())
+        })?;
         let to_embed: Vec<Ulid> = writes.iter().map(|w| w.entry.id).collect();
         for record in &records {
             let Record::Link(link) = record else { continue };
@@ -260,15 +271,68 @@ pub enum ImportLine {
     Link,
 }
 
-/// Checks line `number` (from 1) of an import as [`Memory::import`] does, writing nothing:
-/// what a client that sends a large import in parts checks first, so one bad line still
-/// imports nothing.
-pub fn check_import_line(number: usize, line: &str) -> Result<ImportLine> {
+/// What line `number` (from 1) of an import holds, checked as [`Memory::import`] does.
+fn check_import_line(number: usize, line: &str) -> Result<ImportLine> {
     Ok(match parse_line(number, line)? {
         Record::Entry(_) => ImportLine::Entry,
         Record::Link(_) => ImportLine::Link,
     })
 }
+
+/// Checks lines of an import as [`Memory::import`] does, writing nothing, on every core:
+/// what a client that sends a large import in parts checks first, so one bad line still
+/// imports nothing. `lines[0]` is line `first`; `None` for a blank line; the error of the
+/// first bad line.
+pub fn check_import_lines(first: usize, lines: &[String]) -> Result<Vec<Option<ImportLine>>> {
+    parse_lines(first, lines, check_import_line)
+}
+
+/// `parse` of each line not blank (`lines[0]` numbered `first`), on as many threads as
+/// there are cores for a large input; the error of the first bad line.
+fn parse_lines<T: Send>(
+    first: usize,
+    lines: &[String],
+    parse: impl Fn(usize, &str) -> Result<T> + Sync,
+) -> Result<Vec<Option<T>>> {
+    let parse = &parse;
+    let run = |from: usize, lines: &[String]| -> Result<Vec<Option<T>>> {
+        let mut out = Vec::with_capacity(lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            out.push(if line.trim().is_empty() {
+                None
+            } else {
+                Some(parse(from + i, line)?)
+            });
+        }
+        Ok(out)
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads == 1 || lines.len() < PARALLEL_PARSE_MIN {
+        return run(first, lines);
+    }
+    let per_thread = lines.len().div_ceil(threads);
+    // Each part stops at its first bad line; the parts in order, the first error is the
+    // first bad line's.
+    let parts: Vec<Result<Vec<Option<T>>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lines
+            .chunks(per_thread)
+            .enumerate()
+            .map(|(i, part)| scope.spawn(move || run(first + i * per_thread, part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(lines.len());
+    for part in parts {
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
+/// Fewer lines than this are parsed on one thread.
+const PARALLEL_PARSE_MIN: usize = 1_000;
 
 fn parse_line(number: usize, line: &str) -> Result<Record> {
     let bad = |message: String| {
@@ -318,7 +382,8 @@ const EXPORT_LINKS: &str = "link";
 /// cost is spread, small enough that its writes are a few MB in memory.
 const IMPORT_CHUNK: usize = 2_000;
 
-/// An entry an import writes: the seq of the version it replaces (whose `by_seq` key goes),
+/// An entry an import writes: the seq of the version it replaces (whose slot in
+/// `memory.writes` is emptied),
 /// and the entry count once it is written.
 struct Pending {
     entry: Entry,

@@ -852,6 +852,41 @@ fn references_jsonl_of(entries: impl Iterator<Item = (String, String)>) -> Strin
     jsonl
 }
 
+/// A large import is parsed on every core; a bad line in each half still names the first,
+/// and imports nothing, through the API and the CLI alike.
+#[test]
+fn a_large_import_names_its_first_bad_line() {
+    let mut lines: Vec<String> = references_jsonl("halves", 0)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines[1700] = r#"{"record": "entry", "title": 7}"#.into();
+    lines[2300] = "not json".into();
+    let jsonl = lines.join("\n");
+    let home = TestHome::new();
+    let err = home.memory().import(&mut jsonl.as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("line 1701:"), "{err}");
+    assert_eq!(home.memory().entry_count().unwrap(), 0);
+
+    let cli = TestHome::new();
+    let file = cli.path().join("halves.jsonl");
+    std::fs::write(&file, &jsonl).unwrap();
+    let out = cli
+        .std_command()
+        .args(["memory", "import"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("line 1701:"), "{stderr}");
+    let found = crate::util::succeeds_json({
+        let mut c = cli.std_command();
+        c.args(["memory", "search", "halves"]);
+        c
+    });
+    assert_eq!(found["total"], 0, "{found}");
+}
+
 /// The CLI sends a large import in parts, each but the last saying more follow: each part
 /// is durable at once, the index merges once, after the last (the index's commits are left
 /// to the writes' pauses meanwhile, and a search still sees every part written).

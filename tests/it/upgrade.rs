@@ -5,7 +5,10 @@
 //! test model), a link, a link suggestion, a workflow with a completed task and a decision,
 //! and its search index. `tests/data/format-2-home.tar.gz` is that data dir opened by
 //! tandem at format 2 (sled compressing its pages), then 1,200 entries imported ("The
-//! {thing} {failure} under load ({i})").
+//! {thing} {failure} under load ({i})"). `tests/data/format-3-home.tar.gz` is the format 1
+//! data dir opened by tandem at format 3, then 40 entries imported ("Imported finding
+//! {i}", the decision updated between the 20th and the 21st) and one added ("Added last in
+//! format 3").
 
 use serde_json::Value;
 
@@ -156,4 +159,58 @@ fn a_format_2_data_dir_is_upgraded_and_its_entries_compressed() {
         "1,203 entries and the link"
     );
     assert!(exported.contains("Fixed by bounding it."));
+}
+
+/// Format 3 kept a record a write in `memory.by_seq`; the memory moves them into
+/// `memory.writes` as it opens. The recent entries keep their order, an entry an import
+/// replaced listed once, where it was written again, and a write after the upgrade comes
+/// first.
+#[test]
+fn a_format_3_data_dir_keeps_the_order_of_its_writes() {
+    use std::sync::Arc;
+    use tandem::memory::{Memory, NoProgress};
+
+    let home = home_of_format(3);
+    assert_eq!(format_of(&home), 3);
+    let recent = |limit: usize| -> Vec<String> {
+        let store = Arc::new(tandem::store::Store::open(&home.tandem_home()).unwrap());
+        let memory = Memory::open(store.clone(), &NoProgress).unwrap();
+        let names = store.db().tree_names();
+        assert!(!names.iter().any(|n| n == b"memory.by_seq"), "{names:?}");
+        let titles = memory.recent(limit).unwrap();
+        titles.into_iter().map(|e| e.title).collect()
+    };
+    let mut expected = vec!["Added last in format 3".to_string()];
+    expected.extend((21..=40).rev().map(|i| format!("Imported finding {i}")));
+    expected.push("Store timestamps as UTC ISO strings with a colon offset".into());
+    expected.extend((1..=20).rev().map(|i| format!("Imported finding {i}")));
+    expected.push("Pin the sled cache to 64 MB".into());
+    expected.push("Safari rejects ISO dates without a colon in the offset".into());
+    assert_eq!(recent(100), expected);
+    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+
+    let run = |args: &[&str]| tandem(&home, args);
+    succeeds_json(run(&[
+        "memory",
+        "add",
+        "--type",
+        "pattern",
+        "--title",
+        "Added after the upgrade",
+        "--content",
+        "Written in format 4.",
+    ]));
+    assert_eq!(
+        recent(3),
+        [
+            "Added after the upgrade",
+            "Added last in format 3",
+            "Imported finding 40"
+        ]
+    );
+    let found = succeeds_json(run(&["memory", "search", "imported finding 33"]));
+    assert_eq!(
+        found["results"][0]["title"], "Imported finding 33",
+        "{found}"
+    );
 }
