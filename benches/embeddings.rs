@@ -332,7 +332,7 @@ fn main() {
     // ---- the memory ---------------------------------------------------------------------
     eprintln!("bench: {n} entries: loading the memory");
     let big = Home::new("tandem-bench-embeddings");
-    let export = big.dir.path().join("entries.jsonl");
+    let export = big.path().join("entries.jsonl");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&export).unwrap());
         for e in &entries {

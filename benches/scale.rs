@@ -18,6 +18,10 @@
 //! temp dir at that size). `--corpus diverse` draws the entries from a vocabulary of
 //! 40,000 more words (`Corpus::diverse`); the default, `clustered`, from a few hundred
 //! stems, each query word in a large share of the entries: search's worst case.
+//! `--home DIR` keeps the bench's world in DIR; a later run with the same `--entries`,
+//! `--corpus` and model finds its memory there and measures it again without generating,
+//! importing and embedding it (the adds of each run stay in it). `--searches N` times N
+//! searches (default 1,000), for a profile of them.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -39,24 +43,35 @@ use common::corpus::Corpus;
 use common::home::{DaemonGuard, Home};
 use common::{Stats, ms, proc_status_kb};
 
-const SEARCHES: usize = 1_000;
+/// The bench's options.
+struct Options {
+    entries: usize,
+    diverse: bool,
+    home: Option<std::path::PathBuf>,
+    searches: usize,
+}
 const ADDS: usize = 300;
 const COLD_STARTS: usize = 3;
 
 fn main() {
-    let mut entries = 100_000usize;
-    let mut diverse = false;
+    let mut options = Options {
+        entries: 100_000,
+        diverse: false,
+        home: None,
+        searches: 1_000,
+    };
     let mut args = std::env::args().skip(1);
+    let count = |v: Option<String>, what| -> usize {
+        v.and_then(|v| v.replace('_', "").parse().ok())
+            .unwrap_or_else(|| panic!("{what} N"))
+    };
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--entries" => {
-                entries = args
-                    .next()
-                    .and_then(|v| v.replace('_', "").parse().ok())
-                    .expect("--entries N");
-            }
+            "--entries" => options.entries = count(args.next(), "--entries"),
+            "--searches" => options.searches = count(args.next(), "--searches"),
+            "--home" => options.home = Some(args.next().expect("--home DIR").into()),
             "--corpus" => {
-                diverse = match args.next().as_deref() {
+                options.diverse = match args.next().as_deref() {
                     Some("diverse") => true,
                     Some("clustered") => false,
                     _ => panic!("--corpus clustered|diverse"),
@@ -70,11 +85,19 @@ fn main() {
         .enable_all()
         .build()
         .unwrap()
-        .block_on(run(entries, diverse, model.as_deref()));
+        .block_on(run(options, model.as_deref()));
 }
 
-async fn run(n: usize, diverse: bool, model: Option<&Path>) {
-    let home = Home::new("tandem-scale");
+async fn run(options: Options, model: Option<&Path>) {
+    let (n, diverse) = (options.entries, options.diverse);
+    let home = match &options.home {
+        Some(dir) => Home::kept(dir),
+        None => Home::new("tandem-scale"),
+    };
+    // What a kept world holds, once its memory is made.
+    let made = home.path().join("scale.json");
+    let wanted = json!({ "entries": n, "diverse": diverse, "model": model.is_some() }).to_string();
+    let reused = std::fs::read_to_string(&made).is_ok_and(|m| m == wanted);
     let with_model = |cmd: &mut std::process::Command| {
         if let Some(m) = model {
             cmd.env("TANDEM_EMBEDDING_MODEL", m);
@@ -82,7 +105,7 @@ async fn run(n: usize, diverse: bool, model: Option<&Path>) {
     };
 
     eprintln!("bench: generating {n} entries");
-    let file = home.dir.path().join("entries.jsonl");
+    let file = home.path().join("entries.jsonl");
     let mut corpus = if diverse {
         Corpus::diverse(42)
     } else {
@@ -90,29 +113,39 @@ async fn run(n: usize, diverse: bool, model: Option<&Path>) {
     };
     let mut json_bytes = 0u64;
     {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+        // A kept memory's entries are generated again all the same: the queries follow
+        // them in the corpus's sequence.
+        let mut out =
+            (!reused).then(|| std::io::BufWriter::new(std::fs::File::create(&file).unwrap()));
         for i in 0..n {
             let line = corpus.entry().tandem_record(i).to_string();
             json_bytes += line.len() as u64 + 1;
-            writeln!(out, "{line}").unwrap();
+            if let Some(out) = &mut out {
+                writeln!(out, "{line}").unwrap();
+            }
         }
     }
 
-    eprintln!("bench: tandem memory import");
-    let mut import = home.tandem(&["memory", "import"]);
-    import.arg(&file);
-    with_model(import.as_std_mut());
-    let started = Instant::now();
-    let out = import.output().await.unwrap();
-    let import_time = started.elapsed();
-    assert!(
-        out.status.success(),
-        "import: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let import_time = if reused {
+        eprintln!("bench: the memory kept in {}", home.path().display());
+        None
+    } else {
+        eprintln!("bench: tandem memory import");
+        let mut import = home.tandem(&["memory", "import"]);
+        import.arg(&file);
+        with_model(import.as_std_mut());
+        let started = Instant::now();
+        let out = import.output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "import: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(started.elapsed())
+    };
 
     let embed_time = match model {
-        Some(_) => {
+        Some(_) if !reused => {
             eprintln!("bench: tandem memory reindex --embeddings");
             let mut reindex = home.tandem(&["memory", "reindex", "--embeddings"]);
             with_model(reindex.as_std_mut());
@@ -125,8 +158,12 @@ async fn run(n: usize, diverse: bool, model: Option<&Path>) {
             );
             Some(started.elapsed())
         }
-        None => None,
+        _ => None,
     };
+    std::fs::remove_file(&file).ok();
+    if options.home.is_some() {
+        std::fs::write(&made, &wanted).unwrap();
+    }
 
     let data = home.tandem_home();
     let db_bytes = tandem::store::dir_size(&data.join("db"));
@@ -187,7 +224,7 @@ async fn run(n: usize, diverse: bool, model: Option<&Path>) {
         let lists = memory.wait_for_vector_lists();
         (lists, started.elapsed())
     });
-    let queries: Vec<String> = (0..SEARCHES).map(|_| corpus.query()).collect();
+    let queries: Vec<String> = (0..options.searches).map(|_| corpus.query()).collect();
     let search = |q: &str| {
         memory
             .search(&SearchQuery {
@@ -197,7 +234,7 @@ async fn run(n: usize, diverse: bool, model: Option<&Path>) {
             .unwrap()
     };
     search(&queries[0]);
-    let mut searches = Vec::with_capacity(SEARCHES);
+    let mut searches = Vec::with_capacity(options.searches);
     for q in &queries {
         let t = Instant::now();
         search(q);
@@ -224,11 +261,17 @@ async fn run(n: usize, diverse: bool, model: Option<&Path>) {
     );
     println!("| figure | value |");
     println!("|---|---|");
-    println!(
-        "| `tandem memory import` | {:.1} s ({}) |",
-        import_time.as_secs_f64(),
-        rate(import_time)
-    );
+    match import_time {
+        Some(d) => println!(
+            "| `tandem memory import` | {:.1} s ({}) |",
+            d.as_secs_f64(),
+            rate(d)
+        ),
+        None => println!(
+            "| the memory | kept from an earlier run in {} |",
+            home.path().display()
+        ),
+    }
     if let Some(d) = embed_time {
         println!(
             "| `tandem memory reindex --embeddings` | {:.1} s ({}) |",

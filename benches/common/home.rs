@@ -7,23 +7,39 @@ use std::time::{Duration, Instant};
 
 /// A temp dir that is the bench's whole world.
 pub struct Home {
-    pub dir: tempfile::TempDir,
+    dir: PathBuf,
+    /// Removes the world when dropped; none for a world kept ([`Home::kept`]).
+    _temp: Option<tempfile::TempDir>,
     /// `workspace/` inside, canonical.
     pub workspace: PathBuf,
 }
 
 impl Home {
     pub fn new(prefix: &str) -> Home {
-        let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
-        let workspace = dir.path().join("workspace");
+        let temp = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+        let mut home = Home::kept(temp.path());
+        home._temp = Some(temp);
+        home
+    }
+
+    /// A world at `dir`, made if missing, that stays after the bench.
+    pub fn kept(dir: &Path) -> Home {
+        let workspace = dir.join("workspace");
         std::fs::create_dir_all(&workspace).unwrap();
-        std::fs::create_dir_all(dir.path().join("tandem-home")).unwrap();
-        let workspace = workspace.canonicalize().unwrap();
-        Home { dir, workspace }
+        std::fs::create_dir_all(dir.join("tandem-home")).unwrap();
+        Home {
+            dir: dir.canonicalize().unwrap(),
+            _temp: None,
+            workspace: workspace.canonicalize().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
     }
 
     pub fn tandem_home(&self) -> PathBuf {
-        self.dir.path().join("tandem-home")
+        self.dir.join("tandem-home")
     }
 
     /// Writes the user's config (`TANDEM_HOME/config.json`).
@@ -33,7 +49,7 @@ impl Home {
 
     /// Only this world's dirs in the environment (the daemon and the servers inherit it).
     pub fn isolate(&self, cmd: &mut std::process::Command) {
-        let root = self.dir.path();
+        let root = &self.dir;
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("TANDEM_HOME", self.tandem_home())

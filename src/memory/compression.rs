@@ -1,7 +1,10 @@
 //! When the memory trains the dictionaries its entries' records are compressed with
 //! ([`crate::codec`]): the first at [`FIRST_TRAINING`] entries, re-encoding the records
 //! written plain until then, and a new one at each tenfold growth, for what is written
-//! after. An upgrade from format 2 trains the first as it copies (`store.rs`).
+//! after, on a thread of its own: zstd's training takes ~0.5 s, which the add or the part
+//! of an import that made the memory ten times larger waited for (a third of a 100,000
+//! entry import's writing thread), and the writes go on with the previous dictionary
+//! meanwhile. An upgrade from format 2 trains the first as it copies (`store.rs`).
 
 use crate::codec::{FIRST_TRAINING, TRAINING_SAMPLES, ZSTD_MAGIC};
 
@@ -27,13 +30,54 @@ impl Memory {
         if !due {
             return Ok(());
         }
+        let first = self.codec.trained_at().is_none();
+        let mut retraining = self.retraining.lock().unwrap_or_else(|p| p.into_inner());
+        if retraining.as_ref().is_some_and(|t| !t.is_finished()) {
+            return Ok(());
+        }
+        if let Some(done) = retraining.take() {
+            let _ = done.join();
+        }
         let mut samples = Vec::with_capacity(TRAINING_SAMPLES);
         for id in super::writes::newest_first(&self.writes).take(TRAINING_SAMPLES) {
             if let Some(record) = self.entries.get(id?.to_string())? {
                 samples.push(self.codec.decode(&record)?.into_owned());
             }
         }
-        self.train_dictionary(&samples, count, progress)
+        if first {
+            return self.train_dictionary(&samples, count, progress);
+        }
+        // The dictionary is in sled before a record is encoded with it, so a flush that
+        // makes such a record durable makes the dictionary durable too.
+        let codec = self.codec.clone();
+        let thread = std::thread::Builder::new()
+            .name("tandem-dictionary".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                match codec.train(&samples, count) {
+                    Ok(true) => tracing::info!(
+                        "trained a dictionary for the entries from {} of {count} in {:.2} s",
+                        samples.len(),
+                        started.elapsed().as_secs_f64()
+                    ),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("training a dictionary failed: {e}"),
+                }
+            })?;
+        *retraining = Some(thread);
+        Ok(())
+    }
+
+    /// Waits for a dictionary being trained, if any. The memory waits for it as it closes.
+    pub fn wait_for_dictionary(&self) {
+        let thread = self
+            .retraining
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
     }
 
     /// Before an import writes `incoming` into a memory with no dictionary yet: trains one

@@ -94,6 +94,13 @@ const META_COUNT: &[u8] = b"entries";
 /// The entries' vectors ([`vector_file`]), in the data dir's `index` folder.
 const VECTOR_FILE: &str = "memory-vectors";
 
+impl Drop for Memory {
+    /// Waits for a dictionary being trained: its thread writes into the database.
+    fn drop(&mut self) {
+        self.wait_for_dictionary();
+    }
+}
+
 /// How [`Memory::open`] and [`Memory::reindex`] report a rebuild of the search index.
 pub trait Progress {
     fn start(&self, _total: u64, _reason: &str) {}
@@ -119,8 +126,10 @@ pub struct Memory {
     /// `{entry}/{suggestion}` for every suggestion not superseded (`suggestions.rs`).
     suggestions_by_entry: sled::Tree,
     meta: sled::Tree,
-    /// The dictionaries the entries' records are compressed with.
-    codec: Codec,
+    /// The dictionaries the entries' records are compressed with...
+    codec: Arc<Codec>,
+    /// ...and the thread training the next one, if any (`compression.rs`).
+    retraining: Mutex<Option<std::thread::JoinHandle<()>>>,
     index: Arc<MemoryIndex>,
     /// The embedding model and the entries' vectors.
     semantic: semantic::Semantic,
@@ -146,7 +155,8 @@ impl Memory {
             suggestion_keys: db.open_tree("memory.suggestion_keys")?,
             suggestions_by_entry: db.open_tree("memory.suggestions_by_entry")?,
             meta: db.open_tree("memory.meta")?,
-            codec: Codec::open(db.open_tree(ENTRY_DICTIONARIES)?)?,
+            codec: Arc::new(Codec::open(db.open_tree(ENTRY_DICTIONARIES)?)?),
+            retraining: Mutex::new(None),
             index,
             semantic: semantic::Semantic::open(db, &store.dir().join("index").join(VECTOR_FILE))?,
             store,

@@ -878,7 +878,10 @@ fn a_large_import_names_its_first_bad_line() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("line 1701:"), "{stderr}");
+    assert!(
+        !out.status.success() && stderr.contains("line 1701:"),
+        "{stderr}"
+    );
     let found = crate::util::succeeds_json({
         let mut c = cli.std_command();
         c.args(["memory", "search", "halves"]);
