@@ -20,8 +20,8 @@
 //! stems, each query word in a large share of the entries: search's worst case.
 //! `--home DIR` keeps the bench's world in DIR; a later run with the same `--entries`,
 //! `--corpus` and model finds its memory there and measures it again without generating,
-//! importing and embedding it (the adds of each run stay in it). `--searches N` times N
-//! searches (default 1,000), for a profile of them.
+//! importing and embedding it (the adds of each run stay in it). `--searches N` and
+//! `--adds N` time that many (default 1,000 and 300), for a profile of them.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -49,8 +49,8 @@ struct Options {
     diverse: bool,
     home: Option<std::path::PathBuf>,
     searches: usize,
+    adds: usize,
 }
-const ADDS: usize = 300;
 const COLD_STARTS: usize = 3;
 
 fn main() {
@@ -59,6 +59,7 @@ fn main() {
         diverse: false,
         home: None,
         searches: 1_000,
+        adds: 300,
     };
     let mut args = std::env::args().skip(1);
     let count = |v: Option<String>, what| -> usize {
@@ -69,6 +70,7 @@ fn main() {
         match a.as_str() {
             "--entries" => options.entries = count(args.next(), "--entries"),
             "--searches" => options.searches = count(args.next(), "--searches"),
+            "--adds" => options.adds = count(args.next(), "--adds"),
             "--home" => options.home = Some(args.next().expect("--home DIR").into()),
             "--corpus" => {
                 options.diverse = match args.next().as_deref() {
@@ -240,8 +242,8 @@ async fn run(options: Options, model: Option<&Path>) {
         search(q);
         searches.push(t.elapsed());
     }
-    let mut adds = Vec::with_capacity(ADDS);
-    for _ in 0..ADDS {
+    let mut adds = Vec::with_capacity(options.adds);
+    for _ in 0..options.adds {
         let e = corpus.entry().new_entry();
         let t = Instant::now();
         memory.add(e).unwrap();
