@@ -181,4 +181,83 @@ mod tests {
         assert_eq!(ids(&key, &r).unwrap(), [(64, b), (95, c)]);
         assert!(ids(&key, &r[..2]).is_err());
     }
+
+    fn put_all(tree: &sled::Tree, writes: &[(u64, Ulid, Option<u64>)]) {
+        tree.transaction(|tx| {
+            for &(seq, id, replaced) in writes {
+                put(tx, seq, id, replaced)?;
+            }
+            Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
+        })
+        .unwrap();
+    }
+
+    /// A replaced version's slot is emptied, in the transaction that writes the new one
+    /// (in the same record or another): the entry is listed once, where it was written
+    /// last, and the writes after a seq are those after it.
+    #[test]
+    fn an_entry_written_again_is_listed_once_where_it_was_written_last() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let tree = db.open_tree(TREE).unwrap();
+        let ids: Vec<Ulid> = (0..70).map(|i| Ulid::from_parts(i, 7)).collect();
+        put_all(
+            &tree,
+            &ids.iter()
+                .enumerate()
+                .map(|(i, id)| (i as u64 + 1, *id, None))
+                .collect::<Vec<_>>(),
+        );
+        // The 3rd written again as the 71st (another record), the 65th as the 72nd (the
+        // same record).
+        put_all(&tree, &[(71, ids[2], Some(3)), (72, ids[64], Some(65))]);
+        let newest: Vec<Ulid> = newest_first(&tree).map(Result::unwrap).collect();
+        assert_eq!(newest.len(), 70);
+        assert_eq!(&newest[..3], &[ids[64], ids[2], ids[69]]);
+        assert_eq!(newest.iter().filter(|id| **id == ids[2]).count(), 1);
+        assert_eq!(
+            after(&tree, 68).unwrap(),
+            [ids[68], ids[69], ids[2], ids[64]]
+        );
+        assert_eq!(after(&tree, 72).unwrap(), []);
+    }
+
+    /// Format 3's `memory.by_seq` (a record a write, the id as text) becomes this tree and
+    /// is dropped; a conversion cut short (a part of the tree written, `memory.by_seq`
+    /// still there) is done again from the start and gives the same tree.
+    #[test]
+    fn by_seq_is_converted_and_a_conversion_cut_short_is_done_again() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let by_seq = db.open_tree(BY_SEQ).unwrap();
+        let ids: Vec<Ulid> = (0..100).map(|i| Ulid::from_parts(i, 9)).collect();
+        // seq 5 was replaced by seq 101: format 3 removed its key.
+        for (i, id) in ids.iter().enumerate() {
+            if i != 4 {
+                by_seq
+                    .insert((i as u64 + 1).to_be_bytes(), id.to_string().as_bytes())
+                    .unwrap();
+            }
+        }
+        by_seq
+            .insert(101u64.to_be_bytes(), ids[4].to_string().as_bytes())
+            .unwrap();
+        // A conversion cut short: the first record written, with one slot of it only.
+        let tree = db.open_tree(TREE).unwrap();
+        tree.insert(key(1), with_slot(None, 1, Some(ids[0])))
+            .unwrap();
+
+        convert_by_seq(&db).unwrap();
+        assert!(!db.tree_names().iter().any(|n| n == BY_SEQ.as_bytes()));
+        let mut expected: Vec<Ulid> = ids
+            .iter()
+            .rev()
+            .filter(|id| **id != ids[4])
+            .copied()
+            .collect();
+        expected.insert(0, ids[4]);
+        let newest: Vec<Ulid> = newest_first(&tree).map(Result::unwrap).collect();
+        assert_eq!(newest, expected);
+        // Nothing left to convert.
+        convert_by_seq(&db).unwrap();
+        assert_eq!(newest_first(&tree).count(), 100);
+    }
 }
