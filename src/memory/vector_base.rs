@@ -21,12 +21,17 @@
 //!   list starts u32 × (lists + 1)            list l holds rows starts[l]..starts[l + 1]
 //!   row values i8 × rows × dims · row scales f32 × rows · row types u8 × rows (their
 //!   place in EntryType::ALL) · row projects u32 × rows (0: none, n: the nth project)
-//!   row ids 16 bytes × rows · the ids sorted 16 bytes × rows · their rows u32 × rows
-//!   every 64th sorted id 16 bytes × ⌈rows / 64⌉   (read into memory: an id is found in
-//!                                                 one block of the sorted ids)
+//!   row ids 16 bytes × rows · the rows in the order of their ids u32 × rows
+//!   every 64th id in that order 16 bytes × ⌈rows / 64⌉   (read into memory: an id is
+//!                                                 found in one block of 64 rows, by a
+//!                                                 binary search through their ids)
 //!   context rows u32 × contexts (ascending) · context scales f32 × contexts
 //!   context values i8 × contexts × dims · projects: [u16 length, bytes] each
 //! ```
+//!
+//! Version 1 also held the ids in their order (16 bytes × rows, before the rows in that
+//! order), which an id's lookup read instead of the rows' ids: 16 bytes an entry, 5 % of
+//! the vectors' share of the data dir. It is still read.
 //!
 //! Only the small sections are checksummed (reading every row at open would make them
 //! all resident): the file is written beside its final name, synced, then renamed, so a
@@ -47,7 +52,7 @@ use super::vector_file::Maker;
 use super::vectors::{Centroids, Quantised};
 
 const MAGIC: &[u8; 8] = b"TDMVBASE";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HEADER: usize = 80;
 /// Where the checksum sits in the header.
 const CHECKSUM_AT: usize = 72;
@@ -102,7 +107,8 @@ struct Layout {
     types: usize,
     projects: usize,
     ids: usize,
-    sorted_ids: usize,
+    /// Version 1's ids in their order.
+    sorted_ids: Option<usize>,
     by_id: usize,
     fences: usize,
     context_rows: usize,
@@ -117,7 +123,14 @@ fn align(at: usize) -> usize {
 }
 
 impl Layout {
-    fn of(dims: usize, rows: usize, lists: usize, contexts: usize, names: usize) -> Layout {
+    fn of(
+        version: u32,
+        dims: usize,
+        rows: usize,
+        lists: usize,
+        contexts: usize,
+        names: usize,
+    ) -> Layout {
         let mut at = HEADER;
         let mut next = |len: usize| {
             let start = align(at);
@@ -133,7 +146,7 @@ impl Layout {
             types: next(rows),
             projects: next(4 * rows),
             ids: next(16 * rows),
-            sorted_ids: next(16 * rows),
+            sorted_ids: (version == 1).then(|| next(16 * rows)),
             by_id: next(4 * rows),
             fences: next(16 * rows.div_ceil(FENCE)),
             context_rows: next(4 * contexts),
@@ -225,9 +238,10 @@ impl Base {
             })?
             .read_bytes()?;
         let b = bytes.as_slice();
-        if b.len() < HEADER || &b[..8] != MAGIC || u32_at(b, 8) != VERSION {
+        if b.len() < HEADER || &b[..8] != MAGIC || ![1, VERSION].contains(&u32_at(b, 8)) {
             return Err(invalid(path, "not a vector base of this version"));
         }
+        let version = u32_at(b, 8);
         let dims = u32_at(b, 12) as usize;
         if dims != maker.dims || u64_at(b, 24) != maker.fingerprint {
             return Err(invalid(path, "made by another model"));
@@ -241,7 +255,7 @@ impl Base {
         if [rows, lists, contexts, names].iter().any(|&n| n > b.len()) || lists == 0 {
             return Err(invalid(path, "its counts do not fit its length"));
         }
-        let layout = Layout::of(dims, rows, lists, contexts, names);
+        let layout = Layout::of(version, dims, rows, lists, contexts, names);
         if layout.end != b.len() {
             return Err(invalid(path, "its length is not its sections'"));
         }
@@ -388,17 +402,34 @@ impl Base {
         )
     }
 
-    /// The row of `id`: its block of sorted ids found among the fences in memory, then
-    /// `id` in the block (one page), then its row (another).
+    /// The row of `id`: its block of 64 rows in id order found among the fences in
+    /// memory, then `id` among their ids by a binary search (a version 1 base: in its copy
+    /// of the ids in that order).
     pub fn find(&self, id: &Ulid) -> Option<usize> {
         let block = self.fences.partition_point(|f| f <= id).checked_sub(1)?;
         let b = self.bytes.as_slice();
-        let (from, to) = (block * FENCE, ((block + 1) * FENCE).min(self.rows));
-        let sorted = &b[self.layout.sorted_ids + 16 * from..self.layout.sorted_ids + 16 * to];
+        let (mut from, mut to) = (block * FENCE, ((block + 1) * FENCE).min(self.rows));
         let wanted = id.to_bytes();
-        let n = from + sorted.chunks_exact(16).position(|s| s == wanted)?;
-        let r = u32_at(b, self.layout.by_id + 4 * n) as usize;
-        (r < self.rows).then_some(r)
+        let row_at = |n: usize| {
+            let r = u32_at(b, self.layout.by_id + 4 * n) as usize;
+            (r < self.rows).then_some(r)
+        };
+        if let Some(sorted) = self.layout.sorted_ids {
+            let ids = &b[sorted + 16 * from..sorted + 16 * to];
+            return row_at(from + ids.chunks_exact(16).position(|s| s == wanted)?);
+        }
+        // Ids compare as their big-endian bytes do.
+        while from < to {
+            let mid = from + (to - from) / 2;
+            let r = row_at(mid)?;
+            let at = self.layout.ids + 16 * r;
+            match b[at..at + 16].cmp(&wanted[..]) {
+                std::cmp::Ordering::Less => from = mid + 1,
+                std::cmp::Ordering::Greater => to = mid,
+                std::cmp::Ordering::Equal => return Some(r),
+            }
+        }
+        None
     }
 
     /// Row `r`'s summary vector.
@@ -453,6 +484,8 @@ pub struct Writer {
     project_names: Vec<String>,
     context_rows: Vec<u32>,
     context_scales: Vec<f32>,
+    /// [`VERSION`]; 1 in a test that reads a base of that version.
+    version: u32,
 }
 
 impl Writer {
@@ -477,7 +510,7 @@ impl Writer {
         }
         let rows = at as usize;
         let mut file = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
-        let layout = Layout::of(maker.dims, rows, sizes.len(), 0, 0);
+        let layout = Layout::of(VERSION, maker.dims, rows, sizes.len(), 0, 0);
         // Header and the centroids' sections now; the header again at the end.
         let mut head = vec![0u8; layout.values];
         let (scales, values) = centroids.parts();
@@ -518,6 +551,7 @@ impl Writer {
             project_names: Vec::new(),
             context_rows: Vec::new(),
             context_scales: Vec::new(),
+            version: VERSION,
         })
     }
 
@@ -587,7 +621,7 @@ impl Writer {
             names.extend_from_slice(name);
         }
         let (dims, lists, contexts) = (self.dims, self.starts.len() - 1, self.context_rows.len());
-        let layout = Layout::of(dims, rows, lists, contexts, names.len());
+        let layout = Layout::of(self.version, dims, rows, lists, contexts, names.len());
         let mut out = Sections {
             file: self.file,
             written: layout.values + rows * dims,
@@ -605,15 +639,17 @@ impl Writer {
         out.put(layout.ids, &ids)?;
         let mut by_id: Vec<u32> = (0..rows as u32).collect();
         by_id.sort_unstable_by_key(|&r| self.ids[r as usize]);
-        let sorted: Vec<u8> = by_id
-            .iter()
-            .flat_map(|&r| self.ids[r as usize].to_bytes())
-            .collect();
-        out.put(layout.sorted_ids, &sorted)?;
+        if let Some(at) = layout.sorted_ids {
+            let sorted: Vec<u8> = by_id
+                .iter()
+                .flat_map(|&r| self.ids[r as usize].to_bytes())
+                .collect();
+            out.put(at, &sorted)?;
+        }
         out.put(layout.by_id, &le32(by_id.iter().map(|r| r.to_le_bytes())))?;
-        let fences: Vec<u8> = sorted
-            .chunks(16 * FENCE)
-            .flat_map(|block| block[..16].iter().copied())
+        let fences: Vec<u8> = by_id
+            .chunks(FENCE)
+            .flat_map(|block| self.ids[block[0] as usize].to_bytes())
             .collect();
         out.put(layout.fences, &fences)?;
         out.put(
@@ -635,7 +671,7 @@ impl Writer {
         // The header, its checksum covering the small sections.
         let mut head = [0u8; HEADER];
         head[..8].copy_from_slice(MAGIC);
-        head[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        head[8..12].copy_from_slice(&self.version.to_le_bytes());
         head[12..16].copy_from_slice(&(dims as u32).to_le_bytes());
         head[16..24].copy_from_slice(&self.generation.to_le_bytes());
         head[24..32].copy_from_slice(&self.fingerprint.to_le_bytes());
@@ -782,6 +818,37 @@ mod tests {
         assert!(!path_of(&log, 2).exists() && path_of(&log, 3).exists());
         remove_others(&log, 0);
         assert!(!path_of(&log, 3).exists());
+    }
+
+    /// An id is found among many rows (several blocks of 64), in a base of this version
+    /// and of version 1 (which held a copy of the ids in their order); an id not there
+    /// is not.
+    #[test]
+    fn every_id_is_found_in_a_base_of_either_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("memory-vectors");
+        // Ids out of order, as an import's are, none in row order.
+        let ids: Vec<Ulid> = (0..300u128)
+            .map(|n| Ulid::from_parts(7, (n * 0x9E37_79B9_7F4A_7C15) % (1 << 80)))
+            .collect();
+        for version in [1, VERSION] {
+            let centroids = Centroids::from_parts(4, vec![0.01], vec![1, 2, 3, 4], 300);
+            let mut w = Writer::create(&log, MAKER, 5, centroids, &[300]).unwrap();
+            w.version = version;
+            for id in &ids {
+                w.push(*id, Some((EntryType::Bug, None, &q([1, 2, 3, 4]), None)))
+                    .unwrap();
+            }
+            let path = w.finish().unwrap();
+            let base = Base::open(&path, MAKER, 5).unwrap();
+            assert_eq!(base.layout.sorted_ids.is_some(), version == 1);
+            for (r, id) in ids.iter().enumerate() {
+                assert_eq!(base.find(id), Some(r), "version {version}");
+            }
+            for missing in [Ulid::nil(), Ulid::from_parts(7, 1), Ulid::from_parts(8, 0)] {
+                assert_eq!(base.find(&missing), None, "version {version}");
+            }
+        }
     }
 
     #[test]
