@@ -20,7 +20,8 @@
 //! stems, each query word in a large share of the entries: search's worst case.
 //! `--home DIR` keeps the bench's world in DIR; a later run with the same `--entries`,
 //! `--corpus` and model finds its memory there and measures it again without generating,
-//! importing and embedding it (the adds of each run stay in it). `--searches N` and
+//! importing and embedding it (the adds of each run stay in it); another size or corpus
+//! makes it anew there. `--searches N` and
 //! `--adds N` time that many (default 1,000 and 300), for a profile of them.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -100,6 +101,12 @@ async fn run(options: Options, model: Option<&Path>) {
     let made = home.path().join("scale.json");
     let wanted = json!({ "entries": n, "diverse": diverse, "model": model.is_some() }).to_string();
     let reused = std::fs::read_to_string(&made).is_ok_and(|m| m == wanted);
+    if !reused {
+        // A kept world of another size or corpus: its memory is made again from nothing.
+        std::fs::remove_file(&made).ok();
+        std::fs::remove_dir_all(home.tandem_home()).ok();
+        std::fs::create_dir_all(home.tandem_home()).unwrap();
+    }
     let with_model = |cmd: &mut std::process::Command| {
         if let Some(m) = model {
             cmd.env("TANDEM_EMBEDDING_MODEL", m);
@@ -128,38 +135,31 @@ async fn run(options: Options, model: Option<&Path>) {
         }
     }
 
+    // `tandem ARGS` with the model, to its end: how long it took.
+    let timed = |args: &[&str]| {
+        eprintln!("bench: tandem {}", args.join(" "));
+        let mut cmd = home.tandem(args);
+        with_model(cmd.as_std_mut());
+        async move {
+            let started = Instant::now();
+            let out = cmd.output().await.unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            started.elapsed()
+        }
+    };
     let import_time = if reused {
         eprintln!("bench: the memory kept in {}", home.path().display());
         None
     } else {
-        eprintln!("bench: tandem memory import");
-        let mut import = home.tandem(&["memory", "import"]);
-        import.arg(&file);
-        with_model(import.as_std_mut());
-        let started = Instant::now();
-        let out = import.output().await.unwrap();
-        assert!(
-            out.status.success(),
-            "import: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(started.elapsed())
+        let file = file.to_str().expect("a temp path in UTF-8");
+        Some(timed(&["memory", "import", file]).await)
     };
-
     let embed_time = match model {
-        Some(_) if !reused => {
-            eprintln!("bench: tandem memory reindex --embeddings");
-            let mut reindex = home.tandem(&["memory", "reindex", "--embeddings"]);
-            with_model(reindex.as_std_mut());
-            let started = Instant::now();
-            let out = reindex.output().await.unwrap();
-            assert!(
-                out.status.success(),
-                "reindex: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Some(started.elapsed())
-        }
+        Some(_) if !reused => Some(timed(&["memory", "reindex", "--embeddings"]).await),
         _ => None,
     };
     std::fs::remove_file(&file).ok();

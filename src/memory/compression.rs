@@ -6,7 +6,7 @@
 //! entry import's writing thread), and the writes go on with the previous dictionary
 //! meanwhile. An upgrade from format 2 trains the first as it copies (`store.rs`).
 
-use crate::codec::{FIRST_TRAINING, TRAINING_SAMPLES, ZSTD_MAGIC};
+use crate::codec::{Codec, FIRST_TRAINING, TRAINING_SAMPLES, ZSTD_MAGIC};
 
 use super::{Entry, Memory, NoProgress, Progress, Result, encode};
 
@@ -38,29 +38,30 @@ impl Memory {
         if let Some(done) = retraining.take() {
             let _ = done.join();
         }
-        let mut samples = Vec::with_capacity(TRAINING_SAMPLES);
-        for id in super::writes::newest_first(&self.writes).take(TRAINING_SAMPLES) {
-            if let Some(record) = self.entries.get(id?.to_string())? {
-                samples.push(self.codec.decode(&record)?.into_owned());
-            }
-        }
         if first {
+            let samples = newest_records(&self.writes, &self.entries, &self.codec)?;
             return self.train_dictionary(&samples, count, progress);
         }
-        // The dictionary is in sled before a record is encoded with it, so a flush that
-        // makes such a record durable makes the dictionary durable too.
-        let codec = self.codec.clone();
+        // The samples are read on the thread too (4,000 records read and decoded). The
+        // dictionary is in sled before a record is encoded with it, so a flush that makes
+        // such a record durable makes the dictionary durable too.
+        let (writes, entries, codec) = (
+            self.writes.clone(),
+            self.entries.clone(),
+            self.codec.clone(),
+        );
         let thread = std::thread::Builder::new()
             .name("tandem-dictionary".into())
             .spawn(move || {
                 let started = std::time::Instant::now();
-                match codec.train(&samples, count) {
-                    Ok(true) => tracing::info!(
-                        "trained a dictionary for the entries from {} of {count} in {:.2} s",
-                        samples.len(),
+                let trained = newest_records(&writes, &entries, &codec)
+                    .and_then(|samples| Ok((codec.train(&samples, count)?, samples.len())));
+                match trained {
+                    Ok((true, samples)) => tracing::info!(
+                        "trained a dictionary for the entries from {samples} of {count} in {:.2} s",
                         started.elapsed().as_secs_f64()
                     ),
-                    Ok(false) => {}
+                    Ok((false, _)) => {}
                     Err(e) => tracing::warn!("training a dictionary failed: {e}"),
                 }
             })?;
@@ -155,4 +156,20 @@ impl Memory {
         }
         Ok(encoded)
     }
+}
+
+/// The JSON of the newest [`TRAINING_SAMPLES`] entries written, which a dictionary is
+/// trained on.
+fn newest_records(
+    writes: &sled::Tree,
+    entries: &sled::Tree,
+    codec: &Codec,
+) -> Result<Vec<Vec<u8>>> {
+    let mut samples = Vec::with_capacity(TRAINING_SAMPLES);
+    for id in super::writes::newest_first(writes).take(TRAINING_SAMPLES) {
+        if let Some(record) = entries.get(id?.to_string())? {
+            samples.push(codec.decode(&record)?.into_owned());
+        }
+    }
+    Ok(samples)
 }

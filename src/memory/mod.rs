@@ -143,12 +143,10 @@ impl Memory {
     pub fn open(store: Arc<Store>, progress: &dyn Progress) -> Result<Memory> {
         let db = store.db();
         let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"))?;
+        writes::convert_by_seq(db)?;
         let memory = Memory {
             entries: db.open_tree(ENTRIES)?,
-            writes: {
-                writes::convert_by_seq(db)?;
-                db.open_tree(writes::TREE)?
-            },
+            writes: db.open_tree(writes::TREE)?,
             links: db.open_tree("memory.links")?,
             links_in: db.open_tree("memory.links_in")?,
             suggestions: db.open_tree("memory.suggestions")?,
