@@ -61,6 +61,9 @@ pub struct Semantic {
     index: Arc<RwLock<VectorIndex>>,
     /// The thread cutting the table into lists ([`cut_into_lists`]), while it runs.
     lists_job: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Set when the memory closes: a cut running gives up at its next part, and the drop
+    /// waits for it, so no thread writes the vector files once the data dir is let go.
+    closing: Arc<AtomicBool>,
     /// The vector file, open once a model is ready (its vectors are then all in `index`).
     file: Arc<Mutex<Option<VectorFile>>>,
     path: PathBuf,
@@ -116,9 +119,15 @@ fn lock_file(file: &Mutex<Option<VectorFile>>) -> MutexGuard<'_, Option<VectorFi
 /// lock (searches go on; an add waits for one part at most), and the base installed under
 /// the write lock with the vector file of its generation, which holds only the rows that
 /// came or changed meanwhile. A table made again meanwhile (another model, a reindex)
-/// takes none of it. Returns whether the cut was installed.
-fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>) -> bool {
+/// takes none of it. Once `closing` is set, the cut gives up at its next part, leaving
+/// the table and the files as they were. Returns whether the cut was installed.
+fn cut_into_lists(
+    index: &RwLock<VectorIndex>,
+    file: &Mutex<Option<VectorFile>>,
+    closing: &AtomicBool,
+) -> bool {
     let started = Instant::now();
+    let closed = || closing.load(Ordering::Relaxed);
     let Some((log, maker, generation)) = lock_file(file)
         .as_ref()
         .map(|f| (f.path().to_path_buf(), f.maker(), f.generation()))
@@ -129,9 +138,21 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
         Cut::Train(sample) => sample.train(),
         Cut::Keep(centroids) => centroids,
     };
+    let given_up = |why: Option<String>| {
+        match why {
+            Some(why) => tracing::error!("cutting the vectors into lists failed: {why}"),
+            None => tracing::debug!("the memory closed: the vectors' cut into lists given up"),
+        }
+        write(index).cancel_cut();
+        vector_base::remove_others(&log, generation);
+        false
+    };
     let mut assigned = Vec::new();
     let mut from = 0;
     loop {
+        if closed() {
+            return given_up(None);
+        }
         let table = read(index);
         if from >= table.assign_len() {
             break;
@@ -152,6 +173,9 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
     let written = (|| -> std::io::Result<PathBuf> {
         let mut writer = vector_base::Writer::create(&log, maker, next, centroids, &sizes)?;
         for part in assigned.chunks(PLACE_AT_ONCE) {
+            if closed() {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
             let table = read(index);
             for (id, _) in part {
                 let row = table.row_of(id);
@@ -163,15 +187,10 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
         }
         writer.finish()
     })();
-    let given_up = |why: String| {
-        tracing::error!("cutting {rows} entries' vectors into lists failed: {why}");
-        write(index).cancel_cut();
-        vector_base::remove_others(&log, generation);
-        false
-    };
     let path = match written {
         Ok(path) => path,
-        Err(e) => return given_up(e.to_string()),
+        Err(_) if closed() => return given_up(None),
+        Err(e) => return given_up(Some(format!("{rows} entries' vectors: {e}"))),
     };
     let mut file = lock_file(file);
     let mut table = write(index);
@@ -184,7 +203,7 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
         Ok(base) => base,
         Err(e) => {
             drop((table, file));
-            return given_up(e.to_string());
+            return given_up(Some(e.to_string()));
         }
     };
     let records = table.records_after(&base);
@@ -195,7 +214,7 @@ fn cut_into_lists(index: &RwLock<VectorIndex>, file: &Mutex<Option<VectorFile>>)
         }
         Err(e) => {
             drop((table, file));
-            return given_up(e.to_string());
+            return given_up(Some(e.to_string()));
         }
     }
     drop((table, file));
@@ -241,6 +260,7 @@ impl Semantic {
             changed: Condvar::new(),
             index: Arc::new(RwLock::new(VectorIndex::default())),
             lists_job: Mutex::new(None),
+            closing: Arc::new(AtomicBool::new(false)),
             file: Arc::new(Mutex::new(None)),
             path: path.to_path_buf(),
             legacy: db.open_tree(LEGACY_TREE)?,
@@ -278,20 +298,19 @@ impl Semantic {
         {
             return;
         }
-        let (index, file, bulk) = (
+        let (index, file, bulk, closing) = (
             Arc::clone(&self.index),
             Arc::clone(&self.file),
             Arc::clone(&self.bulk),
+            Arc::clone(&self.closing),
         );
         // Cut after cut while one is wanted: rows added meanwhile would otherwise wait
         // for the next add (an embed in bulk ends while a cut runs).
         match std::thread::Builder::new()
             .name("tandem-vector-lists".into())
-            .spawn(
-                move || {
-                    while cut_wanted(&read(&index), &bulk) && cut_into_lists(&index, &file) {}
-                },
-            ) {
+            .spawn(move || {
+                while cut_wanted(&read(&index), &bulk) && cut_into_lists(&index, &file, &closing) {}
+            }) {
             Ok(handle) => *job = Some(handle),
             Err(e) => tracing::error!("cannot start cutting the vectors into lists: {e}"),
         }
@@ -506,6 +525,16 @@ impl Semantic {
         ids.iter()
             .map(|id| index.get(id).map(|v| query.cosine(&v)))
             .collect()
+    }
+}
+
+impl Drop for Semantic {
+    /// A cut running gives up (after its k-means, if it is training, or a part's placing
+    /// or writing) and is waited for: it would otherwise write and remove the vector files after the data dir is
+    /// let go, under another process or a memory opened again.
+    fn drop(&mut self) {
+        self.closing.store(true, Ordering::Relaxed);
+        self.lists_made();
     }
 }
 
@@ -894,13 +923,78 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_gives_up_when_the_memory_closes_and_leaves_the_files_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("memory-vectors");
+        let all: Vec<Stored> = (0..6000).map(stored).collect();
+        let (file, table) = uncut_table(&log, &all);
+        let before = searches(&table);
+        let files = || {
+            let mut names: Vec<(String, u64)> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    (name, e.metadata().unwrap().len())
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        let was = files();
+        let index = RwLock::new(table);
+
+        assert!(!cut_into_lists(&index, &file, &AtomicBool::new(true)));
+        assert_eq!(files(), was, "no base written, the vector file untouched");
+        let table = read(&index);
+        assert_eq!((table.generation(), table.list_count()), (0, 0));
+        assert!(
+            !table.cut_pending() && table.wants_lists(),
+            "a later cut starts anew"
+        );
+        assert_eq!(searches(&table), before);
+        drop(table);
+
+        // The memory's drop stops a cut that runs: once it returns, the files stay as
+        // they are.
+        let other = dir.path().join("other");
+        let (file, table) = uncut_table(&other, &all);
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let semantic = Semantic::open(&db, &other).unwrap();
+        *semantic.write_index() = table;
+        *semantic.lock_file() = lock_file(&file).take();
+        // A reader holds the table a moment: the cut waits for it to begin, and the
+        // memory is dropped meanwhile.
+        let (index, (held, held_now)) = (Arc::clone(&semantic.index), mpsc::channel());
+        let reader = std::thread::spawn(move || {
+            let _table = read(&index);
+            held.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        });
+        held_now.recv().unwrap();
+        semantic.cut_when_large();
+        assert!(semantic.lists_job.lock().unwrap().is_some(), "a cut runs");
+        let table = Arc::clone(&semantic.index);
+        drop(semantic);
+        let after_drop = files();
+        reader.join().unwrap();
+        assert_eq!(Arc::strong_count(&table), 1, "no cut holds the table");
+        assert_eq!(files(), after_drop, "nothing written after the drop");
+        assert_eq!(
+            after_drop.len(),
+            was.len() + 1,
+            "no base of the other table"
+        );
+    }
+
+    #[test]
     fn a_bulk_embed_lets_the_rows_in_memory_reach_the_base_before_a_cut() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("memory-vectors");
         let all: Vec<Stored> = (0..6000).map(stored).collect();
         let (file, table) = uncut_table(&log, &all);
         let index = RwLock::new(table);
-        assert!(cut_into_lists(&index, &file));
+        assert!(cut_into_lists(&index, &file, &AtomicBool::new(false)));
         // 4,200 rows since the base of 6,000: past what a daemon keeps in memory between
         // cuts (4,096 here), short of the base's size and of twice the table's lists.
         let mut table = write(&index);
@@ -932,7 +1026,7 @@ mod tests {
         let before = searches(&table);
         let index = RwLock::new(table);
 
-        assert!(cut_into_lists(&index, &file));
+        assert!(cut_into_lists(&index, &file, &AtomicBool::new(false)));
         let log_len = || fs_len(&log);
         {
             let table = read(&index);
@@ -994,7 +1088,7 @@ mod tests {
 
         // A second cut keeps the centroids (the table has not doubled), writes the next
         // generation and removes the first.
-        assert!(cut_into_lists(&index, &file));
+        assert!(cut_into_lists(&index, &file, &AtomicBool::new(false)));
         assert_eq!(read(&index).generation(), 2);
         assert_eq!(searches(&read(&index)), now);
         assert!(!vector_base::path_of(&log, 1).exists());
