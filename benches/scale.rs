@@ -12,7 +12,8 @@
 //! - the idle daemon's resident memory after a session's search;
 //! - in process: with the model, the time to cut the vectors into lists after the open;
 //!   then search p50/p99 (hybrid with the model) and add p50/p99 (durable, with
-//!   similarity and suggestions).
+//!   similarity and suggestions), and the page faults of each (minor, and major: read
+//!   from the disk).
 //!
 //! `cargo bench --bench scale -- --entries 1000000` (release; ~1 GB of JSON Lines in a
 //! temp dir at that size). `--corpus diverse` draws the entries from a vocabulary of
@@ -42,7 +43,7 @@ use tandem::store::Store;
 mod common;
 use common::corpus::Corpus;
 use common::home::{DaemonGuard, Home};
-use common::{Stats, ms, proc_status_kb};
+use common::{Stats, ms, page_faults, proc_status_kb};
 
 /// The bench's options.
 struct Options {
@@ -237,18 +238,24 @@ async fn run(options: Options, model: Option<&Path>) {
     };
     search(&queries[0]);
     let mut searches = Vec::with_capacity(options.searches);
+    let faults_before = page_faults();
     for q in &queries {
         let t = Instant::now();
         search(q);
         searches.push(t.elapsed());
     }
+    let search_faults = faults_since(faults_before, options.searches);
     let mut adds = Vec::with_capacity(options.adds);
-    for _ in 0..options.adds {
-        let e = corpus.entry().new_entry();
+    let entries: Vec<_> = (0..options.adds)
+        .map(|_| corpus.entry().new_entry())
+        .collect();
+    let faults_before = page_faults();
+    for e in entries {
         let t = Instant::now();
         memory.add(e).unwrap();
         adds.push(t.elapsed());
     }
+    let add_faults = faults_since(faults_before, options.adds);
     drop(memory);
 
     let per = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
@@ -337,6 +344,16 @@ async fn run(options: Options, model: Option<&Path>) {
         ms(adds.p50),
         ms(adds.p99)
     );
+    for (what, (minor, major)) in [("a search", search_faults), ("an add", add_faults)] {
+        println!("| page faults {what} (minor / major) | {minor:.1} / {major:.1} |");
+    }
+}
+
+/// The page faults a call since `before` (minor, major), over `calls` calls.
+fn faults_since(before: (u64, u64), calls: usize) -> (f64, f64) {
+    let (minor, major) = page_faults();
+    let per = |n: u64, was: u64| n.saturating_sub(was) as f64 / calls.max(1) as f64;
+    (per(minor, before.0), per(major, before.1))
 }
 
 /// Spawns an MCP server (`cmd`), searches once; the time from the spawn to the answer.

@@ -46,6 +46,20 @@ pub fn proc_status_kb(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// This process's page faults so far, minor and major (`/proc/self/stat`; zeros elsewhere).
+pub fn page_faults() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis, from the state (field 3):
+    // minflt is field 10, majflt field 12.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse().ok()).unwrap_or(0);
+    (field(10), field(12))
+}
+
 pub fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }

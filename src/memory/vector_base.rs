@@ -225,7 +225,11 @@ impl Base {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(invalid(path, "not a file path"));
         };
-        let directory = MmapDirectory::open_with_madvice(dir, tantivy::directory::Advice::Random)
+        // The kernel's usual read-ahead, not `Random`'s page at a time: a search reads each
+        // list it probes whole, a contiguous run of rows. From a cold page cache at a
+        // million entries, `Random` took 26 page faults that read the disk a search and 53
+        // an add (p99 57 and 67 ms in process); this, none (p99 16 and 13 ms).
+        let directory = MmapDirectory::open_with_madvice(dir, tantivy::directory::Advice::Normal)
             .map_err(|e| io::Error::other(e.to_string()))?;
         let bytes = directory
             .open_read(Path::new(name))
