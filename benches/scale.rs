@@ -22,8 +22,8 @@
 //! `--home DIR` keeps the bench's world in DIR; a later run with the same `--entries`,
 //! `--corpus` and model finds its memory there and measures it again without generating,
 //! importing and embedding it (the adds of each run stay in it); another size or corpus
-//! makes it anew there. `--searches N` and
-//! `--adds N` time that many (default 1,000 and 300), for a profile of them.
+//! makes it anew there. `--searches N` and `--adds N` time that many (default 1,000 and
+//! 300), for a profile of them.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 

@@ -530,8 +530,8 @@ impl Semantic {
 
 impl Drop for Semantic {
     /// A cut running gives up (after its k-means, if it is training, or a part's placing
-    /// or writing) and is waited for: it would otherwise write and remove the vector files after the data dir is
-    /// let go, under another process or a memory opened again.
+    /// or writing) and is waited for: it would otherwise write and remove the vector files
+    /// after the data dir is let go, under another process or a memory opened again.
     fn drop(&mut self) {
         self.closing.store(true, Ordering::Relaxed);
         self.lists_made();

@@ -1,9 +1,9 @@
 //! The vectors' base: every vector of a large table as of its last cut into lists, in one
 //! file read through a mapping (tantivy's, so no `unsafe` here), rows ordered by list.
 //!
-//! A search touches the pages of the lists it probes only, so the table costs the daemon
-//! resident memory for what searches read (pages the kernel may take back), not for every
-//! row: 100,000 rows of 256 dimensions were 25.6 MB of heap, a million 256 MB. The rows
+//! A search touches the pages of the lists it probes only (and the kernel maps the few
+//! around them it read ahead), so the table costs the daemon resident memory for what
+//! searches read (pages the kernel may take back), not for every row: 100,000 rows of 256 dimensions were 25.6 MB of heap, a million 256 MB. The rows
 //! added or changed since the cut live in memory ([`super::vectors::VectorIndex`]) and in
 //! the vector file ([`super::vector_file`]), whose header names the base's generation: a
 //! cut writes the base of the next generation, then the vector file of that generation
