@@ -66,7 +66,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let count = |v: Option<String>, what| -> usize {
         v.and_then(|v| v.replace('_', "").parse().ok())
-            .unwrap_or_else(|| panic!("{what} N"))
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("{what} N, N at least 1"))
     };
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -227,6 +228,10 @@ async fn run(options: Options, model: Option<&Path>) {
         let lists = memory.wait_for_vector_lists();
         (lists, started.elapsed())
     });
+    // A kept world holds the segments of its earlier runs' adds, which a daemon merges
+    // once writes pause: searched as it keeps them.
+    memory.merge_index_segments().unwrap();
+    let segments = memory.index_segments();
     let queries: Vec<String> = (0..options.searches).map(|_| corpus.query()).collect();
     let search = |q: &str| {
         memory
@@ -333,6 +338,7 @@ async fn run(options: Options, model: Option<&Path>) {
             took.as_secs_f64()
         );
     }
+    println!("| search index segments when searched | {segments} |");
     println!(
         "| search in process{} | p50 {} / p99 {} |",
         if model.is_some() { " (hybrid)" } else { "" },

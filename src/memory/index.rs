@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
 use tantivy::index::SegmentId;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery};
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
@@ -46,6 +46,9 @@ const MAX_PENDING: usize = 128;
 const COMMON_SHARE: f64 = 0.05;
 /// ...once the index holds this many (below, every search reads all its postings fast).
 const COMMON_FROM_DOCS: u64 = 10_000;
+/// A search's `total` is exact up to this many matches, estimated beyond
+/// ([`MemoryIndex::total`]).
+const TOTAL_EXACT_UP_TO: u64 = 10_000;
 /// A dirty index is committed by the background thread once writes pause this long.
 const IDLE_COMMIT: Duration = Duration::from_millis(150);
 /// Its segments are merged ([`idle_merge`]) once writes pause this long.
@@ -530,15 +533,17 @@ impl MemoryIndex {
         self.plan_in(false, terms, None, None)
     }
 
-    /// [`Self::plan`] narrowed to the entries that hold the query's distinctive words, once
-    /// the index holds [`COMMON_FROM_DOCS`] entries: a word of the query (weight 1 or more)
-    /// in more than [`COMMON_SHARE`] of them is common. Some words distinctive: one of them
-    /// is required, the common ones (and the context's) only add to the score. Every word
-    /// common: each is required. The scores are the plan's own; only the entries holding
-    /// none of the distinctive words (or not every common one) are left out, which rank
-    /// below those that do. BM25's top hits over common words read most of their postings
-    /// (block-max WAND cannot skip where every entry holds them); this reads the shortest.
-    /// `None` when nothing narrows: a small index, a single common word, or no common one.
+    /// [`Self::plan`] narrowed to the entries holding every word of the query when all of
+    /// them are common, once the index holds [`COMMON_FROM_DOCS`] entries: a word of the
+    /// query (weight 1 or more) in more than [`COMMON_SHARE`] of them is common. The context's
+    /// words only add to the score, and the scores are the plan's own: only the entries
+    /// missing one of the words are left out, which rank below those that hold them all.
+    /// Block-max WAND cannot skip the postings of words that most entries hold, so the full
+    /// plan would score most of them; this reads the intersection of their postings. With a
+    /// distinctive word in the query, WAND skips well (an entry without it cannot reach the
+    /// top hits' scores) and the full plan is the faster: narrowed to the entries holding
+    /// one, every one of those was scored (hybrid p99 at a million entries 13.6 → 5.0 ms).
+    /// `None` when nothing narrows: a small index, a distinctive word, or a single word.
     pub fn plan_narrowed(
         &self,
         searcher: &Searcher,
@@ -552,28 +557,25 @@ impl MemoryIndex {
         }
         let common_at = (docs as f64 * COMMON_SHARE) as u64;
         let (own, context): (Vec<_>, Vec<_>) = terms.iter().partition(|(_, w)| *w >= 1.0);
-        let (common, rare): (Vec<_>, Vec<_>) = own
-            .into_iter()
-            .partition(|(t, _)| self.doc_freq(searcher, t) > common_at);
-        let any_of = |terms: &[&(String, f32)]| -> Vec<(Occur, Box<dyn Query>)> {
-            terms
+        if own.len() < 2
+            || own
                 .iter()
-                .flat_map(|(t, w)| self.term_clauses(true, t, *w))
-                .collect()
-        };
-        let required = |clauses| -> (Occur, Box<dyn Query>) {
-            (Occur::Must, Box::new(BooleanQuery::new(clauses)))
-        };
-        let mut clauses = match (rare.is_empty(), common.len()) {
-            (_, 0) | (true, 1) => return None,
-            (false, _) => {
-                let mut clauses = vec![required(any_of(&rare))];
-                clauses.extend(any_of(&common));
-                clauses
-            }
-            (true, _) => common.iter().map(|t| required(any_of(&[t]))).collect(),
-        };
-        clauses.extend(any_of(&context));
+                .any(|(t, _)| self.doc_freq(searcher, t) <= common_at)
+        {
+            return None;
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = own
+            .iter()
+            .map(|(t, w)| -> (Occur, Box<dyn Query>) {
+                let any_field = self.term_clauses(true, t, *w).collect();
+                (Occur::Must, Box::new(BooleanQuery::new(any_field)))
+            })
+            .collect();
+        clauses.extend(
+            context
+                .iter()
+                .flat_map(|(t, w)| self.term_clauses(true, t, *w)),
+        );
         Some(self.filtered(BooleanQuery::new(clauses), entry_type, project))
     }
 
@@ -650,11 +652,52 @@ impl MemoryIndex {
         }
     }
 
-    /// The number of entries a plan matches. Asked apart from the top hits: together,
+    /// The number of entries a plan matches, for a search's `total`: exact up to
+    /// [`TOTAL_EXACT_UP_TO`]; beyond, an estimate. Asked apart from the top hits: together,
     /// every match is scored; alone, the top hits skip the postings that cannot rank
     /// (block-max WAND) and the count scores nothing.
-    pub fn count(&self, searcher: &Searcher, plan: &SearchPlan) -> tantivy::Result<usize> {
-        plan.query.count(searcher)
+    pub fn total(&self, searcher: &Searcher, plan: &SearchPlan) -> tantivy::Result<u64> {
+        self.total_up_to(searcher, plan, TOTAL_EXACT_UP_TO)
+    }
+
+    /// The matches are counted in the index's order until `exact_up_to` are found; the
+    /// count is then scaled by the share of the index read to find them, and rounded to two
+    /// significant figures, so that it reads as the estimate it is (never below
+    /// `exact_up_to`). An exact count of a million entries' common words decoded every
+    /// posting of each, the largest part of a search (its p50 at a million 5.4 → 1.8 ms).
+    fn total_up_to(
+        &self,
+        searcher: &Searcher,
+        plan: &SearchPlan,
+        exact_up_to: u64,
+    ) -> tantivy::Result<u64> {
+        let weight = plan
+            .query
+            .weight(EnableScoring::disabled_from_searcher(searcher))?;
+        let (mut found, mut read) = (0u64, 0u64);
+        for reader in searcher.segment_readers() {
+            let mut matches = weight.scorer(reader, 1.0)?;
+            let alive = reader.alive_bitset();
+            let mut doc = matches.doc();
+            while doc != TERMINATED {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    found += 1;
+                    if found == exact_up_to {
+                        read += u64::from(doc) + 1;
+                        let all: u64 = searcher
+                            .segment_readers()
+                            .iter()
+                            .map(|r| u64::from(r.max_doc()))
+                            .sum();
+                        let estimate = found as f64 * all as f64 / read as f64;
+                        return Ok(two_figures(estimate).max(exact_up_to));
+                    }
+                }
+                doc = matches.advance();
+            }
+            read += u64::from(reader.max_doc());
+        }
+        Ok(found)
     }
 
     /// The top `limit` hits only: no total, so the search can skip what cannot rank.
@@ -920,9 +963,18 @@ fn spawn_idle_committer(weak: Weak<MemoryIndex>) {
     }
 }
 
+/// `n` rounded to two significant figures: 183,442 is 180,000.
+fn two_figures(n: f64) -> u64 {
+    if n < 100.0 {
+        return n.round() as u64;
+    }
+    let unit = 10f64.powi(n.log10().floor() as i32 - 1);
+    ((n / unit).round() * unit) as u64
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{MemoryIndex, idle_merge};
+    use super::{MemoryIndex, idle_merge, two_figures};
     use crate::memory::model::{Entry, EntryType};
 
     #[test]
@@ -984,5 +1036,49 @@ mod tests {
         let mut picked = idle_merge(&[(1, 500), (2, 500)]);
         picked.sort();
         assert_eq!(picked, [1, 2]);
+    }
+
+    #[test]
+    fn a_total_is_exact_up_to_its_bound_and_estimated_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        // 400 entries; "retry" in every other one, "backoff" in every tenth.
+        let entries: Vec<Entry> = (0..400)
+            .map(|i| {
+                let mut words = format!("entry {i}");
+                if i % 2 == 0 {
+                    words.push_str(" retry");
+                }
+                if i % 10 == 0 {
+                    words.push_str(" backoff");
+                }
+                Entry::new(EntryType::Pattern, &words, "network calls", vec![])
+            })
+            .collect();
+        idx.write_batch(&entries).unwrap();
+        idx.commit().unwrap();
+        let searcher = idx.fresh_searcher().unwrap();
+        let plan = |word: &str| idx.plan(&[(idx.terms(word).remove(0), 1.0)], None, None);
+        let total = |word: &str, bound| idx.total_up_to(&searcher, &plan(word), bound).unwrap();
+        assert_eq!(total("retry", 1_000), 200);
+        assert_eq!(total("backoff", 1_000), 40);
+        // Past the bound: the matches found, scaled by the share of the index read. The
+        // 50th "retry" is the 99th entry, 50 × 400 / 99 = 202 (two figures: 200); the 25th
+        // "backoff" the 241st, 25 × 400 / 241 = 41.
+        assert_eq!(total("retry", 50), 200);
+        assert_eq!(total("backoff", 25), 41);
+        // Below it, still exact.
+        assert_eq!(total("backoff", 41), 40);
+        assert_eq!(idx.total(&searcher, &plan("retry")).unwrap(), 200);
+    }
+
+    #[test]
+    fn an_estimate_keeps_two_significant_figures() {
+        assert_eq!(two_figures(0.0), 0);
+        assert_eq!(two_figures(99.4), 99);
+        assert_eq!(two_figures(1_249.0), 1_200);
+        assert_eq!(two_figures(10_400.0), 10_000);
+        assert_eq!(two_figures(183_442.0), 180_000);
+        assert_eq!(two_figures(1_960_000.0), 2_000_000);
     }
 }

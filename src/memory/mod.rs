@@ -230,6 +230,13 @@ impl Memory {
         self.idx().segment_count()
     }
 
+    /// Merges the search index's segments as once writes pause (the same policy), and
+    /// waits for the merge: how many segments were merged (0: nothing to merge). For a
+    /// measure of a memory as a daemon keeps it, without waiting for the pause.
+    pub fn merge_index_segments(&self) -> Result<usize> {
+        Ok(self.idx().merge_segments()?)
+    }
+
     fn idx(&self) -> &MemoryIndex {
         &self.index
     }

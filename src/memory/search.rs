@@ -134,8 +134,8 @@ impl Memory {
         };
         let full = (!weighted.is_empty() && ranking != Ranking::Semantic)
             .then(|| idx.plan(&weighted, q.entry_type, q.project.as_deref()));
-        // On a large index, the entries holding the query's distinctive words first; the
-        // full plan when they are too few.
+        // On a large index, a query of common words only reads the entries holding them
+        // all first; the full plan when they are too few.
         let narrowed = full.as_ref().and_then(|_| {
             idx.plan_narrowed(&searcher, &weighted, q.entry_type, q.project.as_deref())
         });
@@ -155,7 +155,7 @@ impl Memory {
         // searches the vectors, counts and makes the generators while this one finds the
         // top hits (the slowest searches are of many common words, whose top hits and
         // count each read their long postings).
-        let count = |plan: &index::SearchPlan| idx.count(&searcher, plan);
+        let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
         let make_generators =
             |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
         let (hits, total, generators, by_vectors) = std::thread::scope(|scope| {
@@ -225,7 +225,7 @@ impl Memory {
             }
         }
         if candidates.is_empty() {
-            let mut o = outcome(total as u64, Vec::new());
+            let mut o = outcome(total, Vec::new());
             o.hint = NO_MATCH_HINT.into();
             return Ok(o);
         }
@@ -326,7 +326,7 @@ impl Memory {
                 }
             })
             .collect();
-        Ok(outcome(total as u64, results))
+        Ok(outcome(total, results))
     }
 }
 
