@@ -13,6 +13,7 @@
 //! meaning alone); counting only the lexical score a keyword query earns keeps both.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tantivy::DocAddress;
 use ulid::Ulid;
@@ -152,37 +153,37 @@ impl Memory {
         };
         // BM25's top hits, its count of matches, the snippet generators and the vectors'
         // nearest are independent. With both sides and a large table, a second thread
-        // searches the vectors, counts and makes the generators while this one finds the
-        // top hits (the slowest searches are of many common words, whose top hits and
-        // count each read their long postings).
+        // searches the vectors while this one finds the top hits; the count goes to
+        // whichever of the two is free first (at 100,000 entries the vectors' side ends
+        // first, at a million BM25's), and this thread makes the generators.
         let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
         let make_generators =
             |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
+        let counting = AtomicBool::new(false);
+        let count_unless_taken = |plan: &index::SearchPlan| {
+            (!counting.swap(true, Ordering::AcqRel)).then(|| count(plan))
+        };
         let (hits, total, generators, by_vectors) = std::thread::scope(|scope| {
             let beside = match (&embedder, plan) {
                 (Some(embedder), Some(plan)) if self.semantic.is_large() => {
-                    Some(scope.spawn(|| (by_meaning(embedder), count(plan), make_generators(plan))))
+                    Some(scope.spawn(|| (by_meaning(embedder), count_unless_taken(plan))))
                 }
                 _ => None,
             };
-            let hits = match plan {
-                Some(plan) => idx.top(&searcher, plan, pool),
-                None => Ok(Vec::new()),
-            };
-            let (meaning, total, made) = match beside {
+            let hits = plan.map_or(Ok(Vec::new()), |plan| idx.top(&searcher, plan, pool));
+            let generators = plan.map_or(Ok(None), make_generators);
+            let counted_here = plan.and_then(count_unless_taken);
+            let (meaning, counted_beside) = match beside {
                 Some(thread) => {
-                    let (meaning, total, made) = thread
+                    let (meaning, counted) = thread
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    (Some(meaning), total, made)
+                    (Some(meaning), counted)
                 }
-                None => (
-                    embedder.as_deref().map(by_meaning),
-                    plan.map_or(Ok(0), count),
-                    plan.map_or(Ok(None), make_generators),
-                ),
+                None => (embedder.as_deref().map(by_meaning), None),
             };
-            (hits, total, made, meaning)
+            let total = counted_here.or(counted_beside).unwrap_or(Ok(0));
+            (hits, total, generators, meaning)
         });
         let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
         if let (Some(_), Some(full)) = (&narrowed, &full)
