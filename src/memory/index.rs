@@ -22,10 +22,7 @@ use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::snippet::{Snippet, SnippetGenerator};
-use tantivy::tokenizer::{
-    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter,
-    TextAnalyzer,
-};
+use tantivy::tokenizer::{RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
 use tantivy::{
     DocAddress, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TERMINATED, Term,
     doc,
@@ -138,10 +135,7 @@ fn schema() -> (Schema, Fields) {
 pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser)
-        .filter(AsciiFoldingFilter)
-        .filter(StopWordFilter::new(Language::English).expect("English stop words are built in"))
-        .filter(super::stem::CachedStemmer)
+        .filter(super::stem::CachedNormalizer::english())
         .build()
 }
 

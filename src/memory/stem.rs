@@ -1,85 +1,132 @@
-//! English stemming with a cache of the words already stemmed: the analyzer's last filter.
+//! The analyzer's filters after its tokenizer (lower-casing, folding to ASCII, dropping
+//! English stop words, stemming) in one, with a cache of the words already seen.
 //!
 //! Every text the memory reads goes through the analyzer: entries as they are indexed,
-//! weighed for similarity and checked for a search's coverage, queries, snippets. The
-//! Snowball stemmer takes ~180 ns a word here; a lookup among the words already seen, ~16 ns
-//! (`foldhash`), and a knowledge base repeats its vocabulary. The cache is one for the
-//! process, bounded by [`MAX_CACHED_WORDS`] (it starts over when full), and gives exactly
-//! what the stemmer gives: the index's terms do not change with it.
+//! weighed for similarity and checked for a search's coverage, queries, snippets. Those four
+//! filters took most of it: the Snowball stemmer alone ~180 ns a word here, lower-casing and
+//! folding a new `String` each. A knowledge base repeats its vocabulary, so each word as
+//! written is looked up among those already seen (`foldhash`, ~16 ns) and only a new one goes
+//! through the filters. The cache is one for the process, bounded by [`MAX_CACHED_WORDS`] (it
+//! starts over when full), and gives exactly what the filters give, tantivy's own for the
+//! first three: the index's terms do not change with it.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, RwLock};
 
 use frostem::{Algorithm, Stemmer};
-use tantivy::tokenizer::{Token, TokenFilter, TokenStream, Tokenizer};
+use tantivy::tokenizer::{
+    AsciiFoldingFilter, Language, LowerCaser, RawTokenizer, StopWordFilter, TextAnalyzer, Token,
+    TokenFilter, TokenStream, Tokenizer,
+};
 
-/// The cache holds at most this many words (~2 MB of short words and their stems).
-const MAX_CACHED_WORDS: usize = 32_768;
+/// The cache holds at most this many words (~4 MB of short words and their terms).
+const MAX_CACHED_WORDS: usize = 65_536;
 
-type Stems = HashMap<Box<str>, Box<str>, foldhash::fast::RandomState>;
+/// A word as the tokenizer gives it → its term, `None` for a stop word.
+type Terms = HashMap<Box<str>, Option<Box<str>>, foldhash::fast::RandomState>;
 
-static STEMS: LazyLock<RwLock<Stems>> = LazyLock::new(|| RwLock::new(Stems::default()));
+static TERMS: LazyLock<RwLock<Terms>> = LazyLock::new(|| RwLock::new(Terms::default()));
 
-/// The stem of `word` (lower-cased, as the analyzer gives it).
-fn stem_into(stemmer: &Stemmer, word: &str, out: &mut String) {
-    out.clear();
-    if let Some(stem) = STEMS.read().unwrap_or_else(|e| e.into_inner()).get(word) {
-        out.push_str(stem);
-        return;
-    }
-    let stem = stemmer.stem(word);
-    out.push_str(&stem);
-    let mut stems = STEMS.write().unwrap_or_else(|e| e.into_inner());
-    if stems.len() >= MAX_CACHED_WORDS {
-        stems.clear();
-    }
-    stems.insert(word.into(), out.as_str().into());
+/// The analyzer's filters after its tokenizer, through the cache.
+#[derive(Clone)]
+pub struct CachedNormalizer {
+    /// Lower-casing, folding and stop words, for one word: tantivy's filters.
+    filters: TextAnalyzer,
 }
 
-/// The analyzer's English stemmer, through the cache.
-#[derive(Clone, Copy, Default)]
-pub struct CachedStemmer;
+impl CachedNormalizer {
+    pub fn english() -> CachedNormalizer {
+        CachedNormalizer {
+            filters: TextAnalyzer::builder(RawTokenizer::default())
+                .filter(LowerCaser)
+                .filter(AsciiFoldingFilter)
+                .filter(
+                    StopWordFilter::new(Language::English)
+                        .expect("English stop words are built in"),
+                )
+                .build(),
+        }
+    }
+}
 
-impl TokenFilter for CachedStemmer {
-    type Tokenizer<T: Tokenizer> = CachedStemmerFilter<T>;
+impl TokenFilter for CachedNormalizer {
+    type Tokenizer<T: Tokenizer> = CachedNormalizerFilter<T>;
 
-    fn transform<T: Tokenizer>(self, inner: T) -> CachedStemmerFilter<T> {
-        CachedStemmerFilter { inner }
+    fn transform<T: Tokenizer>(self, inner: T) -> CachedNormalizerFilter<T> {
+        CachedNormalizerFilter {
+            inner,
+            filters: self.filters,
+        }
     }
 }
 
 #[derive(Clone)]
-pub struct CachedStemmerFilter<T> {
+pub struct CachedNormalizerFilter<T> {
     inner: T,
+    filters: TextAnalyzer,
 }
 
-impl<T: Tokenizer> Tokenizer for CachedStemmerFilter<T> {
-    type TokenStream<'a> = CachedStemmerStream<T::TokenStream<'a>>;
+impl<T: Tokenizer> Tokenizer for CachedNormalizerFilter<T> {
+    type TokenStream<'a> = CachedNormalizerStream<'a, T::TokenStream<'a>>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        CachedStemmerStream {
+        CachedNormalizerStream {
             tail: self.inner.token_stream(text),
+            filters: &mut self.filters,
             stemmer: Stemmer::new(Algorithm::English),
-            buffer: String::new(),
         }
     }
 }
 
-pub struct CachedStemmerStream<T> {
+pub struct CachedNormalizerStream<'a, T> {
     tail: T,
+    filters: &'a mut TextAnalyzer,
     stemmer: Stemmer,
-    buffer: String,
 }
 
-impl<T: TokenStream> TokenStream for CachedStemmerStream<T> {
-    fn advance(&mut self) -> bool {
-        if !self.tail.advance() {
-            return false;
+impl<T> CachedNormalizerStream<'_, T> {
+    /// `word`'s term, through the filters and the stemmer; `None` for a stop word.
+    fn term_of(&mut self, word: &str) -> Option<Box<str>> {
+        let mut stream = self.filters.token_stream(word);
+        if !stream.advance() {
+            return None;
         }
-        let token = self.tail.token_mut();
-        stem_into(&self.stemmer, &token.text, &mut self.buffer);
-        std::mem::swap(&mut token.text, &mut self.buffer);
-        true
+        Some(self.stemmer.stem(&stream.token().text).into())
+    }
+}
+
+impl<T: TokenStream> TokenStream for CachedNormalizerStream<'_, T> {
+    fn advance(&mut self) -> bool {
+        while self.tail.advance() {
+            let word = &mut self.tail.token_mut().text;
+            {
+                let terms = TERMS.read().unwrap_or_else(|e| e.into_inner());
+                match terms.get(word.as_str()) {
+                    Some(Some(term)) => {
+                        word.clear();
+                        word.push_str(term);
+                        return true;
+                    }
+                    Some(None) => continue,
+                    None => {}
+                }
+            }
+            let raw = std::mem::take(word);
+            let term = self.term_of(&raw);
+            if let Some(t) = &term {
+                self.tail.token_mut().text.push_str(t);
+            }
+            let kept = term.is_some();
+            let mut terms = TERMS.write().unwrap_or_else(|e| e.into_inner());
+            if terms.len() >= MAX_CACHED_WORDS {
+                terms.clear();
+            }
+            terms.insert(raw.into(), term);
+            if kept {
+                return true;
+            }
+        }
+        false
     }
 
     fn token(&self) -> &Token {
@@ -94,42 +141,43 @@ impl<T: TokenStream> TokenStream for CachedStemmerStream<T> {
 #[cfg(test)]
 mod tests {
     use tantivy::tokenizer::{
-        AsciiFoldingFilter, Language, LowerCaser, SimpleTokenizer, Stemmer as TantivyStemmer,
-        TextAnalyzer,
+        AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer,
+        Stemmer as TantivyStemmer, StopWordFilter, TextAnalyzer,
     };
 
     use super::*;
 
-    fn tokens(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
+    fn tokens(analyzer: &mut TextAnalyzer, text: &str) -> Vec<(String, usize, usize)> {
         let mut stream = analyzer.token_stream(text);
         let mut out = Vec::new();
         while let Some(t) = stream.next() {
-            out.push(t.text.clone());
+            out.push((t.text.clone(), t.offset_from, t.offset_to));
         }
         out
     }
 
-    /// The cache gives the stemmer's own stems, the first time a word is seen and after,
-    /// on the labelled set's text and on words the stemmer treats apart (exceptions,
-    /// apostrophes, a leading y, folded accents).
+    /// The cache gives what tantivy's own filters give, terms and offsets, the first time a
+    /// word is seen and after, on the labelled set's text and on words the filters treat
+    /// apart (stop words in any case, exceptions, apostrophes, a leading y, folded accents,
+    /// capitals).
     #[test]
-    fn the_cached_stems_are_the_stemmers() {
+    fn the_cached_terms_are_the_filters() {
         let labelled = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("benches/data/memory-labelled.json"),
         )
         .unwrap();
-        let special = "dying lying tying skis news gently generously yelling Yvonne's \
-                       café naïve cañon running runs ran communism arguing argued happy";
-        let base = || {
-            TextAnalyzer::builder(SimpleTokenizer::default())
-                .filter(LowerCaser)
-                .filter(AsciiFoldingFilter)
-        };
-        let mut theirs = base()
+        let special = "The THE the An and AND Dying lying tying skis news gently generously \
+                       yelling Yvonne's café CAFÉ Naïve cañon Running runs ran communism \
+                       arguing argued happy Straße ÆON ﬁle";
+        let mut theirs = TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(RemoveLongFilter::limit(40))
+            .filter(LowerCaser)
+            .filter(AsciiFoldingFilter)
+            .filter(StopWordFilter::new(Language::English).unwrap())
             .filter(TantivyStemmer::new(Language::English))
             .build();
-        let mut ours = base().filter(CachedStemmer).build();
+        let mut ours = crate::memory::index::analyzer();
         for text in [special, labelled.as_str()] {
             let want = tokens(&mut theirs, text);
             assert!(want.len() > 10);
