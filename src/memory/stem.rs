@@ -3,12 +3,13 @@
 //!
 //! Every text the memory reads goes through the analyzer: entries as they are indexed,
 //! weighed for similarity and checked for a search's coverage, queries, snippets. Those four
-//! filters took most of it: the Snowball stemmer alone ~180 ns a word here, lower-casing and
-//! folding a new `String` each. A knowledge base repeats its vocabulary, so each word as
-//! written is looked up among those already seen (`foldhash`, ~16 ns) and only a new one goes
-//! through the filters. The cache is one for the process, bounded by [`MAX_CACHED_WORDS`] (it
-//! starts over when full), and gives exactly what the filters give, tantivy's own for the
-//! first three: the index's terms do not change with it.
+//! filters took most of it: with tantivy's, a token took 291 ns here, 28 of them the
+//! tokenizer's (the Snowball stemmer alone ~180). A knowledge base repeats its vocabulary,
+//! so each word as written is looked up among those already seen (`foldhash`, ~16 ns) and
+//! only a new one goes through the filters: 71 ns a token. The cache is one for the
+//! process, bounded by [`MAX_CACHED_WORDS`] (it starts over when full), and gives exactly
+//! what the filters give, tantivy's own for the first three: the index's terms do not
+//! change with it.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, RwLock};
