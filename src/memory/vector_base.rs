@@ -3,12 +3,13 @@
 //!
 //! A search touches the pages of the lists it probes only (and the kernel maps the few
 //! around them it read ahead), so the table costs the daemon resident memory for what
-//! searches read (pages the kernel may take back), not for every row: 100,000 rows of 256 dimensions were 25.6 MB of heap, a million 256 MB. The rows
-//! added or changed since the cut live in memory ([`super::vectors::VectorIndex`]) and in
-//! the vector file ([`super::vector_file`]), whose header names the base's generation: a
-//! cut writes the base of the next generation, then the vector file of that generation
-//! holding only what came meanwhile, and the file's rename is the switch. A base whose
-//! generation no vector file names is left over from a cut cut short: removed at open.
+//! searches read (pages the kernel may take back), not for every row: 100,000 rows of 256
+//! dimensions were 25.6 MB of heap, a million 256 MB. The rows added or changed since the
+//! cut live in memory ([`super::vectors::VectorIndex`]) and in the vector file
+//! ([`super::vector_file`]), whose header names the base's generation: a cut writes the
+//! base of the next generation, then the vector file of that generation holding only what
+//! came meanwhile, and the file's rename is the switch. A base whose generation no vector
+//! file names is left over from a cut cut short: removed at open.
 //!
 //! ```text
 //! header (80 bytes): "TDMVBASE" [version: u32] [dimensions: u32] [generation: u64]
