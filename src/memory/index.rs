@@ -529,15 +529,16 @@ impl MemoryIndex {
 
     /// [`Self::plan`] narrowed to the entries holding every word of the query when all of
     /// them are common, once the index holds [`COMMON_FROM_DOCS`] entries: a word of the
-    /// query (weight 1 or more) in more than [`COMMON_SHARE`] of them is common. The context's
-    /// words only add to the score, and the scores are the plan's own: only the entries
-    /// missing one of the words are left out, which rank below those that hold them all.
-    /// Block-max WAND cannot skip the postings of words that most entries hold, so the full
-    /// plan would score most of them; this reads the intersection of their postings. With a
-    /// distinctive word in the query, WAND skips well (an entry without it cannot reach the
-    /// top hits' scores) and the full plan is the faster: narrowed to the entries holding
-    /// one, every one of those was scored (hybrid p99 at a million entries 13.6 → 5.0 ms).
-    /// `None` when nothing narrows: a small index, a distinctive word, or a single word.
+    /// query (weight 1 or more) in more than [`COMMON_SHARE`] of them is common. The
+    /// context's words only add to the score, and the scores are the plan's own: only the
+    /// entries missing one of the words are left out, which rank below those that hold them
+    /// all. Block-max WAND cannot skip the postings of words that most entries hold, so the
+    /// full plan would score most of them; this reads the intersection of their postings.
+    /// With a distinctive word in the query, WAND skips well (an entry without it cannot
+    /// reach the top hits' scores) and the full plan is the faster: narrowed to the entries
+    /// holding one, every one of those was scored (hybrid p99 at a million entries
+    /// 13.6 → 5.0 ms). `None` when nothing narrows: a small index, a distinctive word, or a
+    /// single word.
     pub fn plan_narrowed(
         &self,
         searcher: &Searcher,

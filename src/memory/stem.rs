@@ -2,8 +2,8 @@
 //! English stop words, stemming) in one, with a cache of the words already seen.
 //!
 //! Every text the memory reads goes through the analyzer: entries as they are indexed,
-//! weighed for similarity and checked for a search's coverage, queries, snippets. Those four
-//! filters took most of it: with tantivy's, a token took 291 ns here, 28 of them the
+//! weighed for similarity and checked for a search's coverage, queries, snippets. Those
+//! four filters took most of it: with tantivy's, a token took 291 ns here, 28 of them the
 //! tokenizer's (the Snowball stemmer alone ~180). A knowledge base repeats its vocabulary,
 //! so each word as written is looked up among those already seen (`foldhash`, ~16 ns) and
 //! only a new one goes through the filters: 71 ns a token. The cache is one for the
