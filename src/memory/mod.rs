@@ -125,6 +125,8 @@ pub struct Memory {
     suggestion_keys: sled::Tree,
     /// `{entry}/{suggestion}` for every suggestion not superseded (`suggestions.rs`).
     suggestions_by_entry: sled::Tree,
+    /// The pending suggestions in the order they are listed (`suggestions.rs`).
+    suggestions_pending: sled::Tree,
     meta: sled::Tree,
     /// The dictionaries the entries' records are compressed with...
     codec: Arc<Codec>,
@@ -152,6 +154,7 @@ impl Memory {
             suggestions: db.open_tree("memory.suggestions")?,
             suggestion_keys: db.open_tree("memory.suggestion_keys")?,
             suggestions_by_entry: db.open_tree("memory.suggestions_by_entry")?,
+            suggestions_pending: db.open_tree(suggestions::PENDING)?,
             meta: db.open_tree("memory.meta")?,
             codec: Arc::new(Codec::open(db.open_tree(ENTRY_DICTIONARIES)?)?),
             retraining: Mutex::new(None),
@@ -161,6 +164,7 @@ impl Memory {
             write_lock: Mutex::new(similarity::SimilarityCache::default()),
         };
         suggestions::build_index_if_missing(&memory)?;
+        suggestions::build_pending_if_missing(&memory)?;
         memory.bring_index_up_to_date(&state, progress)?;
         memory.train_dictionary_when_due(memory.entry_count()?, progress)?;
         Ok(memory)
@@ -540,8 +544,15 @@ impl Memory {
             &self.suggestions,
             &self.suggestion_keys,
             &self.suggestions_by_entry,
+            &self.suggestions_pending,
         )
-            .transaction(|(entries, order, meta, sugg, keys, by_entry)| {
+            .transaction(|(entries, order, meta, sugg, keys, by_entry, pending)| {
+                let trees = suggestions::Trees {
+                    suggestions: sugg,
+                    keys,
+                    by_entry,
+                    pending,
+                };
                 entries.insert(entry.id.to_string().as_bytes(), record.as_slice())?;
                 writes::put(order, seq, entry.id, None)?;
                 meta.insert(META_SEQ, &seq.to_be_bytes())?;
@@ -552,7 +563,7 @@ impl Memory {
                     .chain(&suggestions.superseded)
                     .chain(&accepting)
                 {
-                    suggestions::put(sugg, keys, by_entry, s)?;
+                    suggestions::put(&trees, s)?;
                 }
                 Ok::<_, ConflictableTransactionError<MemoryError>>(())
             })?;

@@ -15,16 +15,14 @@
 //!   one still pending, one rejected;
 //! - it repeats another proposal of the same call.
 
-use sled::Transactional;
-use sled::transaction::ConflictableTransactionError;
 use ulid::Ulid;
 
 use super::embeddings::Embedder;
 use super::model::{Entry, Proposal, SuggestionKind, SuggestionStatus};
 use super::similarity::{self, Similar, Threshold, Weighed};
 use super::{
-    Memory, MemoryError, NewProposal, ProposalsOutcome, Result, SkippedProposal, SuggestedEntry,
-    Suggestion, decode, next_id, now, semantic, suggestions, validate,
+    Memory, NewProposal, ProposalsOutcome, Result, SkippedProposal, SuggestedEntry, Suggestion,
+    decode, next_id, now, semantic, suggestions, validate,
 };
 
 impl Memory {
@@ -174,17 +172,7 @@ impl Memory {
         if new.is_empty() {
             return Ok(outcome);
         }
-        (
-            &self.suggestions,
-            &self.suggestion_keys,
-            &self.suggestions_by_entry,
-        )
-            .transaction(|(sugg, keys, by_entry)| {
-                for s in &new {
-                    suggestions::put(sugg, keys, by_entry, s)?;
-                }
-                Ok::<_, ConflictableTransactionError<MemoryError>>(())
-            })?;
+        suggestions::store(self, &new)?;
         self.store.flush()?;
         drop(cache);
         Ok(outcome)

@@ -6,8 +6,6 @@
 
 use std::collections::HashMap;
 
-use sled::Transactional;
-use sled::transaction::ConflictableTransactionError;
 use ulid::Ulid;
 
 use super::model::{MAX_TITLE_CHARS, normalize_id_input};
@@ -39,20 +37,8 @@ impl Memory {
         view: impl Fn(Suggestion) -> Result<V>,
     ) -> Result<(Vec<V>, u64)> {
         let limit = check_range("limit", limit, SUGGESTION_LIMIT)? as usize;
-        let mut pending = Vec::new();
-        for item in self.suggestions.iter().values() {
-            let s: Suggestion = decode(&item?)?;
-            if s.kind == kind && s.status == SuggestionStatus::Pending {
-                pending.push(s);
-            }
-        }
-        pending.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
-        let total = pending.len() as u64;
-        let views = pending
-            .into_iter()
-            .take(limit)
-            .map(view)
-            .collect::<Result<_>>()?;
+        let (page, total) = suggestions::pending_page(self, kind, limit)?;
+        let views = page.into_iter().map(view).collect::<Result<_>>()?;
         Ok((views, total))
     }
 
@@ -151,16 +137,7 @@ impl Memory {
     /// Writes a suggestion whose status changed, with its rows by entry. Caller holds the
     /// write lock and flushes.
     fn store_suggestion(&self, s: &Suggestion) -> Result<()> {
-        (
-            &self.suggestions,
-            &self.suggestion_keys,
-            &self.suggestions_by_entry,
-        )
-            .transaction(|(sugg, keys, by_entry)| {
-                suggestions::put(sugg, keys, by_entry, s)?;
-                Ok::<_, ConflictableTransactionError<MemoryError>>(())
-            })?;
-        Ok(())
+        suggestions::store(self, std::slice::from_ref(s))
     }
 
     /// Accepts a suggestion: creates its link, returns the command that generalises, or

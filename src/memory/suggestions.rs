@@ -1,11 +1,14 @@
 //! Suggestions made on add, under caps per entry, and the index that finds an entry's
 //! suggestions without a scan.
 //!
-//! Three trees: `memory.suggestions` (id → record) holds every suggestion ever made;
+//! Four trees: `memory.suggestions` (id → record) holds every suggestion ever made;
 //! `memory.suggestion_keys` (kind and sorted ids → id; for an entry suggestion, made in
-//! `proposals.rs`, its proposal's key) what each is about, so nothing is suggested twice; `memory.suggestions_by_entry` (`{entry}/{suggestion}` → kind, status,
-//! score) the suggestions touching each entry that are not superseded: what an add weighs,
-//! read by prefix, so an add costs the same with ten suggestions stored or a million.
+//! `proposals.rs`, its proposal's key) what each is about, so nothing is suggested twice;
+//! `memory.suggestions_by_entry` (`{entry}/{suggestion}` → kind, status, score) the
+//! suggestions touching each entry that are not superseded: what an add weighs, read by
+//! prefix, so an add costs the same with ten suggestions stored or a million;
+//! `memory.suggestions_pending` ([`PENDING`]) the pending ones in the order they are
+//! listed, and how many of each kind, so a listing reads its page, not every suggestion.
 //!
 //! Caps: an entry has at most [`MAX_PENDING_LINKS`] pending link suggestions and
 //! [`MAX_PENDING_GENERALIZATIONS`] pending generalisations. When a new one would pass the
@@ -17,7 +20,10 @@ use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use sled::transaction::{TransactionalTree, UnabortableTransactionError};
+use sled::Transactional;
+use sled::transaction::{
+    ConflictableTransactionError, TransactionalTree, UnabortableTransactionError,
+};
 use ulid::Ulid;
 
 use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
@@ -68,26 +74,151 @@ fn by_entry_key(entry: &Ulid, suggestion: &Ulid) -> String {
     format!("{entry}/{suggestion}")
 }
 
-/// Writes a suggestion, its key and its rows in `memory.suggestions_by_entry` (removed
-/// once it is superseded), inside a transaction over those three trees.
+/// `memory.suggestions_pending`: a row for each pending suggestion, keyed by its kind
+/// ([`kind_tag`]), then its score and its id, each stored so that the keys ascend in the
+/// order a listing shows them (the best first; of equal scores, the newest); and under the
+/// kind's tag alone, how many are pending (a `u64`, big-endian).
+pub(super) const PENDING: &str = "memory.suggestions_pending";
+/// The `memory.meta` key set once `memory.suggestions_pending` holds every pending one.
+const META_PENDING: &[u8] = b"suggestions_pending";
+/// A row's key: a kind's tag, a score, an id.
+const PENDING_KEY_LEN: usize = 1 + 4 + 16;
+
+/// The byte a kind's rows and count start with in `memory.suggestions_pending`.
+fn kind_tag(kind: SuggestionKind) -> u8 {
+    match kind {
+        SuggestionKind::Link => b'l',
+        SuggestionKind::Generalize => b'g',
+        SuggestionKind::Entry => b'e',
+    }
+}
+
+/// A pending suggestion's row key. A score's bits are turned so that unsigned order is
+/// [`f32::total_cmp`]'s, then inverted with the id's so the keys ascend best first.
+fn pending_key(s: &Suggestion) -> [u8; PENDING_KEY_LEN] {
+    let bits = s.score.to_bits();
+    let ordered = if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
+    };
+    let mut key = [0; PENDING_KEY_LEN];
+    key[0] = kind_tag(s.kind);
+    key[1..5].copy_from_slice(&(!ordered).to_be_bytes());
+    key[5..].copy_from_slice(&(!u128::from(s.id)).to_be_bytes());
+    key
+}
+
+fn suggestion_of_pending_key(key: &[u8]) -> Option<Ulid> {
+    let id: [u8; 16] = key.get(5..PENDING_KEY_LEN)?.try_into().ok()?;
+    (key.len() == PENDING_KEY_LEN).then(|| Ulid::from(!u128::from_be_bytes(id)))
+}
+
+fn read_count(bytes: Option<&[u8]>) -> u64 {
+    bytes
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// The suggestion trees, inside a transaction over them (and whatever else it writes).
+pub(super) struct Trees<'t> {
+    pub suggestions: &'t TransactionalTree,
+    pub keys: &'t TransactionalTree,
+    pub by_entry: &'t TransactionalTree,
+    pub pending: &'t TransactionalTree,
+}
+
+/// Writes a suggestion, its key, its rows in `memory.suggestions_by_entry` (removed once
+/// it is superseded) and its row in `memory.suggestions_pending` while it is pending, with
+/// its kind's count.
 pub(super) fn put(
-    suggestions: &TransactionalTree,
-    keys: &TransactionalTree,
-    by_entry: &TransactionalTree,
+    t: &Trees<'_>,
     s: &Suggestion,
 ) -> std::result::Result<(), UnabortableTransactionError> {
     let id = s.id.to_string();
-    suggestions.insert(id.as_bytes(), encode(s))?;
-    keys.insert(s.identity().as_bytes(), id.as_bytes())?;
+    t.suggestions.insert(id.as_bytes(), encode(s))?;
+    t.keys.insert(s.identity().as_bytes(), id.as_bytes())?;
     for e in &s.entries {
         let key = by_entry_key(e, &s.id);
         if s.status == SuggestionStatus::Superseded {
-            by_entry.remove(key.as_bytes())?;
+            t.by_entry.remove(key.as_bytes())?;
         } else {
-            by_entry.insert(key.as_bytes(), encode(&Touch::of(s)))?;
+            t.by_entry.insert(key.as_bytes(), encode(&Touch::of(s)))?;
         }
     }
+    let row = pending_key(s);
+    let counted: i64 = if s.status == SuggestionStatus::Pending {
+        t.pending.insert(&row[..], &[][..])?.is_none().into()
+    } else {
+        -i64::from(t.pending.remove(&row[..])?.is_some())
+    };
+    if counted != 0 {
+        let tag = [kind_tag(s.kind)];
+        let count = read_count(t.pending.get(tag)?.as_deref());
+        let count = count.saturating_add_signed(counted);
+        t.pending.insert(&tag[..], &count.to_be_bytes()[..])?;
+    }
     Ok(())
+}
+
+/// Writes `list` in one transaction over the suggestion trees. Caller holds the write lock
+/// and flushes.
+pub(super) fn store(memory: &Memory, list: &[Suggestion]) -> Result<()> {
+    (
+        &memory.suggestions,
+        &memory.suggestion_keys,
+        &memory.suggestions_by_entry,
+        &memory.suggestions_pending,
+    )
+        .transaction(|(suggestions, keys, by_entry, pending)| {
+            let trees = Trees {
+                suggestions,
+                keys,
+                by_entry,
+                pending,
+            };
+            for s in list {
+                put(&trees, s)?;
+            }
+            Ok::<_, ConflictableTransactionError<super::MemoryError>>(())
+        })?;
+    Ok(())
+}
+
+/// The first `limit` pending suggestions of `kind` (the best first; of equal scores, the
+/// newest), and how many of that kind are pending: the page's rows and records are read,
+/// and nothing else.
+pub(super) fn pending_page(
+    memory: &Memory,
+    kind: SuggestionKind,
+    limit: usize,
+) -> Result<(Vec<Suggestion>, u64)> {
+    let tag = [kind_tag(kind)];
+    let total = read_count(memory.suggestions_pending.get(tag)?.as_deref());
+    let mut page = Vec::new();
+    for key in memory.suggestions_pending.scan_prefix(tag).keys() {
+        let key = key?;
+        if key.len() == tag.len() {
+            continue;
+        }
+        if page.len() == limit {
+            break;
+        }
+        let id = suggestion_of_pending_key(&key)
+            .ok_or_else(|| super::MemoryError::Corrupt(format!("a bad key in {PENDING}")))?;
+        page.push(load(memory, &id)?);
+    }
+    Ok((page, total))
+}
+
+/// A stored suggestion, which an index names.
+fn load(memory: &Memory, id: &Ulid) -> Result<Suggestion> {
+    match memory.suggestions.get(id.to_string())? {
+        Some(bytes) => decode(&bytes),
+        None => Err(super::MemoryError::Corrupt(format!(
+            "suggestion {id} is indexed but not stored"
+        ))),
+    }
 }
 
 /// What an add changes: suggestions to create, and existing ones superseded.
@@ -165,12 +296,7 @@ impl Planner<'_, '_, '_> {
     }
 
     fn load(&self, id: &Ulid) -> Result<Suggestion> {
-        match self.memory.suggestions.get(id.to_string())? {
-            Some(bytes) => decode(&bytes),
-            None => Err(super::MemoryError::Corrupt(format!(
-                "suggestion {id} is indexed but not stored"
-            ))),
-        }
+        load(self.memory, id)
     }
 
     fn supersede(&mut self, id: Ulid) -> Result<()> {
@@ -435,6 +561,8 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
     if memory.meta.contains_key(META_BY_ENTRY)? {
         return Ok(());
     }
+    // What this supersedes leaves `memory.suggestions_pending`: it is built again after.
+    memory.meta.remove(META_PENDING)?;
     memory.suggestions_by_entry.clear()?;
     let mut live: Vec<Suggestion> = Vec::new();
     for item in memory.suggestions.iter().values() {
@@ -498,17 +626,46 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
     Ok(())
 }
 
+/// Builds `memory.suggestions_pending` when it is missing (a data dir written before it,
+/// format 4 or older, or one [`build_index_if_missing`] changed): a row for each pending
+/// suggestion, and each kind's count. Runs once; a marker in `memory.meta`, written after
+/// the rows are flushed, says it is done, so a crash before it builds them again.
+pub(super) fn build_pending_if_missing(memory: &Memory) -> Result<()> {
+    if memory.meta.contains_key(META_PENDING)? {
+        return Ok(());
+    }
+    memory.suggestions_pending.clear()?;
+    let mut batch = sled::Batch::default();
+    let mut counts: HashMap<u8, u64> = HashMap::new();
+    for item in memory.suggestions.iter().values() {
+        let s: Suggestion = decode(&item?)?;
+        if s.status == SuggestionStatus::Pending {
+            batch.insert(&pending_key(&s)[..], &[][..]);
+            *counts.entry(kind_tag(s.kind)).or_default() += 1;
+        }
+    }
+    for (tag, count) in &counts {
+        batch.insert(&[*tag][..], &count.to_be_bytes()[..]);
+    }
+    let pending: u64 = counts.values().sum();
+    if pending > 0 {
+        tracing::info!("indexing {pending} pending suggestions (a data dir from before the index)");
+    }
+    memory.suggestions_pending.apply_batch(batch)?;
+    memory.store.flush()?;
+    memory.meta.insert(META_PENDING, &[1u8])?;
+    memory.store.flush()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use sled::Transactional;
-    use sled::transaction::ConflictableTransactionError;
-
     use super::*;
+    use crate::memory::NoProgress;
     use crate::memory::model::EntryType;
     use crate::memory::similarity::{SimilarityCache, Words};
-    use crate::memory::{MemoryError, NoProgress};
     use crate::store::Store;
 
     fn entry(entry_type: EntryType) -> Entry {
@@ -547,18 +704,8 @@ mod tests {
             &mut lookup,
         )
         .unwrap();
-        (
-            &memory.suggestions,
-            &memory.suggestion_keys,
-            &memory.suggestions_by_entry,
-        )
-            .transaction(|(sugg, keys, by_entry)| {
-                for s in plan.new.iter().chain(&plan.superseded) {
-                    put(sugg, keys, by_entry, s)?;
-                }
-                Ok::<_, ConflictableTransactionError<MemoryError>>(())
-            })
-            .unwrap();
+        let written: Vec<Suggestion> = plan.new.iter().chain(&plan.superseded).cloned().collect();
+        store(memory, &written).unwrap();
         plan
     }
 
@@ -580,6 +727,83 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path()).unwrap());
         (dir, Memory::open(store, &NoProgress).unwrap())
+    }
+
+    /// The ids of the pending suggestions of `kind` a scan of every suggestion finds, in
+    /// the order a listing shows them.
+    fn scanned(memory: &Memory, kind: SuggestionKind) -> Vec<Ulid> {
+        let mut pending: Vec<Suggestion> = memory
+            .suggestions
+            .iter()
+            .values()
+            .map(|v| decode::<Suggestion>(&v.unwrap()).unwrap())
+            .filter(|s| s.kind == kind && s.status == SuggestionStatus::Pending)
+            .collect();
+        pending.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
+        pending.into_iter().map(|s| s.id).collect()
+    }
+
+    fn listed(memory: &Memory, kind: SuggestionKind, limit: usize) -> (Vec<Ulid>, u64) {
+        let (page, total) = pending_page(memory, kind, limit).unwrap();
+        (page.into_iter().map(|s| s.id).collect(), total)
+    }
+
+    #[test]
+    fn the_pending_index_lists_what_a_scan_of_every_suggestion_finds() {
+        let (_dir, memory) = memory();
+        let bugs: Vec<Entry> = (0..4).map(|_| stored(&memory, EntryType::Bug)).collect();
+        // Scores that repeat, so that equals are listed by id, and enough adds for the caps
+        // to supersede the weakest.
+        for score in [0.35, 0.5, 0.9, 0.5, 0.7].repeat(5) {
+            let near: Vec<Similar> = bugs.iter().map(|b| similar(b, score)).collect();
+            add(&memory, &entry(EntryType::Bug), &near);
+        }
+        let mut rejected: Vec<Suggestion> = scanned(&memory, SuggestionKind::Link)
+            .iter()
+            .step_by(3)
+            .map(|id| load(&memory, id).unwrap())
+            .collect();
+        for s in &mut rejected {
+            s.status = SuggestionStatus::Rejected;
+        }
+        store(&memory, &rejected).unwrap();
+        let check = |memory: &Memory| {
+            for kind in [SuggestionKind::Link, SuggestionKind::Generalize] {
+                let all = scanned(memory, kind);
+                let total = all.len() as u64;
+                assert!(all.len() >= 3, "{kind:?}: {all:?}");
+                assert_eq!(listed(memory, kind, 1000), (all.clone(), total), "{kind:?}");
+                assert_eq!(
+                    listed(memory, kind, 2),
+                    (all[..2].to_vec(), total),
+                    "{kind:?}"
+                );
+            }
+            assert_eq!(listed(memory, SuggestionKind::Entry, 10), (Vec::new(), 0));
+        };
+        check(&memory);
+        let listed_in_all = scanned(&memory, SuggestionKind::Link).len()
+            + scanned(&memory, SuggestionKind::Generalize).len()
+            + rejected.len();
+        assert!(
+            memory.suggestions.len() > listed_in_all,
+            "some were superseded"
+        );
+
+        // A data dir written before the index: it is built as the memory opens, the same.
+        let rows = |memory: &Memory| -> Vec<(sled::IVec, sled::IVec)> {
+            memory
+                .suggestions_pending
+                .iter()
+                .map(Result::unwrap)
+                .collect()
+        };
+        let kept = rows(&memory);
+        memory.meta.remove(META_PENDING).unwrap();
+        memory.suggestions_pending.clear().unwrap();
+        build_pending_if_missing(&memory).unwrap();
+        assert_eq!(rows(&memory), kept);
+        check(&memory);
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! {thing} {failure} under load ({i})"). `tests/data/format-3-home.tar.gz` is the format 1
 //! data dir opened by tandem at format 3, then 40 entries imported ("Imported finding
 //! {i}", the decision updated between the 20th and the 21st) and one added ("Added last in
-//! format 3").
+//! format 3"). `tests/data/format-4-home.tar.gz` is a new data dir written by tandem at
+//! format 4: thirteen entries added, twelve in three groups of near-duplicates, which made
+//! link and generalisation suggestions, one of them then rejected and one accepted.
 
 use serde_json::Value;
 
@@ -198,7 +200,7 @@ fn a_format_3_data_dir_keeps_the_order_of_its_writes() {
         "--title",
         "Added after the upgrade",
         "--content",
-        "Written in format 4.",
+        "Written after the upgrade.",
     ]));
     assert_eq!(
         recent(3),
@@ -213,4 +215,61 @@ fn a_format_3_data_dir_keeps_the_order_of_its_writes() {
         found["results"][0]["title"], "Imported finding 33",
         "{found}"
     );
+}
+
+/// Format 4 listed the pending suggestions by reading every suggestion ever made; format 5
+/// keeps them in the order they are listed, an index the memory builds as it opens an
+/// older data dir. The listing is the one format 4 printed, and a suggestion resolved after
+/// the upgrade leaves it.
+#[test]
+fn a_format_4_data_dir_lists_its_pending_suggestions_as_before() {
+    let home = home_of_format(4);
+    assert_eq!(format_of(&home), 4);
+    let run = |args: &[&str]| tandem(&home, args);
+    let ids = |listed: &Value, kind: &str| -> Vec<String> {
+        let suggestions = listed[kind]["suggestions"].as_array().unwrap();
+        suggestions
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let listed = succeeds_json(run(&["memory", "suggestions"]));
+    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    let links = [
+        "01M8EHWJPYV8HFMM43FF02ZKJG",
+        "01M8EHWJWP1WZBD6NDGT47DQD0",
+        "01M8EHWJWP136HM5NHAHEXNC6C",
+        "01M8EHWJCSDD0SC0NAK9Q0BZ4V",
+        "01M8EHW9GM028J2ERAT41B85F1",
+        "01M8EHW9P6A4QVV9KJFG1ACSXB",
+        "01M8EHW9P69FQ14J6TH8YJBFVZ",
+    ];
+    assert_eq!(ids(&listed, "links"), links, "{listed}");
+    assert_eq!(listed["links"]["total_pending"], 7);
+    assert_eq!(
+        ids(&listed, "generalize"),
+        [
+            "01M8EHWJWPSS7MGPV87WP8SN3T",
+            "01M8EHWJCSVDX2MRJMYEPYWBHJ",
+            "01M8EHW9P60DGE0RAS033N8MRE"
+        ],
+        "{listed}"
+    );
+    assert_eq!(listed["generalize"]["total_pending"], 3);
+
+    succeeds(run(&["memory", "reject", links[1]]));
+    let listed = succeeds_json(run(&[
+        "memory",
+        "suggestions",
+        "--kind",
+        "link",
+        "--limit",
+        "3",
+    ]));
+    assert_eq!(
+        ids(&listed, "links"),
+        [links[0], links[2], links[3]],
+        "{listed}"
+    );
+    assert_eq!(listed["links"]["total_pending"], 6);
 }
