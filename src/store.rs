@@ -26,9 +26,10 @@ use crate::codec::Codec;
 /// format 3 kept a record a write (`memory.by_seq`, ~140 bytes an entry): the memory
 /// converts the tree as it opens (`memory/writes.rs`), so an upgrade from 3 only records
 /// the format here. 5: the pending suggestions are kept in the order they are listed, with
-/// each kind's count (`memory.suggestions_pending`), which an older binary's writes would
-/// leave behind; the memory builds the tree as it opens (`memory/suggestions.rs`), so an
-/// upgrade from 4 only records the format too.
+/// each kind's count (`memory.suggestions_pending`), and each entry's suggestions in a row
+/// of its own (`memory.suggestions_of_entry`, where 4 kept a row an entry and suggestion):
+/// indexes an older binary's writes would leave behind. The memory builds them as it opens
+/// (`memory/suggestions.rs`), so an upgrade from 4 only records the format too.
 pub const FORMAT_VERSION: u32 = 5;
 
 /// The memory's entries: their records are compressed by [`crate::codec`]...

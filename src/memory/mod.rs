@@ -123,8 +123,8 @@ pub struct Memory {
     links_in: sled::Tree,
     suggestions: sled::Tree,
     suggestion_keys: sled::Tree,
-    /// `{entry}/{suggestion}` for every suggestion not superseded (`suggestions.rs`).
-    suggestions_by_entry: sled::Tree,
+    /// Each entry's suggestions that are not superseded (`suggestions.rs`).
+    suggestions_of_entry: sled::Tree,
     /// The pending suggestions in the order they are listed (`suggestions.rs`).
     suggestions_pending: sled::Tree,
     meta: sled::Tree,
@@ -153,7 +153,7 @@ impl Memory {
             links_in: db.open_tree("memory.links_in")?,
             suggestions: db.open_tree("memory.suggestions")?,
             suggestion_keys: db.open_tree("memory.suggestion_keys")?,
-            suggestions_by_entry: db.open_tree("memory.suggestions_by_entry")?,
+            suggestions_of_entry: db.open_tree(suggestions::OF_ENTRY)?,
             suggestions_pending: db.open_tree(suggestions::PENDING)?,
             meta: db.open_tree("memory.meta")?,
             codec: Arc::new(Codec::open(db.open_tree(ENTRY_DICTIONARIES)?)?),
@@ -543,14 +543,14 @@ impl Memory {
             &self.meta,
             &self.suggestions,
             &self.suggestion_keys,
-            &self.suggestions_by_entry,
+            &self.suggestions_of_entry,
             &self.suggestions_pending,
         )
-            .transaction(|(entries, order, meta, sugg, keys, by_entry, pending)| {
+            .transaction(|(entries, order, meta, sugg, keys, of_entry, pending)| {
                 let trees = suggestions::Trees {
                     suggestions: sugg,
                     keys,
-                    by_entry,
+                    of_entry,
                     pending,
                 };
                 entries.insert(entry.id.to_string().as_bytes(), record.as_slice())?;

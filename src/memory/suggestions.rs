@@ -4,9 +4,9 @@
 //! Four trees: `memory.suggestions` (id → record) holds every suggestion ever made;
 //! `memory.suggestion_keys` (kind and sorted ids → id; for an entry suggestion, made in
 //! `proposals.rs`, its proposal's key) what each is about, so nothing is suggested twice;
-//! `memory.suggestions_by_entry` (`{entry}/{suggestion}` → kind, status, score) the
-//! suggestions touching each entry that are not superseded: what an add weighs, read by
-//! prefix, so an add costs the same with ten suggestions stored or a million;
+//! `memory.suggestions_of_entry` (an entry → its [`Touches`]: kind, status and score of
+//! each suggestion touching it that is not superseded) what an add weighs, one read an
+//! entry, so an add costs the same with ten suggestions stored or a million;
 //! `memory.suggestions_pending` ([`PENDING`]) the pending ones in the order they are
 //! listed, and how many of each kind, so a listing reads its page, not every suggestion.
 //!
@@ -19,11 +19,8 @@
 use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 use sled::Transactional;
-use sled::transaction::{
-    ConflictableTransactionError, TransactionalTree, UnabortableTransactionError,
-};
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 use ulid::Ulid;
 
 use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
@@ -44,12 +41,17 @@ const MAX_LINKS_PER_ADD: usize = 3;
 /// the new entry (the first members' first).
 const GENERALIZE_REASON_WORDS: usize = 5;
 
-/// The `memory.meta` key set once `memory.suggestions_by_entry` holds every suggestion.
-const META_BY_ENTRY: &[u8] = b"suggestions_by_entry";
+/// `memory.suggestions_of_entry`: an entry's id (16 bytes, big-endian) → [`Touches`].
+pub(super) const OF_ENTRY: &str = "memory.suggestions_of_entry";
+/// The `memory.meta` key set once `memory.suggestions_of_entry` holds every suggestion.
+const META_OF_ENTRY: &[u8] = b"suggestions_of_entry";
+/// What format 4 kept instead: a row for each entry and suggestion (`{entry}/{suggestion}`
+/// → its [`Touch`] in JSON), ~550 bytes of sled's file a row; dropped once converted.
+const LEGACY_BY_ENTRY: &str = "memory.suggestions_by_entry";
+const LEGACY_META_BY_ENTRY: &[u8] = b"suggestions_by_entry";
 
-/// One row of `memory.suggestions_by_entry`: what an add needs of a suggestion touching
-/// an entry, without reading the suggestion.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// What an add needs of a suggestion touching an entry, without reading the suggestion.
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Touch {
     kind: SuggestionKind,
     status: SuggestionStatus,
@@ -70,8 +72,93 @@ impl Touch {
     }
 }
 
-fn by_entry_key(entry: &Ulid, suggestion: &Ulid) -> String {
-    format!("{entry}/{suggestion}")
+/// An entry's suggestions that are not superseded, by id, as `memory.suggestions_of_entry`
+/// keeps them: [`TOUCH_LEN`] bytes each (the id, big-endian; the kind's tag; the status's;
+/// the score, big-endian), in the order of their ids.
+struct Touches(Vec<(Ulid, Touch)>);
+
+const TOUCH_LEN: usize = 16 + 1 + 1 + 4;
+
+impl Touches {
+    fn decode(bytes: &[u8]) -> Result<Touches> {
+        let corrupt = || super::MemoryError::Corrupt(format!("a bad row in {OF_ENTRY}"));
+        if !bytes.len().is_multiple_of(TOUCH_LEN) {
+            return Err(corrupt());
+        }
+        let touch = |b: &[u8]| -> Option<(Ulid, Touch)> {
+            let id = u128::from_be_bytes(b[..16].try_into().ok()?);
+            let kind = [
+                SuggestionKind::Link,
+                SuggestionKind::Generalize,
+                SuggestionKind::Entry,
+            ]
+            .into_iter()
+            .find(|k| kind_tag(*k) == b[16])?;
+            let status = [
+                SuggestionStatus::Pending,
+                SuggestionStatus::Accepted,
+                SuggestionStatus::Rejected,
+            ]
+            .into_iter()
+            .find(|s| status_tag(*s) == b[17])?;
+            let score = f32::from_be_bytes(b[18..22].try_into().ok()?);
+            Some((
+                Ulid::from(id),
+                Touch {
+                    kind,
+                    status,
+                    score,
+                },
+            ))
+        };
+        let touches = bytes.chunks(TOUCH_LEN).map(touch).collect::<Option<_>>();
+        touches.map(Touches).ok_or_else(corrupt)
+    }
+
+    fn read(tree: &sled::Tree, entry: &Ulid) -> Result<Touches> {
+        match tree.get(entry_key(entry))? {
+            Some(bytes) => Touches::decode(&bytes),
+            None => Ok(Touches(Vec::new())),
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.0.len() * TOUCH_LEN);
+        for (id, t) in &self.0 {
+            out.extend_from_slice(&u128::from(*id).to_be_bytes());
+            out.push(kind_tag(t.kind));
+            out.push(status_tag(t.status));
+            out.extend_from_slice(&t.score.to_be_bytes());
+        }
+        out
+    }
+
+    /// `s` as it touches the entry: put in its place, or taken out once superseded.
+    fn set(&mut self, s: &Suggestion) {
+        let at = self.0.binary_search_by(|(id, _)| id.cmp(&s.id));
+        match (at, s.status) {
+            (Ok(i), SuggestionStatus::Superseded) => {
+                self.0.remove(i);
+            }
+            (Err(_), SuggestionStatus::Superseded) => {}
+            (Ok(i), _) => self.0[i].1 = Touch::of(s),
+            (Err(i), _) => self.0.insert(i, (s.id, Touch::of(s))),
+        }
+    }
+}
+
+fn entry_key(entry: &Ulid) -> [u8; 16] {
+    u128::from(*entry).to_be_bytes()
+}
+
+/// A stored status's byte (a superseded suggestion touches no entry).
+fn status_tag(status: SuggestionStatus) -> u8 {
+    match status {
+        SuggestionStatus::Pending => b'p',
+        SuggestionStatus::Accepted => b'a',
+        SuggestionStatus::Rejected => b'r',
+        SuggestionStatus::Superseded => b's',
+    }
 }
 
 /// `memory.suggestions_pending`: a row for each pending suggestion, keyed by its kind
@@ -124,26 +211,31 @@ fn read_count(bytes: Option<&[u8]>) -> u64 {
 pub(super) struct Trees<'t> {
     pub suggestions: &'t TransactionalTree,
     pub keys: &'t TransactionalTree,
-    pub by_entry: &'t TransactionalTree,
+    pub of_entry: &'t TransactionalTree,
     pub pending: &'t TransactionalTree,
 }
 
-/// Writes a suggestion, its key, its rows in `memory.suggestions_by_entry` (removed once
-/// it is superseded) and its row in `memory.suggestions_pending` while it is pending, with
-/// its kind's count.
+/// Writes a suggestion, its key, its place in the rows of `memory.suggestions_of_entry`
+/// (taken out once it is superseded) and its row in `memory.suggestions_pending` while it
+/// is pending, with its kind's count.
 pub(super) fn put(
     t: &Trees<'_>,
     s: &Suggestion,
-) -> std::result::Result<(), UnabortableTransactionError> {
+) -> std::result::Result<(), ConflictableTransactionError<super::MemoryError>> {
     let id = s.id.to_string();
     t.suggestions.insert(id.as_bytes(), encode(s))?;
     t.keys.insert(s.identity().as_bytes(), id.as_bytes())?;
     for e in &s.entries {
-        let key = by_entry_key(e, &s.id);
-        if s.status == SuggestionStatus::Superseded {
-            t.by_entry.remove(key.as_bytes())?;
+        let key = entry_key(e);
+        let mut touches = match t.of_entry.get(key)? {
+            Some(bytes) => Touches::decode(&bytes).map_err(ConflictableTransactionError::Abort)?,
+            None => Touches(Vec::new()),
+        };
+        touches.set(s);
+        if touches.0.is_empty() {
+            t.of_entry.remove(&key[..])?;
         } else {
-            t.by_entry.insert(key.as_bytes(), encode(&Touch::of(s)))?;
+            t.of_entry.insert(&key[..], touches.encode())?;
         }
     }
     let row = pending_key(s);
@@ -167,14 +259,14 @@ pub(super) fn store(memory: &Memory, list: &[Suggestion]) -> Result<()> {
     (
         &memory.suggestions,
         &memory.suggestion_keys,
-        &memory.suggestions_by_entry,
+        &memory.suggestions_of_entry,
         &memory.suggestions_pending,
     )
-        .transaction(|(suggestions, keys, by_entry, pending)| {
+        .transaction(|(suggestions, keys, of_entry, pending)| {
             let trees = Trees {
                 suggestions,
                 keys,
-                by_entry,
+                of_entry,
                 pending,
             };
             for s in list {
@@ -257,7 +349,7 @@ struct Planner<'m, 'l, 'c> {
     lookup: &'l mut Lookup<'c>,
     now: Timestamp,
     /// Each entry's suggestions that are not superseded, as this plan leaves them; read
-    /// from `memory.suggestions_by_entry` on first use.
+    /// from `memory.suggestions_of_entry` on first use.
     live: HashMap<Ulid, Vec<(Ulid, Touch)>>,
     plan: Plan,
 }
@@ -265,18 +357,8 @@ struct Planner<'m, 'l, 'c> {
 impl Planner<'_, '_, '_> {
     fn live(&mut self, entry: Ulid) -> Result<&mut Vec<(Ulid, Touch)>> {
         if !self.live.contains_key(&entry) {
-            let mut rows = Vec::new();
-            for item in self
-                .memory
-                .suggestions_by_entry
-                .scan_prefix(format!("{entry}/"))
-            {
-                let (key, value) = item?;
-                let id = suggestion_of_key(&key)?;
-                if !self.plan.superseded.iter().any(|s| s.id == id) {
-                    rows.push((id, decode::<Touch>(&value)?));
-                }
-            }
+            let mut rows = Touches::read(&self.memory.suggestions_of_entry, &entry)?.0;
+            rows.retain(|(id, _)| !self.plan.superseded.iter().any(|s| s.id == *id));
             for s in self.plan.new.iter().filter(|s| s.entries.contains(&entry)) {
                 rows.push((s.id, Touch::of(s)));
             }
@@ -545,25 +627,18 @@ fn mean(scores: impl Iterator<Item = f32>) -> f32 {
     sum / n.max(1) as f32
 }
 
-fn suggestion_of_key(key: &[u8]) -> Result<Ulid> {
-    std::str::from_utf8(key)
-        .ok()
-        .and_then(|k| k.rsplit('/').next())
-        .and_then(|id| Ulid::from_string(id).ok())
-        .ok_or_else(|| super::MemoryError::Corrupt("bad key in suggestions_by_entry".into()))
-}
-
-/// Builds `memory.suggestions_by_entry` when it is missing (a data dir written before it
-/// existed), and brings every entry within the caps: of an entry's pending suggestions of
-/// one kind beyond its cap, the weakest are superseded. Runs once; a marker in
-/// `memory.meta`, written after the rows are flushed, says it is done.
+/// Builds `memory.suggestions_of_entry` when it is missing (a data dir written before it
+/// existed: format 4's rows a suggestion and entry are dropped after), and brings every
+/// entry within the caps: of an entry's pending suggestions of one kind beyond its cap,
+/// the weakest are superseded. Runs once; a marker in `memory.meta`, written after the
+/// rows are flushed, says it is done.
 pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
-    if memory.meta.contains_key(META_BY_ENTRY)? {
+    if memory.meta.contains_key(META_OF_ENTRY)? {
         return Ok(());
     }
     // What this supersedes leaves `memory.suggestions_pending`: it is built again after.
     memory.meta.remove(META_PENDING)?;
-    memory.suggestions_by_entry.clear()?;
+    memory.suggestions_of_entry.clear()?;
     let mut live: Vec<Suggestion> = Vec::new();
     for item in memory.suggestions.iter().values() {
         let s: Suggestion = decode(&item?)?;
@@ -607,22 +682,35 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
             superseded += 1;
         }
     }
-    let mut batch = sled::Batch::default();
+    let mut of_entry: HashMap<Ulid, Touches> = HashMap::new();
     for s in live
         .iter()
         .filter(|s| s.status != SuggestionStatus::Superseded)
     {
         for e in &s.entries {
-            batch.insert(by_entry_key(e, &s.id).as_bytes(), encode(&Touch::of(s)));
+            of_entry.entry(*e).or_insert(Touches(Vec::new())).set(s);
         }
     }
-    memory.suggestions_by_entry.apply_batch(batch)?;
+    let mut batch = sled::Batch::default();
+    for (entry, touches) in &of_entry {
+        batch.insert(&entry_key(entry)[..], touches.encode());
+    }
+    memory.suggestions_of_entry.apply_batch(batch)?;
     memory.store.flush()?;
     if superseded > 0 {
         tracing::info!("superseded {superseded} pending suggestions beyond the caps per entry");
     }
-    memory.meta.insert(META_BY_ENTRY, &[1u8])?;
+    memory.meta.insert(META_OF_ENTRY, &[1u8])?;
     memory.store.flush()?;
+    let db = memory.store.db();
+    if db
+        .tree_names()
+        .iter()
+        .any(|n| n == LEGACY_BY_ENTRY.as_bytes())
+    {
+        db.drop_tree(LEGACY_BY_ENTRY)?;
+    }
+    memory.meta.remove(LEGACY_META_BY_ENTRY)?;
     Ok(())
 }
 
@@ -711,13 +799,12 @@ mod tests {
 
     /// The scores of an entry's pending suggestions of a kind, sorted.
     fn pending_scores(memory: &Memory, entry: &Entry, kind: SuggestionKind) -> Vec<f32> {
-        let mut scores: Vec<f32> = memory
-            .suggestions_by_entry
-            .scan_prefix(format!("{}/", entry.id))
-            .values()
-            .map(|v| decode::<Touch>(&v.unwrap()).unwrap())
-            .filter(|t| t.is_pending(kind))
-            .map(|t| t.score)
+        let touches = Touches::read(&memory.suggestions_of_entry, &entry.id).unwrap();
+        let mut scores: Vec<f32> = touches
+            .0
+            .iter()
+            .filter(|(_, t)| t.is_pending(kind))
+            .map(|(_, t)| t.score)
             .collect();
         scores.sort_by(f32::total_cmp);
         scores

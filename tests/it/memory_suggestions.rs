@@ -39,17 +39,18 @@ fn stored(store: &Store) -> Vec<Suggestion> {
         .collect()
 }
 
-/// The rows of the index by entry: (entry, suggestion).
+/// What the index by entry holds: (entry, suggestion). A row is an entry's id (16 bytes,
+/// big-endian) → 22 bytes a suggestion, its id first.
 fn by_entry_rows(store: &Store) -> HashSet<(Ulid, Ulid)> {
-    let tree = store.db().open_tree("memory.suggestions_by_entry").unwrap();
-    tree.iter()
-        .keys()
-        .map(|k| {
-            let k = k.unwrap();
-            let (e, s) = std::str::from_utf8(&k).unwrap().split_once('/').unwrap();
-            (Ulid::from_string(e).unwrap(), Ulid::from_string(s).unwrap())
-        })
-        .collect()
+    let tree = store.db().open_tree("memory.suggestions_of_entry").unwrap();
+    let id = |b: &[u8]| Ulid::from(u128::from_be_bytes(b[..16].try_into().unwrap()));
+    let mut rows = HashSet::new();
+    for item in tree.iter() {
+        let (entry, touches) = item.unwrap();
+        assert_eq!(touches.len() % 22, 0, "{touches:?}");
+        rows.extend(touches.chunks(22).map(|t| (id(&entry), id(t))));
+    }
+    rows
 }
 
 /// The invariants of the stored suggestions, whatever the adds were.
@@ -168,14 +169,18 @@ fn a_data_dir_without_the_index_by_entry_gets_it_at_open() {
         .map(|e| e.id.to_string())
         .collect();
     drop(memory);
-    // What a data dir of an earlier version holds: no index by entry, no marker, and an
-    // entry with more pending links than the cap (scores 0.40, 0.41, ...; the suggestions
-    // of the adds are forgotten, so that these are all there is).
+    // What a data dir of an earlier version holds: no index by entry (format 4's rows a
+    // suggestion and entry, which the open drops, or none), no marker, and an entry with
+    // more pending links than the cap (scores 0.40, 0.41, ...; the suggestions of the
+    // adds are forgotten, so that these are all there is).
     let db = store.db();
-    db.drop_tree("memory.suggestions_by_entry").unwrap();
-    db.open_tree("memory.meta")
-        .unwrap()
-        .remove("suggestions_by_entry")
+    db.drop_tree("memory.suggestions_of_entry").unwrap();
+    let meta = db.open_tree("memory.meta").unwrap();
+    meta.remove("suggestions_of_entry").unwrap();
+    meta.insert("suggestions_by_entry", &[1u8]).unwrap();
+    let legacy = db.open_tree("memory.suggestions_by_entry").unwrap();
+    legacy
+        .insert(format!("{}/{}", ids[0], Ulid::new()), &b"{}"[..])
         .unwrap();
     let suggestions = db.open_tree("memory.suggestions").unwrap();
     let keys = db.open_tree("memory.suggestion_keys").unwrap();
@@ -205,11 +210,16 @@ fn a_data_dir_without_the_index_by_entry_gets_it_at_open() {
         old.push((s.id, s.score));
     }
     db.flush().unwrap();
-    drop((suggestions, keys));
+    drop((suggestions, keys, meta, legacy));
     drop(store);
 
     let (store, memory) = open(&home);
     check_invariants(&store);
+    let names = store.db().tree_names();
+    assert!(
+        !names.iter().any(|n| n == b"memory.suggestions_by_entry"),
+        "{names:?}"
+    );
     // The crowded entry keeps its strongest pending links.
     let pending_of_crowded: Vec<Suggestion> = stored(&store)
         .into_iter()
