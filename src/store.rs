@@ -28,8 +28,10 @@ use crate::codec::Codec;
 /// the format here. 5: the pending suggestions are kept in the order they are listed, with
 /// each kind's count (`memory.suggestions_pending`), and each entry's suggestions in a row
 /// of its own (`memory.suggestions_of_entry`, where 4 kept a row an entry and suggestion):
-/// indexes an older binary's writes would leave behind. The memory builds them as it opens
-/// (`memory/suggestions.rs`), so an upgrade from 4 only records the format too.
+/// indexes an older binary's writes would leave behind; and the suggestions' records and
+/// keys are binary, where 4 wrote JSON and text. The memory builds the indexes and writes
+/// the records and keys again as it opens (`memory/suggestions.rs`), so an upgrade from 4
+/// only records the format too.
 pub const FORMAT_VERSION: u32 = 5;
 
 /// The memory's entries: their records are compressed by [`crate::codec`]...

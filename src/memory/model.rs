@@ -141,6 +141,23 @@ string_enum!(
     }
 );
 
+/// A byte for each value of the suggestions' enums, as their records and indexes store
+/// them: the first letter of its name, which no two values of one enum share.
+macro_rules! tagged {
+    ($($name:ident),+) => {$(
+        impl $name {
+            pub fn tag(self) -> u8 {
+                self.as_str().as_bytes()[0]
+            }
+
+            pub fn from_tag(tag: u8) -> Option<$name> {
+                Self::ALL.iter().copied().find(|v| v.tag() == tag)
+            }
+        }
+    )+};
+}
+tagged!(SuggestionKind, SuggestionStatus);
+
 /// One knowledge-base entry, exactly as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
@@ -238,20 +255,135 @@ pub struct Suggestion {
 }
 
 impl Suggestion {
-    /// The identity of what is suggested, independent of when: the kind and the sorted ids.
-    pub fn key(kind: SuggestionKind, entries: &[Ulid]) -> String {
-        let mut ids: Vec<String> = entries.iter().map(Ulid::to_string).collect();
-        ids.sort();
-        format!("{}:{}", kind.as_str(), ids.join(","))
+    /// The identity of what is suggested, independent of when: the kind's tag, then the
+    /// ids sorted, 16 bytes each.
+    pub fn key(kind: SuggestionKind, entries: &[Ulid]) -> Vec<u8> {
+        let mut ids: Vec<u128> = entries.iter().map(|id| u128::from(*id)).collect();
+        ids.sort_unstable();
+        let mut key = Vec::with_capacity(1 + 16 * ids.len());
+        key.push(kind.tag());
+        ids.iter()
+            .for_each(|id| key.extend_from_slice(&id.to_be_bytes()));
+        key
     }
 
     /// The key this suggestion is remembered by in `memory.suggestion_keys`: an entry
     /// suggestion's is its proposal's ([`Proposal::key`]), any other's [`Suggestion::key`].
-    pub fn identity(&self) -> String {
+    pub fn identity(&self) -> Vec<u8> {
         match (&self.kind, &self.proposal) {
             (SuggestionKind::Entry, Some(p)) => p.key(),
             _ => Suggestion::key(self.kind, &self.entries),
         }
+    }
+
+    /// The suggestion as `memory.suggestions` stores it: [`RECORD_VERSION`], the id, the
+    /// kind's and the status's tags, the score, when it was made (seconds and
+    /// nanoseconds) and resolved (a byte saying whether), the entries (a count, then 16
+    /// bytes each), the reason and the proposal (JSON), each after its length; numbers
+    /// big-endian. Format 4 stored JSON, ~2.5 times the size.
+    pub fn to_record(&self) -> Vec<u8> {
+        fn time(out: &mut Vec<u8>, t: &Timestamp) {
+            out.extend_from_slice(&t.as_second().to_be_bytes());
+            out.extend_from_slice(&t.subsec_nanosecond().to_be_bytes());
+        }
+        fn bytes(out: &mut Vec<u8>, b: &[u8]) {
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            out.extend_from_slice(b);
+        }
+        let mut out = Vec::with_capacity(64 + 16 * self.entries.len() + self.reason.len());
+        out.push(RECORD_VERSION);
+        out.extend_from_slice(&u128::from(self.id).to_be_bytes());
+        out.push(self.kind.tag());
+        out.push(self.status.tag());
+        out.extend_from_slice(&self.score.to_be_bytes());
+        time(&mut out, &self.created_at);
+        out.push(u8::from(self.resolved_at.is_some()));
+        if let Some(t) = &self.resolved_at {
+            time(&mut out, t);
+        }
+        out.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
+        for id in &self.entries {
+            out.extend_from_slice(&u128::from(*id).to_be_bytes());
+        }
+        bytes(&mut out, self.reason.as_bytes());
+        let proposal = self
+            .proposal
+            .as_ref()
+            .map(|p| serde_json::to_vec(p).expect("a proposal serialises"));
+        bytes(&mut out, proposal.as_deref().unwrap_or_default());
+        out
+    }
+
+    /// A record of `memory.suggestions`: [`Suggestion::to_record`]'s, or format 4's JSON.
+    /// `None` when it is neither.
+    pub fn from_record(record: &[u8]) -> Option<Suggestion> {
+        if record.first() == Some(&b'{') {
+            return serde_json::from_slice(record).ok();
+        }
+        let mut r = Reader(record.strip_prefix(&[RECORD_VERSION])?);
+        let id = Ulid::from(u128::from_be_bytes(r.array()?));
+        let kind = SuggestionKind::from_tag(r.byte()?)?;
+        let status = SuggestionStatus::from_tag(r.byte()?)?;
+        let score = f32::from_be_bytes(r.array()?);
+        let created_at = r.time()?;
+        let resolved_at = match r.byte()? {
+            0 => None,
+            _ => Some(r.time()?),
+        };
+        let count = u32::from_be_bytes(r.array()?) as usize;
+        let entries = (0..count)
+            .map(|_| Some(Ulid::from(u128::from_be_bytes(r.array()?))))
+            .collect::<Option<Vec<_>>>()?;
+        let reason = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+        let proposal = match r.bytes()? {
+            [] => None,
+            json => Some(serde_json::from_slice(json).ok()?),
+        };
+        r.0.is_empty().then_some(Suggestion {
+            id,
+            kind,
+            entries,
+            score,
+            reason,
+            status,
+            created_at,
+            resolved_at,
+            proposal,
+        })
+    }
+}
+
+/// The first byte of a suggestion's record ([`Suggestion::to_record`]); format 4's JSON
+/// starts with `{`.
+const RECORD_VERSION: u8 = 1;
+
+/// What is left of a record to read.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+
+    fn byte(&mut self) -> Option<u8> {
+        Some(self.array::<1>()?[0])
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = u32::from_be_bytes(self.array()?) as usize;
+        self.take(len)
+    }
+
+    fn time(&mut self) -> Option<Timestamp> {
+        let seconds = i64::from_be_bytes(self.array()?);
+        let nanos = i32::from_be_bytes(self.array()?);
+        Timestamp::new(seconds, nanos).ok()
     }
 }
 
@@ -278,18 +410,17 @@ impl Proposal {
     /// content, lower-cased with runs of whitespace as one space, hashed. The same
     /// decision logged by two tasks has one key (their contexts differ), so it is
     /// suggested once.
-    pub fn key(&self) -> String {
+    /// The key is the entry kind's tag, then the hash (16 bytes).
+    pub fn key(&self) -> Vec<u8> {
         let said = format!(
             "{}\n{}\n{}",
             self.entry_type,
             fold_text(&self.title),
             fold_text(&self.content)
         );
-        format!(
-            "{}:{:032x}",
-            SuggestionKind::Entry.as_str(),
-            xxhash_rust::xxh3::xxh3_128(said.as_bytes())
-        )
+        let mut key = vec![SuggestionKind::Entry.tag()];
+        key.extend_from_slice(&xxhash_rust::xxh3::xxh3_128(said.as_bytes()).to_be_bytes());
+        key
     }
 }
 
@@ -377,6 +508,71 @@ pub fn normalize_id_input(input: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_suggestion_record_reads_back_as_written_and_format_4_json_still_reads() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        let ids: Vec<Ulid> = (0..10).map(|_| Ulid::new()).collect();
+        let link = Suggestion {
+            id: Ulid::new(),
+            kind: SuggestionKind::Link,
+            entries: ids[..2].to_vec(),
+            score: 0.4321,
+            reason: "Similar meaning 0.43 with a bug entry; shared terms: sled, flush".into(),
+            status: SuggestionStatus::Pending,
+            created_at: at("2026-11-27T13:07:24.817123456Z"),
+            resolved_at: None,
+            proposal: None,
+        };
+        let group = Suggestion {
+            kind: SuggestionKind::Generalize,
+            entries: ids.clone(),
+            status: SuggestionStatus::Superseded,
+            resolved_at: Some(at("2026-11-28T01:02:03Z")),
+            reason: "10 similar bug entries (mean similarity 0.61) share: é, ß".into(),
+            ..link.clone()
+        };
+        let entry = Suggestion {
+            kind: SuggestionKind::Entry,
+            entries: Vec::new(),
+            status: SuggestionStatus::Rejected,
+            proposal: Some(Proposal {
+                entry_type: EntryType::Decision,
+                title: "Keep the count in the index".into(),
+                content: "So a listing reads a page.".into(),
+                tags: vec!["sled".into()],
+                context: None,
+                project: Some("tandem".into()),
+                confidence: 4,
+            }),
+            ..link.clone()
+        };
+        for s in [&link, &group, &entry] {
+            let record = s.to_record();
+            assert_eq!(Suggestion::from_record(&record).as_ref(), Some(s));
+            let json = serde_json::to_vec(s).unwrap();
+            assert_eq!(Suggestion::from_record(&json).as_ref(), Some(s));
+            assert!(
+                record.len() * 3 < json.len() * 2,
+                "{} vs {}",
+                record.len(),
+                json.len()
+            );
+            // Cut short, or with a byte too many: not a record.
+            assert_eq!(Suggestion::from_record(&record[..record.len() - 1]), None);
+            assert_eq!(Suggestion::from_record(&[&record[..], &[0]].concat()), None);
+        }
+        // A key names what is suggested, whatever the order of its entries.
+        let reversed: Vec<Ulid> = ids.iter().rev().copied().collect();
+        assert_eq!(
+            Suggestion::key(SuggestionKind::Generalize, &ids),
+            Suggestion::key(SuggestionKind::Generalize, &reversed)
+        );
+        assert_ne!(
+            Suggestion::key(SuggestionKind::Link, &ids[..2]),
+            Suggestion::key(SuggestionKind::Generalize, &ids[..2])
+        );
+    }
 
     #[test]
     fn tags_are_kebab_case() {

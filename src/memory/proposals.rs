@@ -22,7 +22,7 @@ use super::model::{Entry, Proposal, SuggestionKind, SuggestionStatus};
 use super::similarity::{self, Similar, Threshold, Weighed};
 use super::{
     Memory, NewProposal, ProposalsOutcome, Result, SkippedProposal, SuggestedEntry, Suggestion,
-    decode, next_id, now, semantic, suggestions, validate,
+    next_id, now, semantic, suggestions, validate,
 };
 
 impl Memory {
@@ -101,9 +101,9 @@ impl Memory {
                     .push(skip("it repeats another proposal of this task".into()));
                 continue;
             }
-            if let Some(earlier) = self.suggestion_keys.get(key.as_bytes())? {
+            if let Some(earlier) = self.suggestion_keys.get(&key)? {
                 let status = match self.suggestions.get(&earlier)? {
-                    Some(bytes) => decode::<Suggestion>(&bytes)?.status,
+                    Some(bytes) => suggestions::decode_record(&bytes)?.status,
                     None => SuggestionStatus::Pending,
                 };
                 outcome.skipped.push(skip(format!(

@@ -14,7 +14,7 @@ use super::{
     GeneralizeOutcome, GeneralizeSuggestionView, GeneralizeSuggestions, LinkCreated,
     LinkSuggestionView, LinkSuggestions, Memory, MemoryError, MemoryType, NewEntry, ProposedEntry,
     RejectOutcome, RelationType, Result, Suggestion, SuggestionKind, SuggestionStatus, check_range,
-    decode, now, round2, squash, suggestions, validate,
+    now, round2, squash, suggestions, validate,
 };
 use crate::store::{IdLookup, lookup_id};
 
@@ -115,7 +115,7 @@ impl Memory {
             id: id.trim().into(),
         };
         match lookup_id(&self.suggestions, &wanted)? {
-            IdLookup::Found(record) => decode(&record),
+            IdLookup::Found(record) => suggestions::decode_record(&record),
             IdLookup::Missing | IdLookup::TooShort | IdLookup::Ambiguous(_) => Err(not_found()),
         }
     }
@@ -344,7 +344,7 @@ impl Memory {
         if let Some(sid) = self.suggestion_keys.get(&key)?
             && let Some(bytes) = self.suggestions.get(&sid)?
         {
-            let mut s: Suggestion = decode(&bytes)?;
+            let mut s = suggestions::decode_record(&bytes)?;
             if s.status == SuggestionStatus::Pending {
                 s.status = SuggestionStatus::Accepted;
                 s.resolved_at = Some(now());

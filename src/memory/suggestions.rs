@@ -24,10 +24,10 @@ use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 use ulid::Ulid;
 
 use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
+use super::next_id;
 use super::similarity::Threshold;
 use super::similarity::{Lookup, Similar};
 use super::{GENERALIZE_GROUP, Memory, Result};
-use super::{decode, encode, next_id};
 
 /// Pending link suggestions an entry may have at once.
 pub const MAX_PENDING_LINKS: usize = 5;
@@ -40,6 +40,10 @@ const MAX_LINKS_PER_ADD: usize = 3;
 /// A generalisation's reason names at most this many of the words its members share with
 /// the new entry (the first members' first).
 const GENERALIZE_REASON_WORDS: usize = 5;
+
+/// The `memory.meta` key set once `memory.suggestion_keys` holds [`Suggestion::identity`]'s
+/// binary keys.
+const META_KEYS: &[u8] = b"suggestion_keys";
 
 /// `memory.suggestions_of_entry`: an entry's id (16 bytes, big-endian) → [`Touches`].
 pub(super) const OF_ENTRY: &str = "memory.suggestions_of_entry";
@@ -87,20 +91,9 @@ impl Touches {
         }
         let touch = |b: &[u8]| -> Option<(Ulid, Touch)> {
             let id = u128::from_be_bytes(b[..16].try_into().ok()?);
-            let kind = [
-                SuggestionKind::Link,
-                SuggestionKind::Generalize,
-                SuggestionKind::Entry,
-            ]
-            .into_iter()
-            .find(|k| kind_tag(*k) == b[16])?;
-            let status = [
-                SuggestionStatus::Pending,
-                SuggestionStatus::Accepted,
-                SuggestionStatus::Rejected,
-            ]
-            .into_iter()
-            .find(|s| status_tag(*s) == b[17])?;
+            let kind = SuggestionKind::from_tag(b[16])?;
+            let status =
+                SuggestionStatus::from_tag(b[17]).filter(|s| *s != SuggestionStatus::Superseded)?;
             let score = f32::from_be_bytes(b[18..22].try_into().ok()?);
             Some((
                 Ulid::from(id),
@@ -126,8 +119,8 @@ impl Touches {
         let mut out = Vec::with_capacity(self.0.len() * TOUCH_LEN);
         for (id, t) in &self.0 {
             out.extend_from_slice(&u128::from(*id).to_be_bytes());
-            out.push(kind_tag(t.kind));
-            out.push(status_tag(t.status));
+            out.push(t.kind.tag());
+            out.push(t.status.tag());
             out.extend_from_slice(&t.score.to_be_bytes());
         }
         out
@@ -151,34 +144,15 @@ fn entry_key(entry: &Ulid) -> [u8; 16] {
     u128::from(*entry).to_be_bytes()
 }
 
-/// A stored status's byte (a superseded suggestion touches no entry).
-fn status_tag(status: SuggestionStatus) -> u8 {
-    match status {
-        SuggestionStatus::Pending => b'p',
-        SuggestionStatus::Accepted => b'a',
-        SuggestionStatus::Rejected => b'r',
-        SuggestionStatus::Superseded => b's',
-    }
-}
-
-/// `memory.suggestions_pending`: a row for each pending suggestion, keyed by its kind
-/// ([`kind_tag`]), then its score and its id, each stored so that the keys ascend in the
-/// order a listing shows them (the best first; of equal scores, the newest); and under the
-/// kind's tag alone, how many are pending (a `u64`, big-endian).
+/// `memory.suggestions_pending`: a row for each pending suggestion, keyed by its kind's tag
+/// ([`SuggestionKind::tag`]), then its score and its id, each stored so that the keys
+/// ascend in the order a listing shows them (the best first; of equal scores, the newest);
+/// and under the kind's tag alone, how many are pending (a `u64`, big-endian).
 pub(super) const PENDING: &str = "memory.suggestions_pending";
 /// The `memory.meta` key set once `memory.suggestions_pending` holds every pending one.
 const META_PENDING: &[u8] = b"suggestions_pending";
 /// A row's key: a kind's tag, a score, an id.
 const PENDING_KEY_LEN: usize = 1 + 4 + 16;
-
-/// The byte a kind's rows and count start with in `memory.suggestions_pending`.
-fn kind_tag(kind: SuggestionKind) -> u8 {
-    match kind {
-        SuggestionKind::Link => b'l',
-        SuggestionKind::Generalize => b'g',
-        SuggestionKind::Entry => b'e',
-    }
-}
 
 /// A pending suggestion's row key. A score's bits are turned so that unsigned order is
 /// [`f32::total_cmp`]'s, then inverted with the id's so the keys ascend best first.
@@ -190,7 +164,7 @@ fn pending_key(s: &Suggestion) -> [u8; PENDING_KEY_LEN] {
         bits | 1 << 31
     };
     let mut key = [0; PENDING_KEY_LEN];
-    key[0] = kind_tag(s.kind);
+    key[0] = s.kind.tag();
     key[1..5].copy_from_slice(&(!ordered).to_be_bytes());
     key[5..].copy_from_slice(&(!u128::from(s.id)).to_be_bytes());
     key
@@ -223,8 +197,8 @@ pub(super) fn put(
     s: &Suggestion,
 ) -> std::result::Result<(), ConflictableTransactionError<super::MemoryError>> {
     let id = s.id.to_string();
-    t.suggestions.insert(id.as_bytes(), encode(s))?;
-    t.keys.insert(s.identity().as_bytes(), id.as_bytes())?;
+    t.suggestions.insert(id.as_bytes(), s.to_record())?;
+    t.keys.insert(s.identity(), id.as_bytes())?;
     for e in &s.entries {
         let key = entry_key(e);
         let mut touches = match t.of_entry.get(key)? {
@@ -245,7 +219,7 @@ pub(super) fn put(
         -i64::from(t.pending.remove(&row[..])?.is_some())
     };
     if counted != 0 {
-        let tag = [kind_tag(s.kind)];
+        let tag = [s.kind.tag()];
         let count = read_count(t.pending.get(tag)?.as_deref());
         let count = count.saturating_add_signed(counted);
         t.pending.insert(&tag[..], &count.to_be_bytes()[..])?;
@@ -285,7 +259,7 @@ pub(super) fn pending_page(
     kind: SuggestionKind,
     limit: usize,
 ) -> Result<(Vec<Suggestion>, u64)> {
-    let tag = [kind_tag(kind)];
+    let tag = [kind.tag()];
     let total = read_count(memory.suggestions_pending.get(tag)?.as_deref());
     let mut page = Vec::new();
     for key in memory.suggestions_pending.scan_prefix(tag).keys() {
@@ -303,10 +277,16 @@ pub(super) fn pending_page(
     Ok((page, total))
 }
 
+/// A record of `memory.suggestions` ([`Suggestion::from_record`]).
+pub(super) fn decode_record(record: &[u8]) -> Result<Suggestion> {
+    Suggestion::from_record(record)
+        .ok_or_else(|| super::MemoryError::Corrupt("a bad record in memory.suggestions".into()))
+}
+
 /// A stored suggestion, which an index names.
 fn load(memory: &Memory, id: &Ulid) -> Result<Suggestion> {
     match memory.suggestions.get(id.to_string())? {
-        Some(bytes) => decode(&bytes),
+        Some(bytes) => decode_record(&bytes),
         None => Err(super::MemoryError::Corrupt(format!(
             "suggestion {id} is indexed but not stored"
         ))),
@@ -627,6 +607,38 @@ fn mean(scores: impl Iterator<Item = f32>) -> f32 {
     sum / n.max(1) as f32
 }
 
+/// Rewrites `memory.suggestion_keys` from the suggestions when `memory.meta` lacks its
+/// marker (format 4 kept them as text, `link:{id},{id}`, where [`Suggestion::key`] is 33
+/// bytes for a link), and each record format 4 wrote in JSON in its binary form. Runs
+/// once; the marker is written after the rest is flushed, so a crash before it does it
+/// again.
+pub(super) fn rewrite_keys_if_missing(memory: &Memory) -> Result<()> {
+    if memory.meta.contains_key(META_KEYS)? {
+        return Ok(());
+    }
+    memory.suggestion_keys.clear()?;
+    let (mut keys, mut records, mut rewritten) =
+        (sled::Batch::default(), sled::Batch::default(), 0);
+    for item in memory.suggestions.iter() {
+        let (id, record) = item?;
+        let s = decode_record(&record)?;
+        keys.insert(s.identity(), id.clone());
+        if record.first() == Some(&b'{') {
+            records.insert(id, s.to_record());
+            rewritten += 1;
+        }
+    }
+    if rewritten > 0 {
+        tracing::info!("rewriting {rewritten} suggestions in binary (a data dir from format 4)");
+    }
+    memory.suggestion_keys.apply_batch(keys)?;
+    memory.suggestions.apply_batch(records)?;
+    memory.store.flush()?;
+    memory.meta.insert(META_KEYS, &[1u8])?;
+    memory.store.flush()?;
+    Ok(())
+}
+
 /// Builds `memory.suggestions_of_entry` when it is missing (a data dir written before it
 /// existed: format 4's rows a suggestion and entry are dropped after), and brings every
 /// entry within the caps: of an entry's pending suggestions of one kind beyond its cap,
@@ -641,7 +653,7 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
     memory.suggestions_of_entry.clear()?;
     let mut live: Vec<Suggestion> = Vec::new();
     for item in memory.suggestions.iter().values() {
-        let s: Suggestion = decode(&item?)?;
+        let s = decode_record(&item?)?;
         if s.status != SuggestionStatus::Superseded {
             live.push(s);
         }
@@ -678,7 +690,7 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
         } else {
             s.status = SuggestionStatus::Superseded;
             s.resolved_at = Some(now);
-            memory.suggestions.insert(s.id.to_string(), encode(&*s))?;
+            memory.suggestions.insert(s.id.to_string(), s.to_record())?;
             superseded += 1;
         }
     }
@@ -726,10 +738,10 @@ pub(super) fn build_pending_if_missing(memory: &Memory) -> Result<()> {
     let mut batch = sled::Batch::default();
     let mut counts: HashMap<u8, u64> = HashMap::new();
     for item in memory.suggestions.iter().values() {
-        let s: Suggestion = decode(&item?)?;
+        let s = decode_record(&item?)?;
         if s.status == SuggestionStatus::Pending {
             batch.insert(&pending_key(&s)[..], &[][..]);
-            *counts.entry(kind_tag(s.kind)).or_default() += 1;
+            *counts.entry(s.kind.tag()).or_default() += 1;
         }
     }
     for (tag, count) in &counts {
@@ -752,6 +764,7 @@ mod tests {
 
     use super::*;
     use crate::memory::NoProgress;
+    use crate::memory::encode;
     use crate::memory::model::EntryType;
     use crate::memory::similarity::{SimilarityCache, Words};
     use crate::store::Store;
@@ -823,7 +836,7 @@ mod tests {
             .suggestions
             .iter()
             .values()
-            .map(|v| decode::<Suggestion>(&v.unwrap()).unwrap())
+            .map(|v| decode_record(&v.unwrap()).unwrap())
             .filter(|s| s.kind == kind && s.status == SuggestionStatus::Pending)
             .collect();
         pending.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));

@@ -35,7 +35,7 @@ fn stored(store: &Store) -> Vec<Suggestion> {
     let tree = store.db().open_tree("memory.suggestions").unwrap();
     tree.iter()
         .values()
-        .map(|v| serde_json::from_slice(&v.unwrap()).unwrap())
+        .map(|v| Suggestion::from_record(&v.unwrap()).unwrap())
         .collect()
 }
 

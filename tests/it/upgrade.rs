@@ -272,4 +272,27 @@ fn a_format_4_data_dir_lists_its_pending_suggestions_as_before() {
         "{listed}"
     );
     assert_eq!(listed["links"]["total_pending"], 6);
+
+    // Format 4's JSON records and text keys were written again in binary: each
+    // suggestion, and its key naming it.
+    let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+    let db = store.db();
+    let (records, keys) = (
+        db.open_tree("memory.suggestions").unwrap(),
+        db.open_tree("memory.suggestion_keys").unwrap(),
+    );
+    assert_eq!(records.len(), 12);
+    assert_eq!(keys.len(), records.len());
+    for item in records.iter() {
+        let (id, record) = item.unwrap();
+        assert_ne!(record.first(), Some(&b'{'), "still JSON: {id:?}");
+        let s = tandem::memory::Suggestion::from_record(&record).unwrap();
+        assert_eq!(s.id.to_string().as_bytes(), &id[..]);
+        assert_eq!(keys.get(s.identity()).unwrap().as_deref(), Some(&id[..]));
+    }
+    assert!(
+        !db.tree_names()
+            .iter()
+            .any(|n| n == b"memory.suggestions_by_entry")
+    );
 }
