@@ -13,7 +13,8 @@
 //! - in process: with the model, the time to cut the vectors into lists after the open;
 //!   then search p50/p99 (hybrid with the model) and add p50/p99 (durable, with
 //!   similarity and suggestions), and the page faults of each (minor, and major: read
-//!   from the disk).
+//!   from the disk); then how much the adds grew the data dir (a memory in use, not as
+//!   imported: each add's suggestions are kept too).
 //!
 //! `cargo bench --bench scale -- --entries 1000000` (release; ~1 GB of JSON Lines in a
 //! temp dir at that size). `--corpus diverse` draws the entries from a vocabulary of
@@ -254,14 +255,17 @@ async fn run(options: Options, model: Option<&Path>) {
     let entries: Vec<_> = (0..options.adds)
         .map(|_| corpus.entry().new_entry())
         .collect();
+    let bytes_before_adds = tandem::store::dir_size(&data);
+    let mut suggested = 0u64;
     let faults_before = page_faults();
     for e in entries {
         let t = Instant::now();
-        memory.add(e).unwrap();
+        suggested += u64::from(memory.add(e).unwrap().suggestions_created);
         adds.push(t.elapsed());
     }
     let add_faults = faults_since(faults_before, options.adds);
     drop(memory);
+    let grown = tandem::store::dir_size(&data).saturating_sub(bytes_before_adds);
 
     let per = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
     let rate = |d: Duration| format!("{:.0}/s", n as f64 / d.as_secs_f64());
@@ -353,6 +357,11 @@ async fn run(options: Options, model: Option<&Path>) {
     for (what, (minor, major)) in [("a search", search_faults), ("an add", add_faults)] {
         println!("| page faults {what} (minor / major) | {minor:.1} / {major:.1} |");
     }
+    println!(
+        "| the data dir grown by the adds ({suggested} suggestions made) | {} ({:.1} KB an add) |",
+        mb(grown),
+        grown as f64 / options.adds as f64 / 1e3
+    );
 }
 
 /// The page faults a call since `before` (minor, major), over `calls` calls.
