@@ -244,7 +244,13 @@ pub struct Suggestion {
     /// it made.
     pub entries: Vec<Ulid>,
     pub score: f32,
+    /// Why, in a line: stored for an entry suggestion (and for every suggestion format 4
+    /// wrote); empty for a link or a generalisation made since, whose reason is said when
+    /// it is shown, from what its entries share then (`suggestions::reason`).
     pub reason: String,
+    /// A link found by meaning (the model's vectors), not by words.
+    #[serde(default)]
+    pub by_meaning: bool,
     pub status: SuggestionStatus,
     pub created_at: Timestamp,
     #[serde(default)]
@@ -277,10 +283,10 @@ impl Suggestion {
     }
 
     /// The suggestion as `memory.suggestions` stores it: [`RECORD_VERSION`], the id, the
-    /// kind's and the status's tags, the score, when it was made (seconds and
-    /// nanoseconds) and resolved (a byte saying whether), the entries (a count, then 16
-    /// bytes each), the reason and the proposal (JSON), each after its length; numbers
-    /// big-endian. Format 4 stored JSON, ~2.5 times the size.
+    /// kind's and the status's tags, whether it is by meaning (a byte), the score, when it
+    /// was made (seconds and nanoseconds) and resolved (a byte saying whether), the entries
+    /// (a count, then 16 bytes each), the reason and the proposal (JSON), each after its
+    /// length; numbers big-endian. Format 4 stored JSON, ~2.5 times the size.
     pub fn to_record(&self) -> Vec<u8> {
         fn time(out: &mut Vec<u8>, t: &Timestamp) {
             out.extend_from_slice(&t.as_second().to_be_bytes());
@@ -295,6 +301,7 @@ impl Suggestion {
         out.extend_from_slice(&u128::from(self.id).to_be_bytes());
         out.push(self.kind.tag());
         out.push(self.status.tag());
+        out.push(u8::from(self.by_meaning));
         out.extend_from_slice(&self.score.to_be_bytes());
         time(&mut out, &self.created_at);
         out.push(u8::from(self.resolved_at.is_some()));
@@ -324,6 +331,11 @@ impl Suggestion {
         let id = Ulid::from(u128::from_be_bytes(r.array()?));
         let kind = SuggestionKind::from_tag(r.byte()?)?;
         let status = SuggestionStatus::from_tag(r.byte()?)?;
+        let by_meaning = match r.byte()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
         let score = f32::from_be_bytes(r.array()?);
         let created_at = r.time()?;
         let resolved_at = match r.byte()? {
@@ -345,6 +357,7 @@ impl Suggestion {
             entries,
             score,
             reason,
+            by_meaning,
             status,
             created_at,
             resolved_at,
@@ -518,7 +531,8 @@ mod tests {
             kind: SuggestionKind::Link,
             entries: ids[..2].to_vec(),
             score: 0.4321,
-            reason: "Similar meaning 0.43 with a bug entry; shared terms: sled, flush".into(),
+            reason: String::new(),
+            by_meaning: true,
             status: SuggestionStatus::Pending,
             created_at: at("2026-11-27T13:07:24.817123456Z"),
             resolved_at: None,

@@ -157,6 +157,7 @@ impl Memory {
                 entries: Vec::new(),
                 score,
                 reason: format!("{source}; {closest}"),
+                by_meaning: false,
                 status: SuggestionStatus::Pending,
                 created_at: now,
                 resolved_at: None,

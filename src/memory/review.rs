@@ -50,7 +50,7 @@ impl Memory {
                 entry_a: self.entry_ref(&s.entries[0])?,
                 entry_b: self.entry_ref(&s.entries[1])?,
                 score: round2(s.score),
-                reason: s.reason,
+                reason: suggestions::reason(self, &s)?,
                 created_at: s.created_at.to_string(),
             })
         })?;
@@ -72,7 +72,7 @@ impl Memory {
                         .map(|id| self.entry_ref(id))
                         .collect::<Result<_>>()?,
                     score: round2(s.score),
-                    reason: s.reason,
+                    reason: suggestions::reason(self, &s)?,
                     created_at: s.created_at.to_string(),
                 })
             })?;

@@ -513,10 +513,7 @@ fn weigh(
     let idx = memory.idx();
     let searcher = idx.committed_searcher();
     let pending = idx.pending();
-    let n_docs = idx.num_docs(&searcher) + pending.len() as u64 + 1;
-    cache.begin(n_docs);
-    let (my_tf, words) = cache.term_freqs(idx, entry);
-    let (mine, my_norm) = cache.weights(idx, &searcher, n_docs, &my_tf);
+    let (my_tf, Words { mine, words }, my_norm) = weigh_words(memory, cache, &searcher, entry);
     let mut candidates = Vec::new();
     if !mine.is_empty() && my_norm > 0.0 {
         let mut heaviest: Vec<(TermId, f32)> = mine.iter().map(|&(t, w, _)| (t, w)).collect();
@@ -562,6 +559,29 @@ fn weigh(
         searcher,
         candidates,
     })
+}
+
+/// `entry`'s terms, counted and weighed against the index as it is (`searcher`'s, and
+/// what is not yet committed), with the words they were written as and the weights' norm.
+fn weigh_words(
+    memory: &Memory,
+    cache: &mut SimilarityCache,
+    searcher: &Searcher,
+    entry: &Entry,
+) -> (Tf, Words, f32) {
+    let idx = memory.idx();
+    let n_docs = idx.num_docs(searcher) + idx.pending().len() as u64 + 1;
+    cache.begin(n_docs);
+    let (my_tf, words) = cache.term_freqs(idx, entry);
+    let (mine, my_norm) = cache.weights(idx, searcher, n_docs, &my_tf);
+    (my_tf, Words { mine, words }, my_norm)
+}
+
+/// `entry`'s words as an add weighs them, for [`Lookup::shared_words`] with the entries it
+/// was found similar to.
+pub fn words_of(memory: &Memory, cache: &mut SimilarityCache, entry: &Entry) -> Words {
+    let searcher = memory.idx().committed_searcher();
+    weigh_words(memory, cache, &searcher, entry).1
 }
 
 /// Entries similar to `entry` (which need not be stored yet), best first: by meaning when

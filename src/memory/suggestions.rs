@@ -325,7 +325,7 @@ pub(super) fn plan(
 
 struct Planner<'m, 'l, 'c> {
     memory: &'m Memory,
-    /// The similar entries' cards and shared words, read for those a suggestion names.
+    /// The similar entries' cards, read for those a generalisation weighs.
     lookup: &'l mut Lookup<'c>,
     now: Timestamp,
     /// Each entry's suggestions that are not superseded, as this plan leaves them; read
@@ -446,7 +446,8 @@ impl Planner<'_, '_, '_> {
                 kind: SuggestionKind::Link,
                 entries: pair.to_vec(),
                 score: s.score,
-                reason: link_reason(s, &self.lookup.shared_words(s.id)?),
+                reason: String::new(),
+                by_meaning: s.by_meaning,
                 status: SuggestionStatus::Pending,
                 created_at: self.now,
                 resolved_at: None,
@@ -545,36 +546,13 @@ impl Planner<'_, '_, '_> {
                 self.supersede(id)?;
             }
         }
-        let mut shared: Vec<String> = Vec::new();
-        for s in &admitted {
-            if shared.len() >= GENERALIZE_REASON_WORDS {
-                break;
-            }
-            for t in self.lookup.shared_words(s.id)? {
-                if !shared.contains(&t) {
-                    shared.push(t);
-                }
-            }
-        }
-        shared.truncate(GENERALIZE_REASON_WORDS);
-        let shared = if shared.is_empty() {
-            "the same meaning in other words".to_string()
-        } else {
-            shared.join(", ")
-        };
-        let score = mean(admitted.iter().map(|s| s.score));
         let suggestion = Suggestion {
             id: next_id(),
             kind: SuggestionKind::Generalize,
-            entries: members.clone(),
-            score,
-            reason: format!(
-                "{} similar {} entries (mean similarity {:.2}) share: {}; consider one semantic entry",
-                members.len(),
-                entry.entry_type,
-                score,
-                shared
-            ),
+            entries: members,
+            score: mean(admitted.iter().map(|s| s.score)),
+            reason: String::new(),
+            by_meaning: false,
             status: SuggestionStatus::Pending,
             created_at: self.now,
             resolved_at: None,
@@ -584,22 +562,65 @@ impl Planner<'_, '_, '_> {
     }
 }
 
-/// Why two entries should be linked, in a line.
-fn link_reason(s: &Similar, shared_words: &[String]) -> String {
-    let measure = if s.by_meaning {
-        "Similar meaning"
-    } else {
-        "Lexical similarity"
+/// Why a suggestion is made, in a line: its stored reason (an entry suggestion's, and
+/// those format 4 wrote), or for a link or a generalisation, the words its first entry
+/// (the one whose add made it) shares with the others, weighed as an add weighs them, read
+/// now: an add made many suggestions that are never shown, and saying why took a fifth of
+/// it (each similar entry's text read and analysed).
+pub(super) fn reason(memory: &Memory, s: &Suggestion) -> Result<String> {
+    let said = !s.reason.is_empty() || s.kind == SuggestionKind::Entry;
+    let (false, [first, others @ ..]) = (said, s.entries.as_slice()) else {
+        return Ok(s.reason.clone());
     };
-    let words = if shared_words.is_empty() {
-        "no shared terms".to_string()
-    } else {
-        format!("shared terms: {}", shared_words.join(", "))
+    let Some(first) = memory.get(first)? else {
+        return Ok(s.reason.clone());
     };
-    format!(
-        "{measure} {:.2} with a {} entry; {words}",
-        s.score, s.entry_type
-    )
+    let mut cache = super::similarity::SimilarityCache::default();
+    let words = super::similarity::words_of(memory, &mut cache, &first);
+    let mut lookup = Lookup::new(memory, &mut cache, &words);
+    Ok(match s.kind {
+        SuggestionKind::Link => {
+            let other = others.first().copied().unwrap_or(first.id);
+            let entry_type = lookup
+                .card(other)?
+                .map_or(first.entry_type, |c| c.entry_type);
+            let words = if s.by_meaning {
+                "Similar meaning"
+            } else {
+                "Lexical similarity"
+            };
+            let shared = match lookup.shared_words(other)? {
+                shared if shared.is_empty() => "no shared terms".to_string(),
+                shared => format!("shared terms: {}", shared.join(", ")),
+            };
+            format!("{words} {:.2} with a {entry_type} entry; {shared}", s.score)
+        }
+        _ => {
+            let mut shared: Vec<String> = Vec::new();
+            for other in others {
+                if shared.len() >= GENERALIZE_REASON_WORDS {
+                    break;
+                }
+                for word in lookup.shared_words(*other)? {
+                    if !shared.contains(&word) {
+                        shared.push(word);
+                    }
+                }
+            }
+            shared.truncate(GENERALIZE_REASON_WORDS);
+            let shared = if shared.is_empty() {
+                "the same meaning in other words".to_string()
+            } else {
+                shared.join(", ")
+            };
+            format!(
+                "{} similar {} entries (mean similarity {:.2}) share: {shared}; consider one semantic entry",
+                s.entries.len(),
+                first.entry_type,
+                s.score,
+            )
+        }
+    })
 }
 
 fn mean(scores: impl Iterator<Item = f32>) -> f32 {

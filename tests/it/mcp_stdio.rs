@@ -156,6 +156,14 @@ async fn every_tool_end_to_end() {
     let s = &links["suggestions"][0];
     assert_eq!(s["entry_a"]["id"], second.as_str());
     assert_eq!(s["entry_b"]["id"], cors.as_str());
+    // Said when listed: how they are similar, and the words they share.
+    let reason = s["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("Lexical similarity ")
+            && reason.contains("with a bug entry; shared terms: ")
+            && reason.contains("cors"),
+        "{reason}"
+    );
     let accepted = c
         .ok(
             "rekall_accept_suggestion",
@@ -186,6 +194,13 @@ async fn every_tool_end_to_end() {
     assert_eq!(
         gens["suggestions"][0]["entries"].as_array().unwrap().len(),
         3
+    );
+    let reason = gens["suggestions"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("3 similar bug entries (mean similarity ")
+            && reason.contains("safari")
+            && reason.ends_with("; consider one semantic entry"),
+        "{reason}"
     );
     let accepted = c
         .ok(

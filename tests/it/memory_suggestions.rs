@@ -198,6 +198,7 @@ fn a_data_dir_without_the_index_by_entry_gets_it_at_open() {
             entries: pair,
             score: 0.40 + i as f32 / 100.0,
             reason: "written by an earlier version".into(),
+            by_meaning: false,
             status: SuggestionStatus::Pending,
             created_at: jiff::Timestamp::now(),
             resolved_at: None,
