@@ -870,6 +870,59 @@ mod tests {
     }
 
     #[test]
+    fn an_entrys_row_keeps_its_suggestions_in_id_order_and_refuses_a_bad_one() {
+        let suggestion = |status, score| Suggestion {
+            id: next_id(),
+            kind: SuggestionKind::Link,
+            entries: Vec::new(),
+            score,
+            reason: String::new(),
+            by_meaning: false,
+            status,
+            created_at: jiff::Timestamp::now(),
+            resolved_at: None,
+            proposal: None,
+        };
+        let (a, b, c) = (
+            suggestion(SuggestionStatus::Pending, 0.5),
+            suggestion(SuggestionStatus::Pending, 0.7),
+            suggestion(SuggestionStatus::Rejected, 0.4),
+        );
+        let mut row = Touches(Vec::new());
+        for s in [&c, &a, &b] {
+            row.set(s);
+        }
+        let ids = |row: &Touches| row.0.iter().map(|(id, _)| *id).collect::<Vec<_>>();
+        let mut in_order = vec![a.id, b.id, c.id];
+        in_order.sort();
+        assert_eq!(ids(&row), in_order);
+        // A status changed in place; a superseded one leaves the row.
+        let accepted = Suggestion {
+            status: SuggestionStatus::Accepted,
+            ..a.clone()
+        };
+        row.set(&accepted);
+        row.set(&Suggestion {
+            status: SuggestionStatus::Superseded,
+            ..b.clone()
+        });
+        let bytes = row.encode();
+        assert_eq!(bytes.len(), 2 * TOUCH_LEN);
+        let mut left = vec![(a.id, Touch::of(&accepted)), (c.id, Touch::of(&c))];
+        left.sort_by_key(|(id, _)| *id);
+        assert_eq!(Touches::decode(&bytes).unwrap().0, left);
+        // A row cut short, an unknown kind, or a superseded status stored: corrupt.
+        let mut unknown_kind = bytes.clone();
+        unknown_kind[16] = b'x';
+        let mut superseded = bytes.clone();
+        superseded[17] = SuggestionStatus::Superseded.tag();
+        for bad in [&bytes[..TOUCH_LEN + 3], &unknown_kind, &superseded] {
+            let err = Touches::decode(bad).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains(OF_ENTRY), "{err}");
+        }
+    }
+
+    #[test]
     fn the_pending_index_lists_what_a_scan_of_every_suggestion_finds() {
         let (_dir, memory) = memory();
         let bugs: Vec<Entry> = (0..4).map(|_| stored(&memory, EntryType::Bug)).collect();
