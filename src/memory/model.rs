@@ -264,12 +264,12 @@ impl Suggestion {
     /// The identity of what is suggested, independent of when: the kind's tag, then the
     /// ids sorted, 16 bytes each.
     pub fn key(kind: SuggestionKind, entries: &[Ulid]) -> Vec<u8> {
-        let mut ids: Vec<u128> = entries.iter().map(|id| u128::from(*id)).collect();
+        let mut ids = entries.to_vec();
         ids.sort_unstable();
         let mut key = Vec::with_capacity(1 + 16 * ids.len());
         key.push(kind.tag());
         ids.iter()
-            .for_each(|id| key.extend_from_slice(&id.to_be_bytes()));
+            .for_each(|id| key.extend_from_slice(&id.to_bytes()));
         key
     }
 
@@ -298,7 +298,7 @@ impl Suggestion {
         }
         let mut out = Vec::with_capacity(64 + 16 * self.entries.len() + self.reason.len());
         out.push(RECORD_VERSION);
-        out.extend_from_slice(&u128::from(self.id).to_be_bytes());
+        out.extend_from_slice(&self.id.to_bytes());
         out.push(self.kind.tag());
         out.push(self.status.tag());
         out.push(u8::from(self.by_meaning));
@@ -310,7 +310,7 @@ impl Suggestion {
         }
         out.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
         for id in &self.entries {
-            out.extend_from_slice(&u128::from(*id).to_be_bytes());
+            out.extend_from_slice(&id.to_bytes());
         }
         bytes(&mut out, self.reason.as_bytes());
         let proposal = self
@@ -328,7 +328,7 @@ impl Suggestion {
             return serde_json::from_slice(record).ok();
         }
         let mut r = Reader(record.strip_prefix(&[RECORD_VERSION])?);
-        let id = Ulid::from(u128::from_be_bytes(r.array()?));
+        let id = Ulid::from_bytes(r.array()?);
         let kind = SuggestionKind::from_tag(r.byte()?)?;
         let status = SuggestionStatus::from_tag(r.byte()?)?;
         let by_meaning = match r.byte()? {
@@ -344,7 +344,7 @@ impl Suggestion {
         };
         let count = u32::from_be_bytes(r.array()?) as usize;
         let entries = (0..count)
-            .map(|_| Some(Ulid::from(u128::from_be_bytes(r.array()?))))
+            .map(|_| Some(Ulid::from_bytes(r.array()?)))
             .collect::<Option<Vec<_>>>()?;
         let reason = String::from_utf8(r.bytes()?.to_vec()).ok()?;
         let proposal = match r.bytes()? {

@@ -513,7 +513,8 @@ fn weigh(
     let idx = memory.idx();
     let searcher = idx.committed_searcher();
     let pending = idx.pending();
-    let (my_tf, Words { mine, words }, my_norm) = weigh_words(memory, cache, &searcher, entry);
+    let (my_tf, Words { mine, words }, my_norm) =
+        weigh_words(memory, cache, &searcher, pending.len(), entry);
     let mut candidates = Vec::new();
     if !mine.is_empty() && my_norm > 0.0 {
         let mut heaviest: Vec<(TermId, f32)> = mine.iter().map(|&(t, w, _)| (t, w)).collect();
@@ -561,16 +562,18 @@ fn weigh(
     })
 }
 
-/// `entry`'s terms, counted and weighed against the index as it is (`searcher`'s, and
-/// what is not yet committed), with the words they were written as and the weights' norm.
+/// `entry`'s terms, counted and weighed against the index as it is (`searcher`'s, and the
+/// `pending` entries not yet committed), with the words they were written as and the
+/// weights' norm.
 fn weigh_words(
     memory: &Memory,
     cache: &mut SimilarityCache,
     searcher: &Searcher,
+    pending: usize,
     entry: &Entry,
 ) -> (Tf, Words, f32) {
     let idx = memory.idx();
-    let n_docs = idx.num_docs(searcher) + idx.pending().len() as u64 + 1;
+    let n_docs = idx.num_docs(searcher) + pending as u64 + 1;
     cache.begin(n_docs);
     let (my_tf, words) = cache.term_freqs(idx, entry);
     let (mine, my_norm) = cache.weights(idx, searcher, n_docs, &my_tf);
@@ -580,8 +583,9 @@ fn weigh_words(
 /// `entry`'s words as an add weighs them, for [`Lookup::shared_words`] with the entries it
 /// was found similar to.
 pub fn words_of(memory: &Memory, cache: &mut SimilarityCache, entry: &Entry) -> Words {
-    let searcher = memory.idx().committed_searcher();
-    weigh_words(memory, cache, &searcher, entry).1
+    let idx = memory.idx();
+    let searcher = idx.committed_searcher();
+    weigh_words(memory, cache, &searcher, idx.pending().len(), entry).1
 }
 
 /// Entries similar to `entry` (which need not be stored yet), best first: by meaning when

@@ -90,13 +90,13 @@ impl Touches {
             return Err(corrupt());
         }
         let touch = |b: &[u8]| -> Option<(Ulid, Touch)> {
-            let id = u128::from_be_bytes(b[..16].try_into().ok()?);
+            let id = Ulid::from_bytes(b[..16].try_into().ok()?);
             let kind = SuggestionKind::from_tag(b[16])?;
             let status =
                 SuggestionStatus::from_tag(b[17]).filter(|s| *s != SuggestionStatus::Superseded)?;
             let score = f32::from_be_bytes(b[18..22].try_into().ok()?);
             Some((
-                Ulid::from(id),
+                id,
                 Touch {
                     kind,
                     status,
@@ -109,7 +109,7 @@ impl Touches {
     }
 
     fn read(tree: &sled::Tree, entry: &Ulid) -> Result<Touches> {
-        match tree.get(entry_key(entry))? {
+        match tree.get(entry.to_bytes())? {
             Some(bytes) => Touches::decode(&bytes),
             None => Ok(Touches(Vec::new())),
         }
@@ -118,7 +118,7 @@ impl Touches {
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.0.len() * TOUCH_LEN);
         for (id, t) in &self.0 {
-            out.extend_from_slice(&u128::from(*id).to_be_bytes());
+            out.extend_from_slice(&id.to_bytes());
             out.push(t.kind.tag());
             out.push(t.status.tag());
             out.extend_from_slice(&t.score.to_be_bytes());
@@ -138,10 +138,6 @@ impl Touches {
             (Err(i), _) => self.0.insert(i, (s.id, Touch::of(s))),
         }
     }
-}
-
-fn entry_key(entry: &Ulid) -> [u8; 16] {
-    u128::from(*entry).to_be_bytes()
 }
 
 /// `memory.suggestions_pending`: a row for each pending suggestion, keyed by its kind's tag
@@ -200,7 +196,7 @@ pub(super) fn put(
     t.suggestions.insert(id.as_bytes(), s.to_record())?;
     t.keys.insert(s.identity(), id.as_bytes())?;
     for e in &s.entries {
-        let key = entry_key(e);
+        let key = e.to_bytes();
         let mut touches = match t.of_entry.get(key)? {
             Some(bytes) => Touches::decode(&bytes).map_err(ConflictableTransactionError::Abort)?,
             None => Touches(Vec::new()),
@@ -584,7 +580,7 @@ pub(super) fn reason(memory: &Memory, s: &Suggestion) -> Result<String> {
             let entry_type = lookup
                 .card(other)?
                 .map_or(first.entry_type, |c| c.entry_type);
-            let words = if s.by_meaning {
+            let measure = if s.by_meaning {
                 "Similar meaning"
             } else {
                 "Lexical similarity"
@@ -593,7 +589,10 @@ pub(super) fn reason(memory: &Memory, s: &Suggestion) -> Result<String> {
                 shared if shared.is_empty() => "no shared terms".to_string(),
                 shared => format!("shared terms: {}", shared.join(", ")),
             };
-            format!("{words} {:.2} with a {entry_type} entry; {shared}", s.score)
+            format!(
+                "{measure} {:.2} with a {entry_type} entry; {shared}",
+                s.score
+            )
         }
         _ => {
             let mut shared: Vec<String> = Vec::new();
@@ -726,7 +725,7 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
     }
     let mut batch = sled::Batch::default();
     for (entry, touches) in &of_entry {
-        batch.insert(&entry_key(entry)[..], touches.encode());
+        batch.insert(&entry.to_bytes()[..], touches.encode());
     }
     memory.suggestions_of_entry.apply_batch(batch)?;
     memory.store.flush()?;

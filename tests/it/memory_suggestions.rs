@@ -43,7 +43,7 @@ fn stored(store: &Store) -> Vec<Suggestion> {
 /// big-endian) → 22 bytes a suggestion, its id first.
 fn by_entry_rows(store: &Store) -> HashSet<(Ulid, Ulid)> {
     let tree = store.db().open_tree("memory.suggestions_of_entry").unwrap();
-    let id = |b: &[u8]| Ulid::from(u128::from_be_bytes(b[..16].try_into().unwrap()));
+    let id = |b: &[u8]| Ulid::from_bytes(b[..16].try_into().unwrap());
     let mut rows = HashSet::new();
     for item in tree.iter() {
         let (entry, touches) = item.unwrap();
