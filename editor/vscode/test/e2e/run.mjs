@@ -191,6 +191,27 @@ async function palette(page, title) {
     await page.keyboard.press("Enter");
 }
 
+/// Hovers `target` until a hover showing `text` opens. A hover is asked for when the mouse
+/// moves onto a word, so one that went out before the server had the document, or a mouse
+/// already resting there, is asked again by moving away and back.
+async function hoverUntil(page, target, text) {
+    const deadline = Date.now() + WAIT;
+    for (let attempt = 1; ; attempt++) {
+        await page.mouse.move(0, 0);
+        await target.hover();
+        try {
+            await page.locator(".monaco-hover", { hasText: text }).first().waitFor({ timeout: 5000 });
+            if (attempt > 1) log(`the hover showed "${text}" on attempt ${attempt}`);
+            return;
+        } catch (e) {
+            if (Date.now() > deadline) {
+                const shown = await page.locator(".monaco-hover").allInnerTexts().catch(() => []);
+                throw new Error(`no hover showed "${text}" in ${attempt} attempts; hovers shown: ${JSON.stringify(shown)}`);
+            }
+        }
+    }
+}
+
 /// Types into the open quick input (replacing what is there).
 async function quickType(page, text) {
     const input = page.locator(".quick-input-widget input.input");
@@ -386,8 +407,7 @@ async function main() {
     await typeAndSee(page, "cite.md");
     await page.keyboard.press("Enter");
     await waitEditorText(page, "See [");
-    await page.locator(".editor-group-container.active .view-line span", { hasText: entry.id.slice(0, 8) }).first().hover();
-    await page.locator(".monaco-hover", { hasText: "Tokens expire at midnight UTC" }).first().waitFor({ timeout: WAIT });
+    await hoverUntil(page, page.locator(".editor-group-container.active .view-line span", { hasText: entry.id.slice(0, 8) }).first(), "Tokens expire at midnight UTC");
     await shot(page, "09-citation-hover");
     await page.keyboard.press("Escape");
     log("workspace symbols and the hover on a citation show the entry");
