@@ -162,7 +162,7 @@ pub struct SearchResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SearchOutcome {
     pub query: String,
-    /// How many entries match, of which `results` are the best: exact up to 10,000, past
+    /// How many entries match, of which `results` are the best: exact up to 1,000, past
     /// that an estimate to two significant figures.
     pub total: u64,
     pub results: Vec<SearchResult>,

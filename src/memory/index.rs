@@ -45,7 +45,7 @@ const COMMON_SHARE: f64 = 0.05;
 const COMMON_FROM_DOCS: u64 = 10_000;
 /// A search's `total` is exact up to this many matches, estimated beyond
 /// ([`MemoryIndex::total`]).
-const TOTAL_EXACT_UP_TO: u64 = 10_000;
+const TOTAL_EXACT_UP_TO: u64 = 1_000;
 /// A dirty index is committed by the background thread once writes pause this long.
 const IDLE_COMMIT: Duration = Duration::from_millis(150);
 /// Its segments are merged ([`idle_merge`]) once writes pause this long.

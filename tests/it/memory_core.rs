@@ -966,7 +966,8 @@ fn a_search_of_common_words_on_a_large_index_reads_the_entries_holding_them_all(
     for r in &both.results {
         assert!(r.title.contains("alpha gamma"), "{}", r.title);
     }
-    assert_eq!(both.total, 1667, "the entries holding both");
+    // 1,667 entries hold both; past 1,000 matches the total is an estimate, to two figures.
+    assert_eq!(both.total, 1_700, "the entries holding both");
     // No entry holds both: every entry holding either, as the full search finds them.
     let either = found("alpha beta");
     assert_eq!(either.results.len(), 20);
