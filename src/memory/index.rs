@@ -247,7 +247,7 @@ impl MemoryIndex {
     /// which any read forces.
     pub fn upsert(&self, entry: &Entry) -> tantivy::Result<()> {
         let mut w = self.lock();
-        self.write_doc(&mut w, entry)?;
+        self.write_doc(&mut w, entry, true)?;
         if w.pending.len() >= MAX_PENDING {
             self.commit_locked(&mut w)?;
         }
@@ -256,22 +256,32 @@ impl MemoryIndex {
 
     /// Adds or replaces many entries, not committed: the indexing threads work on them
     /// while the caller goes on (an import writes its next part), and [`Self::commit`]
-    /// makes them visible.
+    /// makes them visible. Each entry comes with whether it may have a document already:
+    /// one sled did not hold has none (the index is never ahead of sled, and no entry's
+    /// document is ever removed but to be replaced), and asking tantivy to delete it costs
+    /// a delete at the commit too.
     pub fn write_batch<'a>(
         &self,
-        entries: impl IntoIterator<Item = &'a Entry>,
+        entries: impl IntoIterator<Item = (&'a Entry, bool)>,
     ) -> tantivy::Result<()> {
         let mut w = self.lock();
-        for entry in entries {
-            self.write_doc(&mut w, entry)?;
+        for (entry, may_be_indexed) in entries {
+            self.write_doc(&mut w, entry, may_be_indexed)?;
         }
         Ok(())
     }
 
-    fn write_doc(&self, w: &mut Writer, entry: &Entry) -> tantivy::Result<()> {
+    fn write_doc(
+        &self,
+        w: &mut Writer,
+        entry: &Entry,
+        may_be_indexed: bool,
+    ) -> tantivy::Result<()> {
         let f = &self.fields;
         let id = entry.id.to_string();
-        w.tantivy().delete_term(Term::from_field_text(f.id, &id));
+        if may_be_indexed {
+            w.tantivy().delete_term(Term::from_field_text(f.id, &id));
+        }
         let (hi, lo) = ((entry.id.0 >> 64) as u64, entry.id.0 as u64);
         let mut document = doc!(
             f.id => id,
@@ -316,7 +326,8 @@ impl MemoryIndex {
         let mut n = 0u64;
         for entry in entries {
             let entry = entry?;
-            self.write_doc(&mut w, &entry)?;
+            // Every document was dropped, and each entry comes once.
+            self.write_doc(&mut w, &entry, false)?;
             w.pending.clear();
             n += 1;
             if n.is_multiple_of(1000) {
@@ -989,7 +1000,8 @@ mod tests {
             "wrap flaky network calls",
             vec![],
         );
-        idx.write_batch([&first, &second]).unwrap();
+        idx.write_batch([(&first, false), (&second, false)])
+            .unwrap();
         idx.commit().unwrap();
         // The first entry is written again in a later commit: its old document is
         // deleted, and only the new one is found.
@@ -1050,7 +1062,7 @@ mod tests {
                 Entry::new(EntryType::Pattern, &words, "network calls", vec![])
             })
             .collect();
-        idx.write_batch(&entries).unwrap();
+        idx.write_batch(entries.iter().map(|e| (e, false))).unwrap();
         idx.commit().unwrap();
         let searcher = idx.fresh_searcher().unwrap();
         let plan = |word: &str| idx.plan(&[(idx.terms(word).remove(0), 1.0)], None, None);

@@ -111,10 +111,14 @@ impl Memory {
     /// once, then, where merging after each part wrote the whole index again each time.
     pub fn import_part(&self, input: &mut dyn BufRead, part: ImportPart) -> Result<ImportReport> {
         let lines: Vec<String> = input.lines().collect::<std::io::Result<_>>()?;
-        let records: Vec<Record> = parse_lines(1, &lines, parse_line)?
-            .into_iter()
-            .flatten()
-            .collect();
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut links: Vec<Link> = Vec::new();
+        for record in parse_lines(1, &lines, parse_line)?.into_iter().flatten() {
+            match record {
+                Record::Entry(e) => entries.push(e),
+                Record::Link(l) => links.push(l),
+            }
+        }
         drop(lines);
         let mut report = ImportReport::default();
         let mut guard = self.lock_writes();
@@ -124,11 +128,7 @@ impl Memory {
         // What to write, in order; an id met twice in the input is written once.
         let mut writes: Vec<Pending> = Vec::new();
         let mut written: HashMap<Ulid, usize> = HashMap::new();
-        for record in &records {
-            let Record::Entry(incoming) = record else {
-                continue;
-            };
-            let mut incoming = incoming.clone();
+        for mut incoming in entries {
             incoming.tags = normalize_tags(&incoming.tags);
             if let Some(&i) = written.get(&incoming.id) {
                 let earlier = &mut writes[i].entry;
@@ -206,14 +206,16 @@ impl Memory {
                 // the index is never ahead of sled).
                 self.store.flush()?;
                 if index_failed.is_none() {
-                    index_failed = self.idx().write_batch(chunk.iter().map(|w| &w.entry)).err();
+                    index_failed = self
+                        .idx()
+                        .write_batch(chunk.iter().map(|w| (&w.entry, w.replaces_seq.is_some())))
+                        .err();
                 }
             }
             Ok(())
         })?;
         let to_embed: Vec<Ulid> = writes.iter().map(|w| w.entry.id).collect();
-        for record in &records {
-            let Record::Link(link) = record else { continue };
+        for link in &links {
             let key = link_key(&link.source, &link.target, link.relation);
             if self.links.contains_key(&key)? {
                 report.links_unchanged += 1;

@@ -782,6 +782,14 @@ fn export_import_round_trip() {
     let id = newer["id"].as_str().unwrap();
     assert!(memory.show(id).unwrap().title.ends_with("(revised)"));
     assert_eq!(search(&memory, "revised").len(), 1);
+    // Imported again, later still: the entry's document is replaced, not added beside the
+    // first import's (an entry new to the import has no document to replace).
+    newer["title"] = serde_json::json!("Fix CORS Safari header (revised twice)");
+    newer["updated_at"] = serde_json::json!("2099-01-02T00:00:00Z");
+    let report = memory.import(&mut format!("{newer}\n").as_bytes()).unwrap();
+    assert_eq!(report.entries_updated, 1);
+    assert_eq!(search(&memory, "revised").len(), 1);
+    assert_eq!(search(&memory, "safari cors").len(), 1);
 }
 
 /// Each commit makes a segment, and a search opens each apart: they are merged once writes
