@@ -1,8 +1,8 @@
 //! When the memory trains the dictionaries its entries' records are compressed with
 //! ([`crate::codec`]): the first at [`FIRST_TRAINING`] entries, re-encoding the records
 //! written plain until then, and a new one at each tenfold growth, for what is written
-//! after, on a thread of its own: zstd's training took ~0.5 s (from 4,000 samples; 0.14 s
-//! from the 1,000 it has now), which the add or the part of an import that made the memory
+//! after, on a thread of its own: zstd's training took ~0.5 s (from 4,000 samples; 0.24 s
+//! from the 2,000 it has now), which the add or the part of an import that made the memory
 //! ten times larger waited for (a third of a 100,000 entry import's writing thread), and
 //! the writes go on with the previous dictionary meanwhile. An upgrade from format 2 trains
 //! the first as it copies (`store.rs`).
@@ -43,7 +43,7 @@ impl Memory {
             let samples = newest_records(&self.writes, &self.entries, &self.codec)?;
             return self.train_dictionary(&samples, count, progress);
         }
-        // The samples are read on the thread too (1,000 records read and decoded). The
+        // The samples are read on the thread too (2,000 records read and decoded). The
         // dictionary is in sled before a record is encoded with it, so a flush that makes
         // such a record durable makes the dictionary durable too.
         let (writes, entries, codec) = (
