@@ -331,16 +331,12 @@ impl Suggestion {
         let id = Ulid::from_bytes(r.array()?);
         let kind = SuggestionKind::from_tag(r.byte()?)?;
         let status = SuggestionStatus::from_tag(r.byte()?)?;
-        let by_meaning = match r.byte()? {
-            0 => false,
-            1 => true,
-            _ => return None,
-        };
+        let by_meaning = r.flag()?;
         let score = f32::from_be_bytes(r.array()?);
         let created_at = r.time()?;
-        let resolved_at = match r.byte()? {
-            0 => None,
-            _ => Some(r.time()?),
+        let resolved_at = match r.flag()? {
+            false => None,
+            true => Some(r.time()?),
         };
         let count = u32::from_be_bytes(r.array()?) as usize;
         let entries = (0..count)
@@ -386,6 +382,16 @@ impl<'a> Reader<'a> {
 
     fn byte(&mut self) -> Option<u8> {
         Some(self.array::<1>()?[0])
+    }
+
+    /// A byte [`Suggestion::to_record`] writes as `u8::from(bool)`: anything else is
+    /// corrupt.
+    fn flag(&mut self) -> Option<bool> {
+        match self.byte()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
     }
 
     fn bytes(&mut self) -> Option<&'a [u8]> {
@@ -575,6 +581,12 @@ mod tests {
             // Cut short, or with a byte too many: not a record.
             assert_eq!(Suggestion::from_record(&record[..record.len() - 1]), None);
             assert_eq!(Suggestion::from_record(&[&record[..], &[0]].concat()), None);
+            // Its two flags (by meaning, resolved) are a byte each, 0 or 1.
+            for at in [19, 36] {
+                let mut bad = record.clone();
+                bad[at] = 2;
+                assert_eq!(Suggestion::from_record(&bad), None, "flag at {at}");
+            }
         }
         // A key names what is suggested, whatever the order of its entries.
         let reversed: Vec<Ulid> = ids.iter().rev().copied().collect();
