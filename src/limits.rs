@@ -165,6 +165,33 @@ pub fn check(params: &Value) -> Result<(), TooLarge> {
     walk(params, &mut Path::default(), None)
 }
 
+/// Checks a string field of a record read typed (an import's entry), named as in
+/// [`FIELDS`]: what [`check`] finds of it in the record's JSON.
+pub fn check_text(field: &str, value: &str) -> Result<(), TooLarge> {
+    text_within(value, limit_of(field), None).map_err(|over| Path::at(field).over(over))
+}
+
+/// Checks a list of strings of a record read typed, as [`check_text`] a string.
+pub fn check_texts(field: &str, items: &[String]) -> Result<(), TooLarge> {
+    let chars =
+        count_within(items.len(), limit_of(field)).map_err(|over| Path::at(field).over(over))?;
+    for (i, item) in items.iter().enumerate() {
+        text_within(item, None, chars).map_err(|over| {
+            let mut path = Path::at(field);
+            path.enter(Step::Item(i), |path| path.over(over))
+        })?;
+    }
+    Ok(())
+}
+
+/// The limit [`FIELDS`] gives the field at `pattern`.
+fn limit_of(pattern: &str) -> Option<Limit> {
+    FIELDS
+        .iter()
+        .find(|(path, _)| *path == pattern)
+        .map(|&(_, limit)| limit)
+}
+
 /// Where the walk is: the path as the caller wrote it, and as [`FIELDS`] names it.
 #[derive(Default)]
 struct Path {
@@ -173,6 +200,14 @@ struct Path {
 }
 
 impl Path {
+    /// A top-level field.
+    fn at(field: &str) -> Path {
+        Path {
+            shown: field.to_string(),
+            pattern: field.to_string(),
+        }
+    }
+
     /// Runs `f` one step further in: `key` of an object, or item `index` of a list.
     fn enter<T>(&mut self, step: Step, f: impl FnOnce(&mut Path) -> T) -> T {
         let (shown, pattern) = (self.shown.len(), self.pattern.len());
@@ -197,10 +232,18 @@ impl Path {
     }
 
     fn limit(&self) -> Option<Limit> {
-        FIELDS
-            .iter()
-            .find(|(path, _)| *path == self.pattern)
-            .map(|&(_, limit)| limit)
+        limit_of(&self.pattern)
+    }
+
+    fn over(&self, over: Over) -> TooLarge {
+        match over {
+            Over::Chars { count, max } => {
+                self.too_large(format!("{count} characters"), format!("{max} characters"))
+            }
+            Over::Items { count, max } => {
+                self.too_large(format!("{count} items"), format!("{max} items"))
+            }
+        }
     }
 
     fn too_large(&self, what: String, limit: String) -> TooLarge {
@@ -232,23 +275,10 @@ fn walk(value: &Value, path: &mut Path, item_chars: Option<usize>) -> Result<(),
             within(value, path)
         }
         (Value::String(s), limit) => {
-            let max = match limit {
-                Some(Limit::Chars(max)) => max,
-                _ => item_chars.unwrap_or(ANY_CHARS),
-            };
-            chars_within(s, max)
-                .map_err(|n| path.too_large(format!("{n} characters"), format!("{max} characters")))
+            text_within(s, limit, item_chars).map_err(|over| path.over(over))
         }
         (Value::Array(items), limit) => {
-            let (max, chars) = match limit {
-                Some(Limit::List { items, chars }) => (items, (chars > 0).then_some(chars)),
-                _ => (ANY_ITEMS, None),
-            };
-            if items.len() > max {
-                return Err(
-                    path.too_large(format!("{} items", items.len()), format!("{max} items"))
-                );
-            }
+            let chars = count_within(items.len(), limit).map_err(|over| path.over(over))?;
             items
                 .iter()
                 .enumerate()
@@ -256,6 +286,35 @@ fn walk(value: &Value, path: &mut Path, item_chars: Option<usize>) -> Result<(),
         }
         _ => within(value, path),
     }
+}
+
+/// What is past a limit: a string's characters or a list's items.
+enum Over {
+    Chars { count: usize, max: usize },
+    Items { count: usize, max: usize },
+}
+
+/// A string of at most its limit's characters (`item_chars` in a list that names one, else
+/// [`ANY_CHARS`]).
+fn text_within(s: &str, limit: Option<Limit>, item_chars: Option<usize>) -> Result<(), Over> {
+    let max = match limit {
+        Some(Limit::Chars(max)) => max,
+        _ => item_chars.unwrap_or(ANY_CHARS),
+    };
+    chars_within(s, max).map_err(|count| Over::Chars { count, max })
+}
+
+/// A list of at most its limit's `count` items ([`ANY_ITEMS`] if none is named); the limit
+/// of its strings, if it names one.
+fn count_within(count: usize, limit: Option<Limit>) -> Result<Option<usize>, Over> {
+    let (max, chars) = match limit {
+        Some(Limit::List { items, chars }) => (items, (chars > 0).then_some(chars)),
+        _ => (ANY_ITEMS, None),
+    };
+    if count > max {
+        return Err(Over::Items { count, max });
+    }
+    Ok(chars)
 }
 
 /// Writes the limits into a call's parameters schema, the flat JSON Schema the MCP tools
@@ -428,6 +487,30 @@ mod tests {
         // 100 two-byte characters: 200 bytes, within the title's 100 characters.
         assert_eq!(check(&json!({"title": "é".repeat(100)})), Ok(()));
         assert!(check(&json!({"title": "é".repeat(101)})).is_err());
+    }
+
+    /// A record read typed (an import's entry) meets the limits its JSON would.
+    #[test]
+    fn a_typed_record_is_checked_as_its_json() {
+        let lists = [
+            vec!["ok".to_string(), "x".repeat(101)],
+            vec!["t".to_string(); 51],
+            vec!["fine".to_string(); 50],
+        ];
+        for tags in lists {
+            assert_eq!(check_texts("tags", &tags), check(&json!({ "tags": tags })));
+        }
+        let texts = [
+            ("content", "c".repeat(100_001)),
+            ("title", "é".repeat(101)),
+            ("title", "é".repeat(100)),
+            ("author", "a".repeat(ANY_CHARS + 1)),
+        ];
+        for (field, text) in texts {
+            assert_eq!(check_text(field, &text), check(&json!({ field: text })));
+        }
+        assert!(check_texts("tags", &["x".repeat(101)]).is_err());
+        assert!(check_text("content", &"c".repeat(100_001)).is_err());
     }
 
     #[test]

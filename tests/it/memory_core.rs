@@ -940,6 +940,34 @@ fn an_import_in_parts_is_merged_once_its_last_part_is_in() {
     assert_eq!(total(&memory), 10_000);
 }
 
+/// Between two parts of an import the index is not committed when writes pause: each
+/// commit would cut a segment (a million entries came in 200 parts, and as many segments),
+/// merged again and again as they came. A part that no other follows (the CLI stopped) is
+/// still committed once the wait for it ends.
+#[test]
+fn the_pause_between_two_parts_of_an_import_commits_nothing_until_the_wait_ends() {
+    let home = TestHome::new();
+    let memory = home.memory();
+    memory
+        .import_part(
+            &mut references_jsonl("waiting", 0).as_bytes(),
+            ImportPart::More,
+        )
+        .unwrap();
+    // Four times the pause after which writes are committed.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert_eq!(memory.index_segments(), 0, "committed between two parts");
+    let waited = std::time::Instant::now();
+    while memory.index_segments() == 0 {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(20),
+            "never committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(memory.index_segments(), 1);
+}
+
 /// On a large index (10,000 entries and more), a search of common words reads the entries
 /// holding every one of them, where BM25's top hits read most of each word's postings:
 /// the results are the same, the total counts those entries. When none holds every word,
