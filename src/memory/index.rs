@@ -438,6 +438,18 @@ impl MemoryIndex {
         self.lock().pending.clone()
     }
 
+    /// A searcher over the last commit, and the ids written since ([`Self::pending`]), for
+    /// similarity on add. More than [`MAX_PENDING`] of them (an import's parts, between
+    /// which the index waits to commit: a million at most) are committed first, and found
+    /// through BM25 like the rest, where an add would have read and scored each of them.
+    pub fn committed_and_pending(&self) -> tantivy::Result<(Searcher, Vec<Ulid>)> {
+        let mut w = self.lock();
+        if w.pending.len() > MAX_PENDING {
+            self.commit_locked(&mut w)?;
+        }
+        Ok((self.reader.searcher(), w.pending.clone()))
+    }
+
     /// A searcher over the last commit, without forcing one.
     pub fn committed_searcher(&self) -> Searcher {
         self.reader.searcher()
@@ -1004,7 +1016,7 @@ fn two_figures(n: f64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{MemoryIndex, idle_merge, two_figures};
+    use super::{MAX_PENDING, MemoryIndex, idle_merge, two_figures};
     use crate::memory::model::{Entry, EntryType};
 
     #[test]
@@ -1048,6 +1060,29 @@ mod tests {
         // Content, title, tags and context count; the new text does, not the old.
         assert_eq!(present[1], [true, true, true, true, false]);
         assert_eq!(present[0], [false, false, false, false, true]);
+    }
+
+    /// Similarity on add scores the few entries not yet committed itself; an import's
+    /// thousands are committed first.
+    #[test]
+    fn more_than_a_few_pending_are_committed_for_similarity() {
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let entries: Vec<Entry> = (0..MAX_PENDING + 1)
+            .map(|i| Entry::new(EntryType::Reference, format!("entry {i}"), "", vec![]))
+            .collect();
+        idx.write_batch(entries.iter().map(|e| (e, false))).unwrap();
+        let (searcher, pending) = idx.committed_and_pending().unwrap();
+        assert!(pending.is_empty());
+        assert_eq!(idx.num_docs(&searcher), MAX_PENDING as u64 + 1);
+
+        let few: Vec<Entry> = (0..3)
+            .map(|i| Entry::new(EntryType::Reference, format!("late {i}"), "", vec![]))
+            .collect();
+        idx.write_batch(few.iter().map(|e| (e, false))).unwrap();
+        let (searcher, pending) = idx.committed_and_pending().unwrap();
+        assert_eq!(pending, few.iter().map(|e| e.id).collect::<Vec<_>>());
+        assert_eq!(idx.num_docs(&searcher), MAX_PENDING as u64 + 1);
     }
 
     #[test]

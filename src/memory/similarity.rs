@@ -511,8 +511,7 @@ fn weigh(
     entry: &Entry,
 ) -> Result<Weighing, MemoryError> {
     let idx = memory.idx();
-    let searcher = idx.committed_searcher();
-    let pending = idx.pending();
+    let (searcher, pending) = idx.committed_and_pending()?;
     let (my_tf, Words { mine, words }, my_norm) =
         weigh_words(memory, cache, &searcher, pending.len(), entry);
     let mut candidates = Vec::new();

@@ -940,6 +940,13 @@ fn an_import_in_parts_is_merged_once_its_last_part_is_in() {
     assert_eq!(total(&memory), 10_000);
 }
 
+/// The first 2,500 references titled `{title} {i}` of an import that more parts follow.
+fn first_part_of_an_import(memory: &Memory, title: &str) {
+    memory
+        .import_part(&mut references_jsonl(title, 0).as_bytes(), ImportPart::More)
+        .unwrap();
+}
+
 /// Between two parts of an import the index is not committed when writes pause: each
 /// commit would cut a segment (a million entries came in 200 parts, and as many segments),
 /// merged again and again as they came. A part that no other follows (the CLI stopped) is
@@ -948,12 +955,7 @@ fn an_import_in_parts_is_merged_once_its_last_part_is_in() {
 fn the_pause_between_two_parts_of_an_import_commits_nothing_until_the_wait_ends() {
     let home = TestHome::new();
     let memory = home.memory();
-    memory
-        .import_part(
-            &mut references_jsonl("waiting", 0).as_bytes(),
-            ImportPart::More,
-        )
-        .unwrap();
+    first_part_of_an_import(&memory, "waiting");
     // Four times the pause after which writes are committed.
     std::thread::sleep(std::time::Duration::from_millis(600));
     assert_eq!(memory.index_segments(), 0, "committed between two parts");
@@ -966,6 +968,34 @@ fn the_pause_between_two_parts_of_an_import_commits_nothing_until_the_wait_ends(
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert_eq!(memory.index_segments(), 1);
+}
+
+/// An add between two parts of an import finds what it resembles among the entries the
+/// import left uncommitted (past a few, committed for it), and its write commits them.
+#[test]
+fn an_add_between_two_parts_of_an_import_commits_what_they_left() {
+    let home = TestHome::new();
+    let memory = home.memory();
+    first_part_of_an_import(&memory, "ledger");
+    assert_eq!(memory.index_segments(), 0);
+    let out = memory
+        .add(entry(
+            EntryType::Reference,
+            "ledger 7 again",
+            "number 7, once more",
+            &[],
+        ))
+        .unwrap();
+    assert_eq!(
+        memory.index_segments(),
+        1,
+        "the import's part was committed"
+    );
+    assert!(
+        out.similar_entries.iter().any(|s| s.title == "ledger 7"),
+        "{:?}",
+        out.similar_entries
+    );
 }
 
 /// On a large index (10,000 entries and more), a search of common words reads the entries
