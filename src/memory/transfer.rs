@@ -349,14 +349,12 @@ fn parse_line(number: usize, line: &str) -> Result<Record> {
     // the time of reading it through a `serde_json::Value`, or serde's tagged enum, which
     // buffer the whole line.
     #[derive(serde::Deserialize)]
+    #[serde(expecting = "a JSON object")]
     struct Tag {
         record: Option<serde_json::Value>,
     }
-    let tag: Tag = serde_json::from_str(line).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => bad("a line is a JSON object".into()),
-        _ => bad(e.to_string()),
-    })?;
     let typed = |e: serde_json::Error| bad(e.to_string());
+    let tag: Tag = serde_json::from_str(line).map_err(typed)?;
     let record = match tag.record {
         Some(serde_json::Value::String(tag)) if tag == "entry" => {
             let entry: Entry = serde_json::from_str(line).map_err(typed)?;

@@ -758,6 +758,20 @@ fn export_import_round_trip() {
         .import(&mut bad.as_slice())
         .unwrap_err();
     assert!(err.to_string().contains("line 10"), "{err}");
+    // A line that is not an object, or names its record twice, says so.
+    for (line, says) in [
+        ("7", "expected a JSON object"),
+        (
+            r#"{"record": "entry", "record": "link"}"#,
+            "duplicate field `record`",
+        ),
+    ] {
+        let err = TestHome::new()
+            .memory()
+            .import(&mut format!("{line}\n").as_bytes())
+            .unwrap_err();
+        assert!(err.to_string().contains(says), "{line}: {err}");
+    }
     // The same entry twice in one import (a concatenation of two exports) is one entry,
     // the later version kept, whatever the order.
     let twice = TestHome::new();
@@ -899,8 +913,8 @@ fn a_large_import_names_its_first_bad_line() {
 }
 
 /// The CLI sends a large import in parts, each but the last saying more follow: each part
-/// is durable at once, the index merges once, after the last (the index's commits are left
-/// to the writes' pauses meanwhile, and a search still sees every part written).
+/// is durable at once, the index commits and merges once, after the last (meanwhile a
+/// search still commits, and sees every part written).
 #[test]
 fn an_import_in_parts_is_merged_once_its_last_part_is_in() {
     let home = TestHome::new();
