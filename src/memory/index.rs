@@ -48,6 +48,11 @@ const MAX_PENDING: usize = 128;
 const COMMON_SHARE: f64 = 0.05;
 /// ...once the index holds this many (below, every search reads all its postings fast).
 const COMMON_FROM_DOCS: u64 = 10_000;
+/// A search's word held by more than this share of the entries weighs next to nothing in
+/// BM25 (its idf is at most ln(1 + 0.1 / 0.9) ≈ 0.105, a contribution of at most ~0.23
+/// where a distinctive word brings several): it is left out of the scoring query when
+/// another word remains ([`MemoryIndex::without_ubiquitous`]).
+const UBIQUITOUS_SHARE: f64 = 0.9;
 /// A search's `total` is exact up to this many matches, estimated beyond
 /// ([`MemoryIndex::total`]).
 const TOTAL_EXACT_UP_TO: u64 = 1_000;
@@ -566,6 +571,33 @@ impl MemoryIndex {
         self.plan_in(true, terms, entry_type, project)
     }
 
+    /// `terms` without those more than [`UBIQUITOUS_SHARE`] of the entries hold, once
+    /// the index holds [`COMMON_FROM_DOCS`] entries, when a word of the query (weight 1 or
+    /// more) is left; else all of them. Block-max WAND reads a ubiquitous word's postings
+    /// at every entry holding a distinctive one, for a score it barely moves (at a million
+    /// entries, a third of a slow search's time). Coverage and snippets still count it.
+    pub fn without_ubiquitous(
+        &self,
+        searcher: &Searcher,
+        terms: &[(String, f32)],
+    ) -> Vec<(String, f32)> {
+        let docs = searcher.num_docs();
+        if docs < COMMON_FROM_DOCS {
+            return terms.to_vec();
+        }
+        let ubiquitous_at = (docs as f64 * UBIQUITOUS_SHARE) as u64;
+        let kept: Vec<(String, f32)> = terms
+            .iter()
+            .filter(|(t, _)| self.doc_freq(searcher, t) <= ubiquitous_at)
+            .cloned()
+            .collect();
+        if kept.iter().any(|(_, w)| *w >= 1.0) {
+            kept
+        } else {
+            terms.to_vec()
+        }
+    }
+
     /// A plan for "entries like this one": the entry's own words only (not the
     /// conversation context), no filters.
     pub fn plan_similar(&self, terms: &[(String, f32)]) -> SearchPlan {
@@ -1060,6 +1092,66 @@ mod tests {
         // Content, title, tags and context count; the new text does, not the old.
         assert_eq!(present[1], [true, true, true, true, false]);
         assert_eq!(present[0], [false, false, false, false, true]);
+    }
+
+    /// A word nearly every entry holds is left out of the scoring query while a word of
+    /// the query remains, and kept when the query has no other; a small index keeps all.
+    #[test]
+    fn a_word_nearly_every_entry_holds_is_left_out_of_scoring() {
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let n = super::COMMON_FROM_DOCS as usize;
+        // "cache" in every entry, "retry" in 19 of 20 (95 %), "timeout" in one of 2 (50 %),
+        // "safari" in one.
+        let entries: Vec<Entry> = (0..n)
+            .map(|i| {
+                let mut words = vec!["cache"];
+                if i % 20 != 0 {
+                    words.push("retry");
+                }
+                if i % 2 == 0 {
+                    words.push("timeout");
+                }
+                if i == 7 {
+                    words.push("safari");
+                }
+                Entry::new(
+                    EntryType::Bug,
+                    format!("entry {i}"),
+                    words.join(" "),
+                    vec![],
+                )
+            })
+            .collect();
+        let term = |w: &str| idx.terms(w).remove(0);
+        let query = |words: &[(&str, f32)]| -> Vec<(String, f32)> {
+            words.iter().map(|(w, weight)| (term(w), *weight)).collect()
+        };
+        let kept = |searcher: &tantivy::Searcher, words: &[(&str, f32)]| {
+            idx.without_ubiquitous(searcher, &query(words))
+        };
+
+        idx.write_batch(entries[..n - 1].iter().map(|e| (e, false)))
+            .unwrap();
+        idx.commit().unwrap();
+        let searcher = idx.fresh_searcher().unwrap();
+        let all = [("cache", 1.0), ("retry", 1.0), ("safari", 1.0)];
+        assert_eq!(kept(&searcher, &all), query(&all), "below 10,000 entries");
+
+        idx.write_batch([(&entries[n - 1], false)]).unwrap();
+        idx.commit().unwrap();
+        let searcher = idx.fresh_searcher().unwrap();
+        assert_eq!(kept(&searcher, &all), query(&[("safari", 1.0)]));
+        assert_eq!(
+            kept(&searcher, &[("cache", 1.0), ("timeout", 1.0)]),
+            query(&[("timeout", 1.0)]),
+            "a word in half the entries stays"
+        );
+        // With only a context's word beside them, the query's own words stay.
+        let with_context = [("cache", 1.0), ("retry", 1.0), ("safari", 0.35)];
+        assert_eq!(kept(&searcher, &with_context), query(&with_context));
+        let ubiquitous = [("cache", 1.0), ("retry", 1.0)];
+        assert_eq!(kept(&searcher, &ubiquitous), query(&ubiquitous));
     }
 
     /// Similarity on add scores the few entries not yet committed itself; an import's

@@ -133,7 +133,16 @@ impl Memory {
         } else {
             limit
         };
-        let full = (!weighted.is_empty() && ranking != Ranking::Semantic)
+        let lexical = !weighted.is_empty() && ranking != Ranking::Semantic;
+        let scored = if lexical {
+            idx.without_ubiquitous(&searcher, &weighted)
+        } else {
+            Vec::new()
+        };
+        let full = lexical.then(|| idx.plan(&scored, q.entry_type, q.project.as_deref()));
+        // Every word of the query, those BM25 leaves out too, counts in `total` and is
+        // highlighted in the snippets.
+        let all_words = (scored.len() < weighted.len())
             .then(|| idx.plan(&weighted, q.entry_type, q.project.as_deref()));
         // On a large index, a query of common words only reads the entries holding them
         // all first; the full plan when they are too few.
@@ -156,9 +165,16 @@ impl Memory {
         // searches the vectors while this one finds the top hits; the count goes to
         // whichever of the two is free first (at 100,000 entries the vectors' side ends
         // first, at a million BM25's), and this thread makes the generators.
-        let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
-        let make_generators =
-            |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
+        let count = |plan: &index::SearchPlan| {
+            idx.total(
+                &searcher,
+                every_word(plan, full.as_ref(), all_words.as_ref()),
+            )
+        };
+        let make_generators = |plan: &index::SearchPlan| {
+            let plan = every_word(plan, full.as_ref(), all_words.as_ref());
+            idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some)
+        };
         let counting = AtomicBool::new(false);
         let count_unless_taken = |plan: &index::SearchPlan| {
             (!counting.swap(true, Ordering::AcqRel)).then(|| count(plan))
@@ -342,6 +358,19 @@ fn meaning(cosine: f32) -> f32 {
 fn fuse(lexical: f32, cosine: f32) -> f32 {
     let lexical = ((lexical - LEXICAL_FLOOR) / (1.0 - LEXICAL_FLOOR)).max(0.0);
     (meaning(cosine) + LEXICAL_WEIGHT * lexical) / (1.0 + LEXICAL_WEIGHT)
+}
+
+/// `plan`, or the plan of every word of the query when `plan` is the full plan without
+/// the words nearly every entry holds.
+fn every_word<'p>(
+    plan: &'p index::SearchPlan,
+    full: Option<&'p index::SearchPlan>,
+    all_words: Option<&'p index::SearchPlan>,
+) -> &'p index::SearchPlan {
+    match (full, all_words) {
+        (Some(full), Some(all_words)) if std::ptr::eq(plan, full) => all_words,
+        _ => plan,
+    }
 }
 
 /// Drops repeated terms, keeping the first of each.

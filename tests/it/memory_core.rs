@@ -1059,4 +1059,13 @@ fn a_search_of_common_words_on_a_large_index_reads_the_entries_holding_them_all(
         "{:?}",
         one.results[0]
     );
+    // A word every entry holds ("ledger") is left out of BM25's query beside a
+    // distinctive one; the total still counts the entries holding either.
+    let ubiquitous = found("ledger 4242");
+    assert!(
+        ubiquitous.results[0].title.starts_with("ledger 4242 "),
+        "{:?}",
+        ubiquitous.results[0]
+    );
+    assert_eq!(ubiquitous.total, 10_000);
 }
