@@ -575,7 +575,8 @@ impl MemoryIndex {
     /// the index holds [`COMMON_FROM_DOCS`] entries, when a word of the query (weight 1 or
     /// more) is left; else all of them. Block-max WAND reads a ubiquitous word's postings
     /// at every entry holding a distinctive one, for a score it barely moves (at a million
-    /// entries, a third of a slow search's time). Coverage and snippets still count it.
+    /// entries without them, BM25's p99 5.7–5.9 → 4.2–4.9 ms). Coverage, the total and
+    /// the snippets still count it.
     pub fn without_ubiquitous(
         &self,
         searcher: &Searcher,
