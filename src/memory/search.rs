@@ -141,15 +141,19 @@ impl Memory {
         };
         let full = lexical.then(|| idx.plan(&scored, q.entry_type, q.project.as_deref()));
         // Every word of the query, those BM25 leaves out too, counts in `total` and is
-        // highlighted in the snippets.
-        let all_words = (scored.len() < weighted.len())
+        // highlighted in the snippets: the full plan of every word, where BM25's leaves
+        // some out.
+        let every_word = (scored.len() < weighted.len())
             .then(|| idx.plan(&weighted, q.entry_type, q.project.as_deref()));
+        let counted_full = every_word.as_ref().or(full.as_ref());
         // On a large index, a query of common words only reads the entries holding them
         // all first; the full plan when they are too few.
         let narrowed = full.as_ref().and_then(|_| {
             idx.plan_narrowed(&searcher, &weighted, q.entry_type, q.project.as_deref())
         });
         let plan = narrowed.as_ref().or(full.as_ref());
+        // The narrowed plan holds every word.
+        let counted = narrowed.as_ref().or(counted_full);
         let filter = Filter {
             entry_type: q.entry_type,
             project: q.project.as_deref(),
@@ -165,30 +169,23 @@ impl Memory {
         // searches the vectors while this one finds the top hits; the count goes to
         // whichever of the two is free first (at 100,000 entries the vectors' side ends
         // first, at a million BM25's), and this thread makes the generators.
-        let count = |plan: &index::SearchPlan| {
-            idx.total(
-                &searcher,
-                every_word(plan, full.as_ref(), all_words.as_ref()),
-            )
-        };
-        let make_generators = |plan: &index::SearchPlan| {
-            let plan = every_word(plan, full.as_ref(), all_words.as_ref());
-            idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some)
-        };
+        let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
+        let make_generators =
+            |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
         let counting = AtomicBool::new(false);
         let count_unless_taken = |plan: &index::SearchPlan| {
             (!counting.swap(true, Ordering::AcqRel)).then(|| count(plan))
         };
         let (hits, total, generators, by_vectors) = std::thread::scope(|scope| {
-            let beside = match (&embedder, plan) {
-                (Some(embedder), Some(plan)) if self.semantic.is_large() => {
-                    Some(scope.spawn(|| (by_meaning(embedder), count_unless_taken(plan))))
+            let beside = match (&embedder, counted) {
+                (Some(embedder), Some(counted)) if self.semantic.is_large() => {
+                    Some(scope.spawn(|| (by_meaning(embedder), count_unless_taken(counted))))
                 }
                 _ => None,
             };
             let hits = plan.map_or(Ok(Vec::new()), |plan| idx.top(&searcher, plan, pool));
-            let generators = plan.map_or(Ok(None), make_generators);
-            let counted_here = plan.and_then(count_unless_taken);
+            let generators = counted.map_or(Ok(None), make_generators);
+            let counted_here = counted.and_then(count_unless_taken);
             let (meaning, counted_beside) = match beside {
                 Some(thread) => {
                     let (meaning, counted) = thread
@@ -202,12 +199,12 @@ impl Memory {
             (hits, total, generators, meaning)
         });
         let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
-        if let (Some(_), Some(full)) = (&narrowed, &full)
+        if let (Some(_), Some(full), Some(counted_full)) = (&narrowed, &full, counted_full)
             && hits.len() < pool
         {
             hits = idx.top(&searcher, full, pool)?;
-            total = count(full)?;
-            generators = make_generators(full)?;
+            total = count(counted_full)?;
+            generators = make_generators(counted_full)?;
         }
         let bm25: HashMap<Ulid, f32> = hits.iter().map(|h| (h.id, h.score)).collect();
         let top = hits
@@ -358,19 +355,6 @@ fn meaning(cosine: f32) -> f32 {
 fn fuse(lexical: f32, cosine: f32) -> f32 {
     let lexical = ((lexical - LEXICAL_FLOOR) / (1.0 - LEXICAL_FLOOR)).max(0.0);
     (meaning(cosine) + LEXICAL_WEIGHT * lexical) / (1.0 + LEXICAL_WEIGHT)
-}
-
-/// `plan`, or the plan of every word of the query when `plan` is the full plan without
-/// the words nearly every entry holds.
-fn every_word<'p>(
-    plan: &'p index::SearchPlan,
-    full: Option<&'p index::SearchPlan>,
-    all_words: Option<&'p index::SearchPlan>,
-) -> &'p index::SearchPlan {
-    match (full, all_words) {
-        (Some(full), Some(all_words)) if std::ptr::eq(plan, full) => all_words,
-        _ => plan,
-    }
 }
 
 /// Drops repeated terms, keeping the first of each.
