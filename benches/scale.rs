@@ -100,10 +100,20 @@ async fn run(options: Options, model: Option<&Path>) {
         Some(dir) => Home::kept(dir),
         None => Home::new("tandem-scale"),
     };
-    // What a kept world holds, once its memory is made.
+    // What a kept world holds, once its memory is made, and where the corpus's sequence
+    // was when its entries were generated (an earlier bench wrote the world alone).
     let made = home.path().join("scale.json");
-    let wanted = json!({ "entries": n, "diverse": diverse, "model": model.is_some() }).to_string();
-    let reused = std::fs::read_to_string(&made).is_ok_and(|m| m == wanted);
+    let wanted = json!({ "entries": n, "diverse": diverse, "model": model.is_some() });
+    let kept: Option<Value> = std::fs::read_to_string(&made)
+        .ok()
+        .and_then(|m| serde_json::from_str(&m).ok());
+    let reused = kept
+        .as_ref()
+        .is_some_and(|k| k.get("world").unwrap_or(k) == &wanted);
+    let resumed = kept
+        .as_ref()
+        .filter(|_| reused)
+        .and_then(|k| Some((k["corpus_state"].as_u64()?, k["json_bytes"].as_u64()?)));
     if !reused {
         // A kept world of another size or corpus: its memory is made again from nothing.
         std::fs::remove_file(&made).ok();
@@ -116,7 +126,6 @@ async fn run(options: Options, model: Option<&Path>) {
         }
     };
 
-    eprintln!("bench: generating {n} entries");
     let file = home.path().join("entries.jsonl");
     let mut corpus = if diverse {
         Corpus::diverse(42)
@@ -124,9 +133,14 @@ async fn run(options: Options, model: Option<&Path>) {
         Corpus::new(42)
     };
     let mut json_bytes = 0u64;
-    {
-        // A kept memory's entries are generated again all the same: the queries follow
-        // them in the corpus's sequence.
+    if let Some((state, bytes)) = resumed {
+        // The queries follow the entries in the corpus's sequence: they go on from there.
+        corpus = corpus.resumed(state);
+        json_bytes = bytes;
+    } else {
+        eprintln!("bench: generating {n} entries");
+        // A kept memory's entries written by an earlier bench are generated again, to
+        // find where the sequence was.
         let mut out =
             (!reused).then(|| std::io::BufWriter::new(std::fs::File::create(&file).unwrap()));
         for i in 0..n {
@@ -167,7 +181,12 @@ async fn run(options: Options, model: Option<&Path>) {
     };
     std::fs::remove_file(&file).ok();
     if options.home.is_some() {
-        std::fs::write(&made, &wanted).unwrap();
+        let made_now = json!({
+            "world": wanted,
+            "corpus_state": corpus.state(),
+            "json_bytes": json_bytes,
+        });
+        std::fs::write(&made, made_now.to_string()).unwrap();
     }
 
     let data = home.tandem_home();

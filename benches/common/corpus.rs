@@ -214,6 +214,21 @@ impl Corpus {
         corpus
     }
 
+    /// Where the generator is in its sequence, to go on from there ([`Corpus::resumed`]).
+    #[allow(dead_code)] // a bench module: not every bench uses every generator
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
+    /// The generator at `state`, as [`Corpus::state`] gave it.
+    #[allow(dead_code)]
+    pub fn resumed(self, state: u64) -> Corpus {
+        Corpus {
+            state: state.max(1),
+            ..self
+        }
+    }
+
     pub fn next(&mut self) -> u64 {
         // xorshift64*
         self.state ^= self.state >> 12;
