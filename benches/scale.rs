@@ -11,10 +11,11 @@
 //!   median of three), and the same through a daemon already running;
 //! - the idle daemon's resident memory after a session's search;
 //! - in process: with the model, the time to cut the vectors into lists after the open;
-//!   then search p50/p99 (hybrid with the model) and add p50/p99 (durable, with
-//!   similarity and suggestions), and the page faults of each (minor, and major: read
-//!   from the disk); then how much the adds grew the data dir (a memory in use, not as
-//!   imported: each add's suggestions are kept too).
+//!   then search p50/p99 (hybrid with the model, and each of its sides alone over the
+//!   same queries) and add p50/p99 (durable, with similarity and suggestions), and the
+//!   page faults of each (minor, and major: read from the disk); then how much the adds
+//!   grew the data dir (a memory in use, not as imported: each add's suggestions are kept
+//!   too); then the slowest searches, timed again by each ranking.
 //!
 //! `cargo bench --bench scale -- --entries 1000000` (release; ~1 GB of JSON Lines in a
 //! temp dir at that size). `--corpus diverse` draws the entries from a vocabulary of
@@ -38,7 +39,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::{RoleClient, ServiceExt, service::RunningService};
 use serde_json::{Value, json};
 use tandem::memory::embeddings::Embedder;
-use tandem::memory::{Memory, NoProgress, SearchQuery};
+use tandem::memory::{Memory, NoProgress, Ranking, SearchQuery};
 use tandem::store::Store;
 
 mod common;
@@ -253,14 +254,14 @@ async fn run(options: Options, model: Option<&Path>) {
     memory.merge_index_segments().unwrap();
     let segments = memory.index_segments();
     let queries: Vec<String> = (0..options.searches).map(|_| corpus.query()).collect();
-    let search = |q: &str| {
-        memory
-            .search(&SearchQuery {
-                query: q.to_string(),
-                ..Default::default()
-            })
-            .unwrap()
+    let search_ranked = |q: &str, ranking| {
+        let query = SearchQuery {
+            query: q.to_string(),
+            ..Default::default()
+        };
+        memory.search_ranked(&query, ranking).unwrap()
     };
+    let search = |q: &str| search_ranked(q, Ranking::Hybrid);
     search(&queries[0]);
     let mut searches = Vec::with_capacity(options.searches);
     let faults_before = page_faults();
@@ -270,6 +271,25 @@ async fn run(options: Options, model: Option<&Path>) {
         searches.push(t.elapsed());
     }
     let search_faults = faults_since(faults_before, options.searches);
+    // With the model, each side of the hybrid search alone over the same queries.
+    let sides = model.map(|_| {
+        [Ranking::Lexical, Ranking::Semantic].map(|ranking| {
+            let times = queries
+                .iter()
+                .map(|q| {
+                    let t = Instant::now();
+                    search_ranked(q, ranking);
+                    t.elapsed()
+                })
+                .collect();
+            Stats::of(times)
+        })
+    });
+    let slowest = slowest_searches(&queries, &searches, |q, ranking| {
+        let t = Instant::now();
+        search_ranked(q, ranking);
+        t.elapsed()
+    });
     let mut adds = Vec::with_capacity(options.adds);
     let entries: Vec<_> = (0..options.adds)
         .map(|_| corpus.entry().new_entry())
@@ -368,6 +388,15 @@ async fn run(options: Options, model: Option<&Path>) {
         ms(searches.p50),
         ms(searches.p99)
     );
+    if let Some([lexical, semantic]) = &sides {
+        for (side, stats) in [("BM25", lexical), ("the vectors", semantic)] {
+            println!(
+                "| of which {side} alone, the same queries | p50 {} / p99 {} |",
+                ms(stats.p50),
+                ms(stats.p99)
+            );
+        }
+    }
     println!(
         "| add in process (durable) | p50 {} / p99 {} |",
         ms(adds.p50),
@@ -381,6 +410,73 @@ async fn run(options: Options, model: Option<&Path>) {
         mb(grown),
         grown as f64 / options.adds as f64 / 1e3
     );
+    print_slowest(&slowest, model.is_some());
+}
+
+/// The searches slower than the p99 (at least [`SLOWEST_SHOWN`]), each timed again as it
+/// ran and by each ranking alone (the best of [`SLOWEST_RETRIES`]): where the tail's time
+/// goes.
+const SLOWEST_SHOWN: usize = 5;
+const SLOWEST_RETRIES: usize = 3;
+
+struct Slow<'q> {
+    query: &'q str,
+    first: Duration,
+    again: [Duration; 3],
+}
+
+fn slowest_searches<'q>(
+    queries: &'q [String],
+    times: &[Duration],
+    time: impl Fn(&str, Ranking) -> Duration,
+) -> Vec<Slow<'q>> {
+    let mut order: Vec<usize> = (0..queries.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(times[i]));
+    let shown = (queries.len() / 100).max(SLOWEST_SHOWN).min(queries.len());
+    order[..shown]
+        .iter()
+        .map(|&i| {
+            let best = |ranking| {
+                (0..SLOWEST_RETRIES)
+                    .map(|_| time(&queries[i], ranking))
+                    .min()
+                    .unwrap_or_default()
+            };
+            Slow {
+                query: &queries[i],
+                first: times[i],
+                again: [
+                    best(Ranking::Hybrid),
+                    best(Ranking::Lexical),
+                    best(Ranking::Semantic),
+                ],
+            }
+        })
+        .collect()
+}
+
+fn print_slowest(slowest: &[Slow], with_model: bool) {
+    println!("\n### The slowest searches, timed again (the best of {SLOWEST_RETRIES})\n");
+    if with_model {
+        println!("| query | when measured | again | BM25 alone | vectors alone |");
+        println!("|---|---|---|---|---|");
+    } else {
+        println!("| query | when measured | again |");
+        println!("|---|---|---|");
+    }
+    for s in slowest {
+        let [hybrid, lexical, semantic] = s.again.map(ms);
+        if with_model {
+            println!(
+                "| {} | {} | {hybrid} | {lexical} | {semantic} |",
+                s.query,
+                ms(s.first)
+            );
+        } else {
+            println!("| {} | {} | {lexical} |", s.query, ms(s.first));
+        }
+    }
+    println!();
 }
 
 /// The page faults a call since `before` (minor, major), over `calls` calls.

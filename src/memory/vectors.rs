@@ -563,8 +563,8 @@ impl VectorIndex {
         match &self.lists {
             None => self.len(),
             Some(lists) => {
-                let per_list = self.len() / lists.members.len().max(1);
-                lists.members.len() + PROBE_MIN_ROWS.max(per_list * PROBE_MIN_LISTS)
+                let count = lists.members.len();
+                count + Probe::new(1, self.len(), count).rows()
             }
         }
     }
@@ -1209,6 +1209,12 @@ impl Probe {
         }
     }
 
+    /// About how many rows a probe scores: it stops at the first list that brings it
+    /// both enough rows and, on lists of the mean size, the lists.
+    fn rows(&self) -> usize {
+        self.wanted.max(self.mean_lists)
+    }
+
     /// Whether `scored` rows in the `probed` nearest lists are enough.
     fn done(&self, probed: usize, scored: usize) -> bool {
         scored >= self.wanted && (probed >= PROBE_MIN_LISTS || scored >= self.mean_lists)
@@ -1518,6 +1524,9 @@ mod tests {
             probed(Probe::new(5, 1_000_000, 1_000), &[100; 40]),
             (21, 2_100)
         );
+        // What a search is expected to score, for `is_large`: on lists of the mean size.
+        assert_eq!(probe.rows(), 12_000);
+        assert_eq!(Probe::new(5, 100_000, 1_000).rows(), 2_048);
     }
 
     #[test]
