@@ -24,8 +24,9 @@
 //! `--home DIR` keeps the bench's world in DIR; a later run with the same `--entries`,
 //! `--corpus` and model finds its memory there and measures it again without generating,
 //! importing and embedding it (the adds of each run stay in it); another size or corpus
-//! makes it anew there. `--searches N` and `--adds N` time that many (default 1,000 and
-//! 300), for a profile of them.
+//! makes it anew there (its adds are new entries each run: `scale.json` counts those made).
+//! `--searches N` and `--adds N` time that many (default 1,000 and 300), for a profile of
+//! them.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -115,6 +116,13 @@ async fn run(options: Options, model: Option<&Path>) {
         .as_ref()
         .filter(|_| reused)
         .and_then(|k| Some((k["corpus_state"].as_u64()?, k["json_bytes"].as_u64()?)));
+    // The adds the kept world's earlier runs made: this run's are the entries after them in
+    // the corpus's sequence, none the twin of one already added.
+    let adds_made = kept
+        .as_ref()
+        .filter(|_| resumed.is_some())
+        .and_then(|k| k["adds_made"].as_u64())
+        .unwrap_or(0);
     if !reused {
         // A kept world of another size or corpus: its memory is made again from nothing.
         std::fs::remove_file(&made).ok();
@@ -181,14 +189,19 @@ async fn run(options: Options, model: Option<&Path>) {
         _ => None,
     };
     std::fs::remove_file(&file).ok();
-    if options.home.is_some() {
-        let made_now = json!({
-            "world": wanted,
-            "corpus_state": corpus.state(),
-            "json_bytes": json_bytes,
-        });
-        std::fs::write(&made, made_now.to_string()).unwrap();
-    }
+    let corpus_state = corpus.state();
+    let record_world = |adds_made: u64| {
+        if options.home.is_some() {
+            let made_now = json!({
+                "world": wanted,
+                "corpus_state": corpus_state,
+                "json_bytes": json_bytes,
+                "adds_made": adds_made,
+            });
+            std::fs::write(&made, made_now.to_string()).unwrap();
+        }
+    };
+    record_world(adds_made);
 
     let data = home.tandem_home();
     let db_bytes = tandem::store::dir_size(&data.join("db"));
@@ -291,6 +304,9 @@ async fn run(options: Options, model: Option<&Path>) {
         t.elapsed()
     });
     let mut adds = Vec::with_capacity(options.adds);
+    for _ in 0..adds_made {
+        corpus.entry();
+    }
     let entries: Vec<_> = (0..options.adds)
         .map(|_| corpus.entry().new_entry())
         .collect();
@@ -303,6 +319,7 @@ async fn run(options: Options, model: Option<&Path>) {
         adds.push(t.elapsed());
     }
     let add_faults = faults_since(faults_before, options.adds);
+    record_world(adds_made + options.adds as u64);
     drop(memory);
     let grown = tandem::store::dir_size(&data).saturating_sub(bytes_before_adds);
 

@@ -169,6 +169,13 @@ pub struct SimilarityCache {
     vocabulary_bytes: usize,
 }
 
+impl SimilarityCache {
+    /// Whether entry `id` is cached (its card among it).
+    pub fn holds(&self, id: &Ulid) -> bool {
+        self.entries.contains_key(id)
+    }
+}
+
 impl Cached {
     fn bytes(&self) -> usize {
         std::mem::size_of::<Cached>()
