@@ -29,6 +29,7 @@ use tantivy::{
 };
 use ulid::Ulid;
 
+use super::maxscore;
 use super::model::{Entry, EntryType};
 
 /// Bump when the schema or the analyzer changes: an index of another version is rebuilt.
@@ -202,6 +203,9 @@ pub struct Hit {
 /// A query ready to run: weighted analysed terms and filters.
 pub struct SearchPlan {
     query: Box<dyn Query>,
+    /// The query's alternatives when it is their union alone (no filter, nothing
+    /// required), for [`MemoryIndex::top`]'s MaxScore.
+    union: Option<Vec<maxscore::Clause>>,
 }
 
 impl MemoryIndex {
@@ -660,10 +664,7 @@ impl MemoryIndex {
         term: &str,
         weight: f32,
     ) -> impl Iterator<Item = (Occur, Box<dyn Query>)> {
-        let f = &self.fields;
-        let fields = [(f.words, 1.0), (f.context, CONTEXT_BOOST)];
-        let n = if with_context { 2 } else { 1 };
-        fields.into_iter().take(n).map(move |(field, boost)| {
+        self.clause_fields(with_context).map(move |(field, boost)| {
             let q = TermQuery::new(
                 Term::from_field_text(field, term),
                 IndexRecordOption::WithFreqs,
@@ -684,7 +685,32 @@ impl MemoryIndex {
             .iter()
             .flat_map(|(term, weight)| self.term_clauses(with_context, term, *weight))
             .collect();
-        self.filtered(BooleanQuery::new(should), entry_type, project)
+        let mut plan = self.filtered(BooleanQuery::new(should), entry_type, project);
+        if entry_type.is_none() && project.is_none() {
+            plan.union = Some(
+                terms
+                    .iter()
+                    .flat_map(|(term, weight)| {
+                        self.clause_fields(with_context).map(move |(field, boost)| {
+                            maxscore::Clause {
+                                field,
+                                term: term.clone(),
+                                boost: boost * weight,
+                            }
+                        })
+                    })
+                    .collect(),
+            );
+        }
+        plan
+    }
+
+    /// The fields a term is searched in, with their boosts: the entry's words and,
+    /// `with_context`, its context at [`CONTEXT_BOOST`].
+    fn clause_fields(&self, with_context: bool) -> impl Iterator<Item = (Field, f32)> + use<> {
+        let f = &self.fields;
+        let fields = [(f.words, 1.0), (f.context, CONTEXT_BOOST)];
+        fields.into_iter().take(if with_context { 2 } else { 1 })
     }
 
     /// `text` with the filters required.
@@ -699,6 +725,7 @@ impl MemoryIndex {
             // Unwrapped, a pure disjunction lets tantivy prune with block-max WAND.
             return SearchPlan {
                 query: Box::new(text),
+                union: None,
             };
         }
         let mut must: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(text))];
@@ -722,6 +749,7 @@ impl MemoryIndex {
         }
         SearchPlan {
             query: Box::new(BooleanQuery::new(must)),
+            union: None,
         }
     }
 
@@ -773,17 +801,28 @@ impl MemoryIndex {
         Ok(found)
     }
 
-    /// The top `limit` hits only: no total, so the search can skip what cannot rank.
+    /// The top `limit` hits only: no total, so the search can skip what cannot rank. A
+    /// union of two words or more on a large index ([`COMMON_FROM_DOCS`]) is read by
+    /// MaxScore (`maxscore.rs`), which finds the hits tantivy's `TopDocs` would.
     pub fn top(
         &self,
         searcher: &Searcher,
         plan: &SearchPlan,
         limit: usize,
     ) -> tantivy::Result<Vec<Hit>> {
-        let top = searcher.search(
-            &plan.query,
-            &TopDocs::with_limit(limit.max(1)).order_by_score(),
-        )?;
+        let by_maxscore = match &plan.union {
+            Some(union) if searcher.num_docs() >= COMMON_FROM_DOCS => {
+                maxscore::top(searcher, union, limit)?
+            }
+            _ => None,
+        };
+        let top = match by_maxscore {
+            Some(top) => top,
+            None => searcher.search(
+                &plan.query,
+                &TopDocs::with_limit(limit.max(1)).order_by_score(),
+            )?,
+        };
         self.hits(searcher, top)
     }
 

@@ -10,6 +10,7 @@ pub mod embeddings;
 pub mod error;
 pub mod help;
 pub mod index;
+mod maxscore;
 pub mod model;
 pub mod model_source;
 mod proposals;
