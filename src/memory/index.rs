@@ -603,6 +603,14 @@ impl MemoryIndex {
         }
     }
 
+    /// Whether `term` is common in a large index: held by more than [`COMMON_SHARE`] of
+    /// the entries once the index holds [`COMMON_FROM_DOCS`] (never below).
+    pub fn is_common(&self, searcher: &Searcher, term: &str) -> bool {
+        let docs = searcher.num_docs();
+        docs >= COMMON_FROM_DOCS
+            && self.doc_freq(searcher, term) as f64 > docs as f64 * COMMON_SHARE
+    }
+
     /// A plan for "entries like this one": the entry's own words only (not the
     /// conversation context), no filters.
     pub fn plan_similar(&self, terms: &[(String, f32)]) -> SearchPlan {
@@ -1177,6 +1185,10 @@ mod tests {
         let searcher = idx.fresh_searcher().unwrap();
         let all = [("cache", 1.0), ("retry", 1.0), ("safari", 1.0)];
         assert_eq!(kept(&searcher, &all), query(&all), "below 10,000 entries");
+        assert!(
+            !idx.is_common(&searcher, &term("timeout")),
+            "below 10,000 entries"
+        );
 
         idx.write_batch([(&entries[n - 1], false)]).unwrap();
         idx.commit().unwrap();
@@ -1192,6 +1204,10 @@ mod tests {
         assert_eq!(kept(&searcher, &with_context), query(&with_context));
         let ubiquitous = [("cache", 1.0), ("retry", 1.0)];
         assert_eq!(kept(&searcher, &ubiquitous), query(&ubiquitous));
+        // A search's context keeps only the words at most 5 % of the entries hold.
+        for (word, common) in [("cache", true), ("timeout", true), ("safari", false)] {
+            assert_eq!(idx.is_common(&searcher, &term(word)), common, "{word}");
+        }
     }
 
     /// Similarity on add scores the few entries not yet committed itself; an import's

@@ -1,7 +1,8 @@
 //! Search (`rekall_search`): the query's words, plus its context's most distinctive ones at
-//! a lower weight, searched with BM25 over the index (the fields and filters in
-//! [`index::MemoryIndex::plan`]); each hit scored 0..1 from its coverage of the query and its
-//! BM25 score relative to the best, and shown with a snippet.
+//! a lower weight (on a large index, none that many entries hold), searched with BM25 over
+//! the index (the fields and filters in [`index::MemoryIndex::plan`]); each hit scored 0..1
+//! from its coverage of the query and its BM25 score relative to the best, and shown with a
+//! snippet.
 //!
 //! With an embedding model ready, the search is hybrid: the query's vector (its context
 //! mixed in) brings the entries nearest in meaning, BM25 its best hits, a pool of each a few
@@ -97,10 +98,13 @@ impl Memory {
             .map(|t| (t.clone(), QUERY_TERM_WEIGHT))
             .collect();
         if let Some(context) = context {
+            // On a large index, a context word that many entries hold tells none apart, and
+            // its postings are long: a dozen such words made a search at a million entries
+            // read most of the index (20–80 ms).
             let mut extra: Vec<(String, f32)> = idx
                 .terms(context)
                 .into_iter()
-                .filter(|t| !query_terms.contains(t))
+                .filter(|t| !query_terms.contains(t) && !idx.is_common(&searcher, t))
                 .map(|t| {
                     let w = idf(&t);
                     (t, w)
