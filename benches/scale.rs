@@ -11,8 +11,8 @@
 //!   median of three), and the same through a daemon already running;
 //! - the idle daemon's resident memory after a session's search;
 //! - in process: with the model, the time to cut the vectors into lists after the open;
-//!   then search p50/p99 (hybrid with the model, and each of its sides alone over the
-//!   same queries) and add p50/p99 (durable, with similarity and suggestions), and the
+//!   then search p50/p99 (hybrid with the model, the same queries each with a context of
+//!   20 words, and each side of the hybrid search alone) and add p50/p99 (durable, with similarity and suggestions), and the
 //!   page faults of each (minor, and major: read from the disk); then how much the adds
 //!   grew the data dir (a memory in use, not as imported: each add's suggestions are kept
 //!   too); then the slowest searches, timed again by each ranking.
@@ -57,6 +57,8 @@ struct Options {
     adds: usize,
 }
 const COLD_STARTS: usize = 3;
+/// The words of a search's context, when the bench searches with one.
+const CONTEXT_WORDS: usize = 20;
 
 fn main() {
     let mut options = Options {
@@ -284,6 +286,23 @@ async fn run(options: Options, model: Option<&Path>) {
         searches.push(t.elapsed());
     }
     let search_faults = faults_since(faults_before, options.searches);
+    // The same queries with a context, as agents search: a sentence of the corpus's words
+    // (from a generator of its own, so that the adds' entries stay where they were).
+    let mut sentences = Corpus::new(7);
+    let with_context: Vec<Duration> = queries
+        .iter()
+        .map(|q| {
+            let query = SearchQuery {
+                query: q.clone(),
+                context: Some(sentences.sentence(CONTEXT_WORDS)),
+                ..Default::default()
+            };
+            let t = Instant::now();
+            memory.search(&query).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    let with_context = Stats::of(with_context);
     // With the model, each side of the hybrid search alone over the same queries.
     let sides = model.map(|_| {
         [Ranking::Lexical, Ranking::Semantic].map(|ranking| {
@@ -414,6 +433,11 @@ async fn run(options: Options, model: Option<&Path>) {
             );
         }
     }
+    println!(
+        "| the same searches, each with a context of {CONTEXT_WORDS} words | p50 {} / p99 {} |",
+        ms(with_context.p50),
+        ms(with_context.p99)
+    );
     println!(
         "| add in process (durable) | p50 {} / p99 {} |",
         ms(adds.p50),

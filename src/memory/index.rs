@@ -206,6 +206,20 @@ pub struct SearchPlan {
     /// The query's alternatives when it is their union alone (no filter, nothing
     /// required), for [`MemoryIndex::top`]'s MaxScore.
     union: Option<Vec<maxscore::Clause>>,
+    /// A narrowed plan's parts when it has optional words (a search's context) and no
+    /// filter, for [`MemoryIndex::top`].
+    with_optional: Option<WithOptional>,
+}
+
+/// Words every hit holds, and optional words that add to its score: the top hits are the
+/// best of the required words' own (pruned block by block) and of the entries holding an
+/// optional word ([`maxscore::top_with_optional`]). An entry holding none of the optional
+/// words scores by the required ones alone, so it is among their top hits if among the
+/// plan's; the scorer of the whole plan reads every entry holding the required words.
+struct WithOptional {
+    required_only: Box<dyn Query>,
+    required: Vec<Vec<maxscore::Clause>>,
+    optional: Vec<maxscore::Clause>,
 }
 
 impl MemoryIndex {
@@ -603,12 +617,12 @@ impl MemoryIndex {
         }
     }
 
-    /// Whether `term` is common in a large index: held by more than [`COMMON_SHARE`] of
-    /// the entries once the index holds [`COMMON_FROM_DOCS`] (never below).
-    pub fn is_common(&self, searcher: &Searcher, term: &str) -> bool {
+    /// The postings a search's context may add to its query, on an index of
+    /// [`COMMON_FROM_DOCS`] entries or more: [`COMMON_SHARE`] of its entries (its words
+    /// taken rarest first while they fit). `None` below: no bound.
+    pub fn context_postings(&self, searcher: &Searcher) -> Option<u64> {
         let docs = searcher.num_docs();
-        docs >= COMMON_FROM_DOCS
-            && self.doc_freq(searcher, term) as f64 > docs as f64 * COMMON_SHARE
+        (docs >= COMMON_FROM_DOCS).then_some((docs as f64 * COMMON_SHARE) as u64)
     }
 
     /// A plan for "entries like this one": the entry's own words only (not the
@@ -649,19 +663,43 @@ impl MemoryIndex {
         {
             return None;
         }
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = own
-            .iter()
-            .map(|(t, w)| -> (Occur, Box<dyn Query>) {
-                let any_field = self.term_clauses(true, t, *w).collect();
-                (Occur::Must, Box::new(BooleanQuery::new(any_field)))
-            })
-            .collect();
+        let required = || -> Vec<(Occur, Box<dyn Query>)> {
+            own.iter()
+                .map(|(t, w)| -> (Occur, Box<dyn Query>) {
+                    let any_field = self.term_clauses(true, t, *w).collect();
+                    (Occur::Must, Box::new(BooleanQuery::new(any_field)))
+                })
+                .collect()
+        };
+        let mut clauses = required();
         clauses.extend(
             context
                 .iter()
                 .flat_map(|(t, w)| self.term_clauses(true, t, *w)),
         );
-        Some(self.filtered(BooleanQuery::new(clauses), entry_type, project))
+        let mut plan = self.filtered(BooleanQuery::new(clauses), entry_type, project);
+        if !context.is_empty() && entry_type.is_none() && project.is_none() {
+            let groups = |terms: &[&(String, f32)]| -> Vec<Vec<maxscore::Clause>> {
+                terms
+                    .iter()
+                    .map(|(term, weight)| {
+                        self.clause_fields(true)
+                            .map(|(field, boost)| maxscore::Clause {
+                                field,
+                                term: term.clone(),
+                                boost: boost * weight,
+                            })
+                            .collect()
+                    })
+                    .collect()
+            };
+            plan.with_optional = Some(WithOptional {
+                required_only: Box::new(BooleanQuery::new(required())),
+                required: groups(&own),
+                optional: groups(&context).into_iter().flatten().collect(),
+            });
+        }
+        Some(plan)
     }
 
     /// A term's clauses, alternatives of a query: in the entry's words and, `with_context`,
@@ -734,6 +772,7 @@ impl MemoryIndex {
             return SearchPlan {
                 query: Box::new(text),
                 union: None,
+                with_optional: None,
             };
         }
         let mut must: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(text))];
@@ -758,6 +797,7 @@ impl MemoryIndex {
         SearchPlan {
             query: Box::new(BooleanQuery::new(must)),
             union: None,
+            with_optional: None,
         }
     }
 
@@ -818,9 +858,17 @@ impl MemoryIndex {
         plan: &SearchPlan,
         limit: usize,
     ) -> tantivy::Result<Vec<Hit>> {
-        let by_maxscore = match &plan.union {
-            Some(union) if searcher.num_docs() >= COMMON_FROM_DOCS => {
-                maxscore::top(searcher, union, limit)?
+        let large = searcher.num_docs() >= COMMON_FROM_DOCS;
+        let by_maxscore = match (&plan.union, &plan.with_optional) {
+            (Some(union), _) if large => maxscore::top(searcher, union, limit)?,
+            (_, Some(parts)) if large => {
+                let required = searcher.search(
+                    &parts.required_only,
+                    &TopDocs::with_limit(limit.max(1)).order_by_score(),
+                )?;
+                let optional =
+                    maxscore::top_with_optional(searcher, &parts.required, &parts.optional, limit)?;
+                Some(maxscore::merge(required, optional, limit.max(1)))
             }
             _ => None,
         };
@@ -1185,8 +1233,9 @@ mod tests {
         let searcher = idx.fresh_searcher().unwrap();
         let all = [("cache", 1.0), ("retry", 1.0), ("safari", 1.0)];
         assert_eq!(kept(&searcher, &all), query(&all), "below 10,000 entries");
-        assert!(
-            !idx.is_common(&searcher, &term("timeout")),
+        assert_eq!(
+            idx.context_postings(&searcher),
+            None,
             "below 10,000 entries"
         );
 
@@ -1204,10 +1253,8 @@ mod tests {
         assert_eq!(kept(&searcher, &with_context), query(&with_context));
         let ubiquitous = [("cache", 1.0), ("retry", 1.0)];
         assert_eq!(kept(&searcher, &ubiquitous), query(&ubiquitous));
-        // A search's context keeps only the words at most 5 % of the entries hold.
-        for (word, common) in [("cache", true), ("timeout", true), ("safari", false)] {
-            assert_eq!(idx.is_common(&searcher, &term(word)), common, "{word}");
-        }
+        // A search's context adds words holding at most 5 % of the entries' postings.
+        assert_eq!(idx.context_postings(&searcher), Some(500));
     }
 
     /// Similarity on add scores the few entries not yet committed itself; an import's

@@ -7,9 +7,13 @@
 //! the union moved every posting list to every candidate (at a million entries, 2.4–3.8 ms
 //! for ten hits that this finds in a fraction: README, Benchmarks).
 //!
+//! [`top_with_optional`] serves words required beside optional ones (a search's context
+//! beside words most entries hold): it reads the optional words' postings and looks up the
+//! required ones, where tantivy's scorer for that scored every entry holding the required.
+//!
 //! The scores are tantivy's own (the same `Bm25Weight` per clause, the statistics of the
-//! whole index), and ties go to the lower `DocAddress`, as `TopDocs` breaks them; the test
-//! below holds the hits to `TopDocs`'s over a generated index.
+//! whole index), and ties go to the lower `DocAddress`, as `TopDocs` breaks them; the tests
+//! below hold the hits to `TopDocs`'s over a generated index.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -72,6 +76,125 @@ pub fn top(
         });
     }
     Ok(Some(best.into_sorted()))
+}
+
+/// The `k` best `(score, address)` among the entries holding a clause of every group of
+/// `required` (a word's alternatives) and one of `optional` at least, scored by every
+/// clause they hold, best first. Read from the optional clauses' postings, each entry
+/// looked up in the required ones: for optional clauses of rare words (a search's context),
+/// where the entries holding every required word are many.
+pub fn top_with_optional(
+    searcher: &Searcher,
+    required: &[Vec<Clause>],
+    optional: &[Clause],
+    k: usize,
+) -> tantivy::Result<Vec<(f32, DocAddress)>> {
+    let weigh = |c: &Clause| -> tantivy::Result<Option<(Term, Bm25Weight)>> {
+        let term = Term::from_field_text(c.field, &c.term);
+        if searcher.doc_freq(&term)? == 0 {
+            return Ok(None);
+        }
+        let weight = Bm25Weight::for_terms(searcher, std::slice::from_ref(&term))?;
+        Ok(Some((term, weight.boost_by(c.boost))))
+    };
+    let required: Vec<Vec<(Term, Bm25Weight)>> = required
+        .iter()
+        .map(|group| {
+            Ok(group
+                .iter()
+                .map(weigh)
+                .collect::<tantivy::Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect())
+        })
+        .collect::<tantivy::Result<_>>()?;
+    let optional: Vec<(Term, Bm25Weight)> = optional
+        .iter()
+        .map(weigh)
+        .collect::<tantivy::Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut best = Best::new(k.max(1));
+    for (ord, reader) in searcher.segment_readers().iter().enumerate() {
+        let cursors = |weights: &[(Term, Bm25Weight)]| -> tantivy::Result<Vec<Cursor>> {
+            let mut cursors = Vec::with_capacity(weights.len());
+            for (term, weight) in weights {
+                let inverted = reader.inverted_index(term.field())?;
+                if let Some(postings) =
+                    inverted.read_postings(term, IndexRecordOption::WithFreqs)?
+                {
+                    cursors.push(Cursor {
+                        postings,
+                        norms: reader.get_fieldnorms_reader(term.field())?,
+                        most: weight.max_score(),
+                        weight: weight.clone(),
+                    });
+                }
+            }
+            Ok(cursors)
+        };
+        let mut optional = cursors(&optional)?;
+        let mut required: Vec<Vec<Cursor>> = required
+            .iter()
+            .map(|group| cursors(group))
+            .collect::<tantivy::Result<_>>()?;
+        if required.iter().any(Vec::is_empty) {
+            continue;
+        }
+        let alive = reader.alive_bitset();
+        'docs: while let Some(doc) = optional
+            .iter()
+            .map(|c| c.postings.doc())
+            .min()
+            .filter(|d| *d != TERMINATED)
+        {
+            let mut score = 0.0f32;
+            for c in optional.iter_mut() {
+                if c.postings.doc() == doc {
+                    score += c.score();
+                    c.postings.advance();
+                }
+            }
+            for group in required.iter_mut() {
+                let mut held = false;
+                for c in group.iter_mut() {
+                    if c.postings.doc() < doc {
+                        c.postings.seek(doc);
+                    }
+                    if c.postings.doc() == doc {
+                        score += c.score();
+                        held = true;
+                    }
+                }
+                if !held {
+                    continue 'docs;
+                }
+            }
+            if alive.is_none_or(|a| a.is_alive(doc)) {
+                best.offer(score, DocAddress::new(ord as u32, doc));
+            }
+        }
+    }
+    Ok(best.into_sorted())
+}
+
+/// The best `k` of two lists of hits, best first, ties to the lower address; an address in
+/// both counts once.
+pub fn merge(
+    a: Vec<(f32, DocAddress)>,
+    b: Vec<(f32, DocAddress)>,
+    k: usize,
+) -> Vec<(f32, DocAddress)> {
+    let mut all: Vec<Ranked> = a.into_iter().chain(b).map(|(s, d)| Ranked(s, d)).collect();
+    all.sort_by(|x, y| y.cmp(x));
+    let mut seen = std::collections::HashSet::new();
+    all.into_iter()
+        .filter(|r| seen.insert(r.1))
+        .take(k)
+        .map(|Ranked(s, d)| (s, d))
+        .collect()
 }
 
 struct Cursor {
@@ -218,10 +341,14 @@ mod tests {
     use tantivy::schema::{STRING, Schema, TEXT};
     use tantivy::{Index, doc};
 
-    /// Over an index of generated texts (some documents deleted, several segments), the
-    /// hits are `TopDocs`'s over the same union of boosted term queries.
-    #[test]
-    fn the_hits_are_those_topdocs_finds_for_the_union() {
+    /// A generator of numbers, and of a word from its numbers.
+    type Numbers = Box<dyn FnMut() -> u64>;
+    type Words = Box<dyn Fn(&mut dyn FnMut() -> u64) -> String>;
+    type Generated = (Index, Field, Field, Numbers, Words);
+
+    /// An index of 6,000 generated texts in three segments, one in seven deleted: a
+    /// Zipf-like vocabulary of 40 words, so that some are in most documents.
+    fn generated() -> Generated {
         let mut schema = Schema::builder();
         let words = schema.add_text_field("words", TEXT);
         let context = schema.add_text_field("context", TEXT);
@@ -229,18 +356,18 @@ mod tests {
         let index = Index::create_in_ram(schema.build());
         let vocabulary: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
         let mut state = 7u64;
-        let mut next = move || {
+        let mut next: Numbers = Box::new(move || {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state
-        };
+        });
         // Zipf-like: low numbers far more often, so some words are in most documents.
-        let word = |next: &mut dyn FnMut() -> u64| {
+        let word: Words = Box::new(move |next| {
             let r = (next() % 10_000) as f64 / 10_000.0;
             let i = (40f64.powf(r) - 1.0) as usize;
             vocabulary[i.min(39)].clone()
-        };
+        });
         let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
         for n in 0..6_000u64 {
             let len = 3 + (next() % 20) as usize;
@@ -261,6 +388,14 @@ mod tests {
             writer.delete_term(Term::from_field_text(id, &n.to_string()));
         }
         writer.commit().unwrap();
+        (index, words, context, next, word)
+    }
+
+    /// Over an index of generated texts (some documents deleted, several segments), the
+    /// hits are `TopDocs`'s over the same union of boosted term queries.
+    #[test]
+    fn the_hits_are_those_topdocs_finds_for_the_union() {
+        let (index, words, context, mut next, word) = generated();
         let searcher = index.reader().unwrap().searcher();
         assert!(searcher.segment_readers().len() > 1);
         for q in 0..200u64 {
@@ -307,21 +442,82 @@ mod tests {
                 assert!(held.len() < 2, "query {q}: {clauses:?}");
                 continue;
             };
-            assert_eq!(found.len(), expected.len(), "query {q}: {clauses:?}");
-            for ((s, a), (es, ea)) in found.iter().zip(&expected) {
-                // The same score to a float's rounding (the sums run in another order);
-                // the same document unless two scores tie to it.
-                assert!(
-                    (s - es).abs() <= es.abs() * 1e-5,
-                    "query {q}: {s} against {es}"
-                );
-                if a != ea {
-                    let tied = expected
-                        .iter()
-                        .any(|(x, b)| b == a && (x - s).abs() <= 1e-5);
-                    assert!(tied, "query {q}: {a:?} found where {ea:?} was expected");
-                }
+            assert_same(q, &found, &expected);
+        }
+    }
+
+    /// `found` holds `expected`'s hits: the same scores to a float's rounding (the sums run
+    /// in another order), the same documents unless two scores tie.
+    fn assert_same(q: u64, found: &[(f32, DocAddress)], expected: &[(f32, DocAddress)]) {
+        assert_eq!(found.len(), expected.len(), "query {q}");
+        for ((s, a), (es, ea)) in found.iter().zip(expected) {
+            assert!(
+                (s - es).abs() <= es.abs() * 1e-5,
+                "query {q}: {s} against {es}"
+            );
+            if a != ea {
+                let tied = expected
+                    .iter()
+                    .any(|(x, b)| b == a && (x - s).abs() <= 1e-5);
+                assert!(tied, "query {q}: {a:?} found where {ea:?} was expected");
             }
+        }
+    }
+
+    fn clause_query(c: &Clause) -> Box<dyn Query> {
+        let term = TermQuery::new(
+            Term::from_field_text(c.field, &c.term),
+            IndexRecordOption::WithFreqs,
+        );
+        Box::new(BoostQuery::new(Box::new(term), c.boost))
+    }
+
+    /// Words required (each in either field) and optional ones: the best of the required
+    /// words' own top hits and of [`top_with_optional`] are `TopDocs`'s over the query.
+    #[test]
+    fn required_and_optional_words_find_the_hits_topdocs_finds() {
+        let (index, words, context, mut next, word) = generated();
+        let searcher = index.reader().unwrap().searcher();
+        let group = |term: String, boost: f32| -> Vec<Clause> {
+            [(words, boost), (context, boost * 0.5)]
+                .map(|(field, boost)| Clause {
+                    field,
+                    term: term.clone(),
+                    boost,
+                })
+                .to_vec()
+        };
+        for q in 0..200u64 {
+            let required: Vec<Vec<Clause>> = (0..1 + next() % 2)
+                .map(|_| group(word(&mut next), 1.0))
+                .collect();
+            let optional: Vec<Clause> = (0..1 + next() % 3)
+                .flat_map(|_| group(word(&mut next), 0.35))
+                .collect();
+            let must = || -> Vec<(Occur, Box<dyn Query>)> {
+                required
+                    .iter()
+                    .map(|g| -> (Occur, Box<dyn Query>) {
+                        let any = g.iter().map(|c| (Occur::Should, clause_query(c))).collect();
+                        (Occur::Must, Box::new(BooleanQuery::new(any)))
+                    })
+                    .collect()
+            };
+            let mut whole = must();
+            whole.extend(optional.iter().map(|c| (Occur::Should, clause_query(c))));
+            let k = 1 + (q % 12) as usize;
+            let top = |query: &BooleanQuery| {
+                searcher
+                    .search(query, &TopDocs::with_limit(k).order_by_score())
+                    .unwrap()
+            };
+            let expected = top(&BooleanQuery::new(whole));
+            let found = merge(
+                top(&BooleanQuery::new(must())),
+                top_with_optional(&searcher, &required, &optional, k).unwrap(),
+                k,
+            );
+            assert_same(q, &found, &expected);
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Search (`rekall_search`): the query's words, plus its context's most distinctive ones at
-//! a lower weight (on a large index, none that many entries hold), searched with BM25 over
+//! a lower weight (on a large index, within a budget of postings), searched with BM25 over
 //! the index (the fields and filters in [`index::MemoryIndex::plan`]); each hit scored 0..1
 //! from its coverage of the query and its BM25 score relative to the best, and shown with a
 //! snippet.
@@ -98,13 +98,10 @@ impl Memory {
             .map(|t| (t.clone(), QUERY_TERM_WEIGHT))
             .collect();
         if let Some(context) = context {
-            // On a large index, a context word that many entries hold tells none apart, and
-            // its postings are long: a dozen such words made a search at a million entries
-            // read most of the index (20–80 ms).
             let mut extra: Vec<(String, f32)> = idx
                 .terms(context)
                 .into_iter()
-                .filter(|t| !query_terms.contains(t) && !idx.is_common(&searcher, t))
+                .filter(|t| !query_terms.contains(t))
                 .map(|t| {
                     let w = idf(&t);
                     (t, w)
@@ -112,12 +109,23 @@ impl Memory {
                 .collect();
             extra.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             extra.dedup_by(|a, b| a.0 == b.0);
-            weighted.extend(
-                extra
-                    .into_iter()
-                    .take(CONTEXT_TERMS)
-                    .map(|(t, _)| (t, CONTEXT_TERM_WEIGHT)),
-            );
+            // The most distinctive first, while their postings fit the index's budget: a
+            // dozen context words that many entries hold made a search at a million entries
+            // read most of the index (20–80 ms).
+            let mut budget = idx.context_postings(&searcher);
+            for (t, _) in extra {
+                if weighted.len() == query_terms.len() + CONTEXT_TERMS {
+                    break;
+                }
+                if let Some(left) = &mut budget {
+                    let postings = idx.doc_freq(&searcher, &t);
+                    if postings > *left {
+                        continue;
+                    }
+                    *left -= postings;
+                }
+                weighted.push((t, CONTEXT_TERM_WEIGHT));
+            }
         }
         let outcome = |total, results| SearchOutcome {
             query: q.query.clone(),
