@@ -22,7 +22,7 @@ use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::{Postings, SegmentPostings};
 use tantivy::query::Bm25Weight;
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, DocId, DocSet, Searcher, TERMINATED, Term};
+use tantivy::{DocAddress, DocId, DocSet, Searcher, SegmentReader, TERMINATED, Term};
 
 /// One alternative of the union: a term of a field, its score scaled by `boost`.
 #[derive(Debug, Clone)]
@@ -43,13 +43,10 @@ pub fn top(
     let mut weights: Vec<(Term, Bm25Weight)> = Vec::with_capacity(clauses.len());
     let mut words: Vec<&str> = Vec::with_capacity(clauses.len());
     for c in clauses {
-        let term = Term::from_field_text(c.field, &c.term);
-        if searcher.doc_freq(&term)? == 0 {
-            continue;
+        if let Some(weighed) = weigh(searcher, c)? {
+            weights.push(weighed);
+            words.push(&c.term);
         }
-        let weight = Bm25Weight::for_terms(searcher, std::slice::from_ref(&term))?;
-        weights.push((term, weight.boost_by(c.boost)));
-        words.push(&c.term);
     }
     words.sort_unstable();
     words.dedup();
@@ -58,18 +55,7 @@ pub fn top(
     }
     let mut best = Best::new(k.max(1));
     for (ord, reader) in searcher.segment_readers().iter().enumerate() {
-        let mut cursors = Vec::with_capacity(weights.len());
-        for (term, weight) in &weights {
-            let inverted = reader.inverted_index(term.field())?;
-            if let Some(postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)? {
-                cursors.push(Cursor {
-                    postings,
-                    norms: reader.get_fieldnorms_reader(term.field())?,
-                    most: weight.max_score(),
-                    weight: weight.clone(),
-                });
-            }
-        }
+        let mut cursors = cursors(reader, &weights)?;
         let alive = reader.alive_bitset();
         segment(&mut cursors, ord as u32, &mut best, |doc| {
             alive.is_none_or(|a| a.is_alive(doc))
@@ -89,56 +75,24 @@ pub fn top_with_optional(
     optional: &[Clause],
     k: usize,
 ) -> tantivy::Result<Vec<(f32, DocAddress)>> {
-    let weigh = |c: &Clause| -> tantivy::Result<Option<(Term, Bm25Weight)>> {
-        let term = Term::from_field_text(c.field, &c.term);
-        if searcher.doc_freq(&term)? == 0 {
-            return Ok(None);
+    let weighed = |clauses: &[Clause]| -> tantivy::Result<Vec<(Term, Bm25Weight)>> {
+        let mut weights = Vec::with_capacity(clauses.len());
+        for c in clauses {
+            weights.extend(weigh(searcher, c)?);
         }
-        let weight = Bm25Weight::for_terms(searcher, std::slice::from_ref(&term))?;
-        Ok(Some((term, weight.boost_by(c.boost))))
+        Ok(weights)
     };
     let required: Vec<Vec<(Term, Bm25Weight)>> = required
         .iter()
-        .map(|group| {
-            Ok(group
-                .iter()
-                .map(weigh)
-                .collect::<tantivy::Result<Vec<_>>>()?
-                .into_iter()
-                .flatten()
-                .collect())
-        })
+        .map(|group| weighed(group))
         .collect::<tantivy::Result<_>>()?;
-    let optional: Vec<(Term, Bm25Weight)> = optional
-        .iter()
-        .map(weigh)
-        .collect::<tantivy::Result<Vec<_>>>()?
-        .into_iter()
-        .flatten()
-        .collect();
+    let optional = weighed(optional)?;
     let mut best = Best::new(k.max(1));
     for (ord, reader) in searcher.segment_readers().iter().enumerate() {
-        let cursors = |weights: &[(Term, Bm25Weight)]| -> tantivy::Result<Vec<Cursor>> {
-            let mut cursors = Vec::with_capacity(weights.len());
-            for (term, weight) in weights {
-                let inverted = reader.inverted_index(term.field())?;
-                if let Some(postings) =
-                    inverted.read_postings(term, IndexRecordOption::WithFreqs)?
-                {
-                    cursors.push(Cursor {
-                        postings,
-                        norms: reader.get_fieldnorms_reader(term.field())?,
-                        most: weight.max_score(),
-                        weight: weight.clone(),
-                    });
-                }
-            }
-            Ok(cursors)
-        };
-        let mut optional = cursors(&optional)?;
+        let mut optional = cursors(reader, &optional)?;
         let mut required: Vec<Vec<Cursor>> = required
             .iter()
-            .map(|group| cursors(group))
+            .map(|group| cursors(reader, group))
             .collect::<tantivy::Result<_>>()?;
         if required.iter().any(Vec::is_empty) {
             continue;
@@ -195,6 +149,33 @@ pub fn merge(
         .take(k)
         .map(|Ranked(s, d)| (s, d))
         .collect()
+}
+
+/// A clause's term and its BM25 weight, boosted; `None` when no entry holds the term.
+fn weigh(searcher: &Searcher, c: &Clause) -> tantivy::Result<Option<(Term, Bm25Weight)>> {
+    let term = Term::from_field_text(c.field, &c.term);
+    if searcher.doc_freq(&term)? == 0 {
+        return Ok(None);
+    }
+    let weight = Bm25Weight::for_terms(searcher, std::slice::from_ref(&term))?;
+    Ok(Some((term, weight.boost_by(c.boost))))
+}
+
+/// The cursors of weighed clauses in one segment (none for a term the segment lacks).
+fn cursors(reader: &SegmentReader, weights: &[(Term, Bm25Weight)]) -> tantivy::Result<Vec<Cursor>> {
+    let mut cursors = Vec::with_capacity(weights.len());
+    for (term, weight) in weights {
+        let inverted = reader.inverted_index(term.field())?;
+        if let Some(postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)? {
+            cursors.push(Cursor {
+                postings,
+                norms: reader.get_fieldnorms_reader(term.field())?,
+                most: weight.max_score(),
+                weight: weight.clone(),
+            });
+        }
+    }
+    Ok(cursors)
 }
 
 struct Cursor {
