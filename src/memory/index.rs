@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
 use tantivy::index::SegmentId;
-use tantivy::query::{BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, EnableScoring, Occur, Query, TermQuery};
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
@@ -682,15 +682,7 @@ impl MemoryIndex {
             let groups = |terms: &[&(String, f32)]| -> Vec<Vec<maxscore::Clause>> {
                 terms
                     .iter()
-                    .map(|(term, weight)| {
-                        self.clause_fields(true)
-                            .map(|(field, boost)| maxscore::Clause {
-                                field,
-                                term: term.clone(),
-                                boost: boost * weight,
-                            })
-                            .collect()
-                    })
+                    .map(|(term, weight)| self.clauses(true, term, *weight).collect())
                     .collect()
             };
             plan.with_optional = Some(WithOptional {
@@ -710,14 +702,28 @@ impl MemoryIndex {
         term: &str,
         weight: f32,
     ) -> impl Iterator<Item = (Occur, Box<dyn Query>)> {
-        self.clause_fields(with_context).map(move |(field, boost)| {
-            let q = TermQuery::new(
-                Term::from_field_text(field, term),
-                IndexRecordOption::WithFreqs,
-            );
-            let q: Box<dyn Query> = Box::new(BoostQuery::new(Box::new(q), boost * weight));
-            (Occur::Should, q)
-        })
+        self.clauses(with_context, term, weight)
+            .map(|c| (Occur::Should, c.query()))
+    }
+
+    /// [`Self::term_clauses`] as MaxScore reads them.
+    fn clauses(
+        &self,
+        with_context: bool,
+        term: &str,
+        weight: f32,
+    ) -> impl Iterator<Item = maxscore::Clause> {
+        let f = &self.fields;
+        let fields = [(f.words, 1.0), (f.context, CONTEXT_BOOST)];
+        let term = term.to_string();
+        fields
+            .into_iter()
+            .take(if with_context { 2 } else { 1 })
+            .map(move |(field, boost)| maxscore::Clause {
+                field,
+                term: term.clone(),
+                boost: boost * weight,
+            })
     }
 
     fn plan_in(
@@ -736,27 +742,11 @@ impl MemoryIndex {
             plan.union = Some(
                 terms
                     .iter()
-                    .flat_map(|(term, weight)| {
-                        self.clause_fields(with_context).map(move |(field, boost)| {
-                            maxscore::Clause {
-                                field,
-                                term: term.clone(),
-                                boost: boost * weight,
-                            }
-                        })
-                    })
+                    .flat_map(|(term, weight)| self.clauses(with_context, term, *weight))
                     .collect(),
             );
         }
         plan
-    }
-
-    /// The fields a term is searched in, with their boosts: the entry's words and,
-    /// `with_context`, its context at [`CONTEXT_BOOST`].
-    fn clause_fields(&self, with_context: bool) -> impl Iterator<Item = (Field, f32)> + use<> {
-        let f = &self.fields;
-        let fields = [(f.words, 1.0), (f.context, CONTEXT_BOOST)];
-        fields.into_iter().take(if with_context { 2 } else { 1 })
     }
 
     /// `text` with the filters required.
@@ -858,14 +848,14 @@ impl MemoryIndex {
         plan: &SearchPlan,
         limit: usize,
     ) -> tantivy::Result<Vec<Hit>> {
+        let by_tantivy = |query: &dyn Query| {
+            searcher.search(query, &TopDocs::with_limit(limit.max(1)).order_by_score())
+        };
         let large = searcher.num_docs() >= COMMON_FROM_DOCS;
         let by_maxscore = match (&plan.union, &plan.with_optional) {
             (Some(union), _) if large => maxscore::top(searcher, union, limit)?,
             (_, Some(parts)) if large => {
-                let required = searcher.search(
-                    &parts.required_only,
-                    &TopDocs::with_limit(limit.max(1)).order_by_score(),
-                )?;
+                let required = by_tantivy(parts.required_only.as_ref())?;
                 let optional =
                     maxscore::top_with_optional(searcher, &parts.required, &parts.optional, limit)?;
                 Some(maxscore::merge(required, optional, limit.max(1)))
@@ -874,10 +864,7 @@ impl MemoryIndex {
         };
         let top = match by_maxscore {
             Some(top) => top,
-            None => searcher.search(
-                &plan.query,
-                &TopDocs::with_limit(limit.max(1)).order_by_score(),
-            )?,
+            None => by_tantivy(plan.query.as_ref())?,
         };
         self.hits(searcher, top)
     }

@@ -20,7 +20,7 @@ use std::collections::BinaryHeap;
 
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::{Postings, SegmentPostings};
-use tantivy::query::Bm25Weight;
+use tantivy::query::{Bm25Weight, BoostQuery, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocId, DocSet, Searcher, SegmentReader, TERMINATED, Term};
 
@@ -30,6 +30,17 @@ pub struct Clause {
     pub field: Field,
     pub term: String,
     pub boost: f32,
+}
+
+impl Clause {
+    /// The clause as tantivy's query: its term's BM25, boosted.
+    pub fn query(&self) -> Box<dyn Query> {
+        let term = TermQuery::new(
+            Term::from_field_text(self.field, &self.term),
+            IndexRecordOption::WithFreqs,
+        );
+        Box::new(BoostQuery::new(Box::new(term), self.boost))
+    }
 }
 
 /// The `k` best `(score, address)` of the union of `clauses`, best first; `None` when
@@ -318,7 +329,7 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
     use tantivy::collector::TopDocs;
-    use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+    use tantivy::query::{BooleanQuery, Occur};
     use tantivy::schema::{STRING, Schema, TEXT};
     use tantivy::{Index, doc};
 
@@ -392,21 +403,8 @@ mod tests {
                     })
                 })
                 .collect();
-            let union = BooleanQuery::new(
-                clauses
-                    .iter()
-                    .map(|c| -> (Occur, Box<dyn Query>) {
-                        let term = TermQuery::new(
-                            Term::from_field_text(c.field, &c.term),
-                            IndexRecordOption::WithFreqs,
-                        );
-                        (
-                            Occur::Should,
-                            Box::new(BoostQuery::new(Box::new(term), c.boost)),
-                        )
-                    })
-                    .collect(),
-            );
+            let union =
+                BooleanQuery::new(clauses.iter().map(|c| (Occur::Should, c.query())).collect());
             let k = 1 + (q % 12) as usize;
             let expected = searcher
                 .search(&union, &TopDocs::with_limit(k).order_by_score())
@@ -445,14 +443,6 @@ mod tests {
         }
     }
 
-    fn clause_query(c: &Clause) -> Box<dyn Query> {
-        let term = TermQuery::new(
-            Term::from_field_text(c.field, &c.term),
-            IndexRecordOption::WithFreqs,
-        );
-        Box::new(BoostQuery::new(Box::new(term), c.boost))
-    }
-
     /// Words required (each in either field) and optional ones: the best of the required
     /// words' own top hits and of [`top_with_optional`] are `TopDocs`'s over the query.
     #[test]
@@ -479,13 +469,13 @@ mod tests {
                 required
                     .iter()
                     .map(|g| -> (Occur, Box<dyn Query>) {
-                        let any = g.iter().map(|c| (Occur::Should, clause_query(c))).collect();
+                        let any = g.iter().map(|c| (Occur::Should, c.query())).collect();
                         (Occur::Must, Box::new(BooleanQuery::new(any)))
                     })
                     .collect()
             };
             let mut whole = must();
-            whole.extend(optional.iter().map(|c| (Occur::Should, clause_query(c))));
+            whole.extend(optional.iter().map(|c| (Occur::Should, c.query())));
             let k = 1 + (q % 12) as usize;
             let top = |query: &BooleanQuery| {
                 searcher

@@ -98,27 +98,31 @@ impl Memory {
             .map(|t| (t.clone(), QUERY_TERM_WEIGHT))
             .collect();
         if let Some(context) = context {
-            let mut extra: Vec<(String, f32)> = idx
+            // The most distinctive first (the highest idf), while their postings fit the
+            // index's budget: a dozen context words that many entries hold made a search at
+            // a million entries read most of the index (20–80 ms).
+            let mut extra: Vec<(String, u64)> = idx
                 .terms(context)
                 .into_iter()
                 .filter(|t| !query_terms.contains(t))
                 .map(|t| {
-                    let w = idf(&t);
-                    (t, w)
+                    let postings = idx.doc_freq(&searcher, &t);
+                    (t, postings)
                 })
                 .collect();
-            extra.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let weight = |postings: u64| similarity::idf(n_docs, postings);
+            extra.sort_by(|a, b| {
+                weight(b.1)
+                    .total_cmp(&weight(a.1))
+                    .then_with(|| a.0.cmp(&b.0))
+            });
             extra.dedup_by(|a, b| a.0 == b.0);
-            // The most distinctive first, while their postings fit the index's budget: a
-            // dozen context words that many entries hold made a search at a million entries
-            // read most of the index (20–80 ms).
             let mut budget = idx.context_postings(&searcher);
-            for (t, _) in extra {
+            for (t, postings) in extra {
                 if weighted.len() == query_terms.len() + CONTEXT_TERMS {
                     break;
                 }
                 if let Some(left) = &mut budget {
-                    let postings = idx.doc_freq(&searcher, &t);
                     if postings > *left {
                         continue;
                     }
