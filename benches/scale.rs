@@ -12,10 +12,11 @@
 //! - the idle daemon's resident memory after a session's search;
 //! - in process: with the model, the time to cut the vectors into lists after the open;
 //!   then search p50/p99 (hybrid with the model, the same queries each with a context of
-//!   20 words, and each side of the hybrid search alone) and add p50/p99 (durable, with similarity and suggestions), and the
-//!   page faults of each (minor, and major: read from the disk); then how much the adds
-//!   grew the data dir (a memory in use, not as imported: each add's suggestions are kept
-//!   too); then the slowest searches, timed again by each ranking.
+//!   20 words, and each side of the hybrid search alone) and add p50/p99 (durable, with
+//!   similarity and suggestions), and the page faults of each (minor, and major: read from
+//!   the disk); then how much the adds grew the data dir (a memory in use, not as
+//!   imported: each add's suggestions are kept too); then the slowest searches, timed
+//!   again by each ranking.
 //!
 //! `cargo bench --bench scale -- --entries 1000000` (release; ~1 GB of JSON Lines in a
 //! temp dir at that size). `--corpus diverse` draws the entries from a vocabulary of

@@ -600,11 +600,9 @@ impl MemoryIndex {
         searcher: &Searcher,
         terms: &[(String, f32)],
     ) -> Vec<(String, f32)> {
-        let docs = searcher.num_docs();
-        if docs < COMMON_FROM_DOCS {
+        let Some(ubiquitous_at) = share_of_large(searcher, UBIQUITOUS_SHARE) else {
             return terms.to_vec();
-        }
-        let ubiquitous_at = (docs as f64 * UBIQUITOUS_SHARE) as u64;
+        };
         let kept: Vec<(String, f32)> = terms
             .iter()
             .filter(|(t, _)| self.doc_freq(searcher, t) <= ubiquitous_at)
@@ -621,8 +619,7 @@ impl MemoryIndex {
     /// [`COMMON_FROM_DOCS`] entries or more: [`COMMON_SHARE`] of its entries (its words
     /// taken rarest first while they fit). `None` below: no bound.
     pub fn context_postings(&self, searcher: &Searcher) -> Option<u64> {
-        let docs = searcher.num_docs();
-        (docs >= COMMON_FROM_DOCS).then_some((docs as f64 * COMMON_SHARE) as u64)
+        share_of_large(searcher, COMMON_SHARE)
     }
 
     /// A plan for "entries like this one": the entry's own words only (not the
@@ -650,11 +647,7 @@ impl MemoryIndex {
         entry_type: Option<EntryType>,
         project: Option<&str>,
     ) -> Option<SearchPlan> {
-        let docs = searcher.num_docs();
-        if docs < COMMON_FROM_DOCS {
-            return None;
-        }
-        let common_at = (docs as f64 * COMMON_SHARE) as u64;
+        let common_at = share_of_large(searcher, COMMON_SHARE)?;
         let (own, context): (Vec<_>, Vec<_>) = terms.iter().partition(|(_, w)| *w >= 1.0);
         if own.len() < 2
             || own
@@ -663,15 +656,12 @@ impl MemoryIndex {
         {
             return None;
         }
-        let required = || -> Vec<(Occur, Box<dyn Query>)> {
-            own.iter()
-                .map(|(t, w)| -> (Occur, Box<dyn Query>) {
-                    let any_field = self.term_clauses(true, t, *w).collect();
-                    (Occur::Must, Box::new(BooleanQuery::new(any_field)))
-                })
-                .collect()
-        };
-        let mut clauses = required();
+        // Each word of its own in either field.
+        let required: Vec<Vec<maxscore::Clause>> = own
+            .iter()
+            .map(|(term, weight)| self.clauses(true, term, *weight).collect())
+            .collect();
+        let mut clauses = maxscore::each_required(&required);
         clauses.extend(
             context
                 .iter()
@@ -679,16 +669,13 @@ impl MemoryIndex {
         );
         let mut plan = self.filtered(BooleanQuery::new(clauses), entry_type, project);
         if !context.is_empty() && entry_type.is_none() && project.is_none() {
-            let groups = |terms: &[&(String, f32)]| -> Vec<Vec<maxscore::Clause>> {
-                terms
-                    .iter()
-                    .map(|(term, weight)| self.clauses(true, term, *weight).collect())
-                    .collect()
-            };
             plan.with_optional = Some(WithOptional {
-                required_only: Box::new(BooleanQuery::new(required())),
-                required: groups(&own),
-                optional: groups(&context).into_iter().flatten().collect(),
+                required_only: Box::new(BooleanQuery::new(maxscore::each_required(&required))),
+                required,
+                optional: context
+                    .iter()
+                    .flat_map(|(term, weight)| self.clauses(true, term, *weight))
+                    .collect(),
             });
         }
         Some(plan)
@@ -1000,6 +987,14 @@ impl Snippets {
         }
         best
     }
+}
+
+/// `share` of the entries, on an index of [`COMMON_FROM_DOCS`] entries or more (`None`
+/// below): a document frequency beyond which a word is common or ubiquitous, or the
+/// postings a search's context may add.
+fn share_of_large(searcher: &Searcher, share: f64) -> Option<u64> {
+    let docs = searcher.num_docs();
+    (docs >= COMMON_FROM_DOCS).then_some((docs as f64 * share) as u64)
 }
 
 fn open_existing(dir: &Path, schema: &Schema) -> Result<Option<(Index, u64)>, String> {

@@ -20,7 +20,7 @@ use std::collections::BinaryHeap;
 
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::{Postings, SegmentPostings};
-use tantivy::query::{Bm25Weight, BoostQuery, Query, TermQuery};
+use tantivy::query::{Bm25Weight, BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocId, DocSet, Searcher, SegmentReader, TERMINATED, Term};
 
@@ -41,6 +41,18 @@ impl Clause {
         );
         Box::new(BoostQuery::new(Box::new(term), self.boost))
     }
+}
+
+/// Each group of `groups` (a word's alternatives) required, as tantivy's clauses: their
+/// union, a must.
+pub fn each_required(groups: &[Vec<Clause>]) -> Vec<(Occur, Box<dyn Query>)> {
+    groups
+        .iter()
+        .map(|group| -> (Occur, Box<dyn Query>) {
+            let any = group.iter().map(|c| (Occur::Should, c.query())).collect();
+            (Occur::Must, Box::new(BooleanQuery::new(any)))
+        })
+        .collect()
 }
 
 /// The `k` best `(score, address)` of the union of `clauses`, best first; `None` when
@@ -329,7 +341,6 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
     use tantivy::collector::TopDocs;
-    use tantivy::query::{BooleanQuery, Occur};
     use tantivy::schema::{STRING, Schema, TEXT};
     use tantivy::{Index, doc};
 
@@ -465,16 +476,7 @@ mod tests {
             let optional: Vec<Clause> = (0..1 + next() % 3)
                 .flat_map(|_| group(word(&mut next), 0.35))
                 .collect();
-            let must = || -> Vec<(Occur, Box<dyn Query>)> {
-                required
-                    .iter()
-                    .map(|g| -> (Occur, Box<dyn Query>) {
-                        let any = g.iter().map(|c| (Occur::Should, c.query())).collect();
-                        (Occur::Must, Box::new(BooleanQuery::new(any)))
-                    })
-                    .collect()
-            };
-            let mut whole = must();
+            let mut whole = each_required(&required);
             whole.extend(optional.iter().map(|c| (Occur::Should, c.query())));
             let k = 1 + (q % 12) as usize;
             let top = |query: &BooleanQuery| {
@@ -484,7 +486,7 @@ mod tests {
             };
             let expected = top(&BooleanQuery::new(whole));
             let found = merge(
-                top(&BooleanQuery::new(must())),
+                top(&BooleanQuery::new(each_required(&required))),
                 top_with_optional(&searcher, &required, &optional, k).unwrap(),
                 k,
             );

@@ -89,7 +89,8 @@ impl Memory {
         let idx = self.idx();
         let searcher = idx.fresh_searcher()?;
         let n_docs = idx.num_docs(&searcher).max(1);
-        let idf = |term: &str| similarity::idf(n_docs, idx.doc_freq(&searcher, term));
+        let weight = |postings: u64| similarity::idf(n_docs, postings);
+        let idf = |term: &str| weight(idx.doc_freq(&searcher, term));
 
         let mut query_terms: Vec<String> = idx.terms(query);
         dedup_in_order(&mut query_terms);
@@ -110,7 +111,6 @@ impl Memory {
                     (t, postings)
                 })
                 .collect();
-            let weight = |postings: u64| similarity::idf(n_docs, postings);
             extra.sort_by(|a, b| {
                 weight(b.1)
                     .total_cmp(&weight(a.1))
