@@ -23,7 +23,8 @@
 //!
 //! The daemon exits after an idle time with no client, on `stop`, and on SIGTERM/SIGINT; it
 //! then stops accepting, ends the sessions and drops the core (the index commits, sled
-//! flushes).
+//! flushes). Idle, it compacts the data dir's database once the core is closed, when that
+//! is worth it (`tandem daemon`, [`crate::store::compact`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -149,10 +150,24 @@ impl State {
     }
 }
 
+/// Why a daemon stopped serving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// No client for the idle time: nobody waits for it, the moment to compact the data
+    /// dir ([`crate::store::compact`]).
+    Idle,
+    /// `stop`, or a signal: someone waits for it to go.
+    Stopped,
+}
+
 /// Serves until stopped, idle, or signalled, with the HTTP face too when `http` is given.
 /// `core` is opened first: a data dir held by another process is an error before any socket
 /// is touched.
-pub async fn run(config: DaemonConfig, core: Core, http: Option<HttpFace>) -> std::io::Result<()> {
+pub async fn run(
+    config: DaemonConfig,
+    core: Core,
+    http: Option<HttpFace>,
+) -> std::io::Result<Exit> {
     let core = LazyCore::ready(Arc::new(core));
     let path = socket_path(&config.home);
     // We hold the data dir's lock, so a socket file left here is stale.
@@ -201,7 +216,7 @@ pub async fn run(config: DaemonConfig, core: Core, http: Option<HttpFace>) -> st
     let mut idle_since = Some(Instant::now());
     let signal = shutdown_signal();
     tokio::pin!(signal);
-    loop {
+    let exit = loop {
         let idle_left = idle_since
             .zip(idle)
             .map(|(t, idle)| idle.saturating_sub(t.elapsed()));
@@ -217,16 +232,16 @@ pub async fn run(config: DaemonConfig, core: Core, http: Option<HttpFace>) -> st
             }
             _ = stop_rx.changed() => {
                 tracing::info!("daemon stop requested");
-                break;
+                break Exit::Stopped;
             }
             _ = &mut signal => {
                 tracing::info!("daemon signalled; stopping");
-                break;
+                break Exit::Stopped;
             }
             _ = tokio::time::sleep(idle_left.unwrap_or(Duration::from_secs(3600))), if idle_left.is_some() => {
                 if state.sessions.load(Ordering::SeqCst) == 0 {
                     tracing::info!("daemon idle for {:?}; exiting", idle.unwrap_or_default());
-                    break;
+                    break Exit::Idle;
                 }
             }
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
@@ -247,7 +262,7 @@ pub async fn run(config: DaemonConfig, core: Core, http: Option<HttpFace>) -> st
             };
             core.memory.release_idle_pages(quiet);
         }
-    }
+    };
     let _ = state.stop.send(true);
     drop(listener);
     if let Some(http) = http {
@@ -263,7 +278,7 @@ pub async fn run(config: DaemonConfig, core: Core, http: Option<HttpFace>) -> st
     if let Some(core) = core.opened() {
         core.hub.shutdown();
     }
-    Ok(())
+    Ok(exit)
 }
 
 /// What a connection asked for in its hello, checked: the session faces work in a

@@ -45,6 +45,20 @@ const DB_DIR: &str = "db";
 /// While an older format is upgraded: the new database being written, and the old one
 /// ([`old_db`]) from its replacement until the new format is recorded.
 const DB_UPGRADING: &str = "db.upgrading";
+/// While the database is compacted ([`compact`]): the copy being written...
+const DB_COMPACTING: &str = "db.compacting";
+/// ...and the database it replaces, set aside until the copy has taken its place.
+const DB_BEFORE_COMPACTION: &str = "db.before-compaction";
+/// Made by a process that finds the data dir held by a compaction, to ask an idle one to
+/// stop.
+const COMPACTION_STOP: &str = "compaction.stop";
+/// How long a process opening the data dir waits for another one's compaction.
+pub const COMPACTION_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+/// A compaction is worth its copy when sled's files hold this many times their records'
+/// bytes...
+const WORTH_COMPACTING: u64 = 3;
+/// ...and at least this much more.
+const COMPACTION_MIN_GAIN: u64 = 16 * 1024 * 1024;
 /// sled's page cache (its default is 1 GiB): a long-running daemon that once read every
 /// entry (a reindex, the vectors' load) would keep them all. sled counts it by the pages'
 /// compressed size and holds them uncompressed. At 100,000 entries with a model
@@ -127,13 +141,7 @@ pub struct Store {
 impl Store {
     /// Opens (creating if needed, mode 0700) the data dir and takes its lock.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let io = io_error(dir);
-        create_private_dir(dir).map_err(io)?;
-        let lock = lock_dir(dir)?;
-        let format = check_format(dir)?;
-        if format < FORMAT_VERSION {
-            upgrade(dir, format)?;
-        }
+        let lock = take(dir)?;
         let db = open_sled(&sled_config(&dir.join(DB_DIR)))?;
         Ok(Store {
             dir: dir.to_path_buf(),
@@ -163,6 +171,187 @@ impl Drop for Store {
             tracing::error!("flushing the database on close failed: {e}");
         }
     }
+}
+
+/// Takes the data dir `dir` (created, private, if need be) for this process, waiting while
+/// another one compacts it, and brings it to this format: a compaction or an upgrade a crash
+/// cut short is resumed first. The lock is held while the file stays open.
+fn take(dir: &Path) -> Result<File, StoreError> {
+    create_private_dir(dir).map_err(io_error(dir))?;
+    let started = std::time::Instant::now();
+    let mut told = false;
+    let lock = loop {
+        match lock_dir(dir) {
+            Err(StoreError::Locked { pid, .. })
+                if is_compacting(dir) && started.elapsed() < COMPACTION_WAIT =>
+            {
+                if !told {
+                    tracing::info!("pid {pid} is compacting the data dir; waiting for it");
+                    // An idle compaction gives way; one asked for goes on.
+                    if let Err(e) = File::create(dir.join(COMPACTION_STOP)) {
+                        tracing::warn!("cannot ask the compaction to stop: {e}");
+                    }
+                    told = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            taken => break taken?,
+        }
+    };
+    resume_swap(
+        dir,
+        &dir.join(DB_COMPACTING),
+        &dir.join(DB_BEFORE_COMPACTION),
+    )?;
+    let format = check_format(dir)?;
+    if format < FORMAT_VERSION {
+        upgrade(dir, format)?;
+    }
+    Ok(lock)
+}
+
+/// What [`compact`] found, and whether it rewrote the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Compaction {
+    /// The bytes of sled's files before...
+    pub before: u64,
+    /// ...and after.
+    pub after: u64,
+    /// The records the database holds, and the bytes of their keys and values.
+    pub records: u64,
+    pub record_bytes: u64,
+    pub rewritten: bool,
+    /// An idle compaction stopped for a process that wanted the data dir.
+    pub gave_way: bool,
+}
+
+/// When [`compact`] rewrites the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactWhen {
+    /// Asked for: a process that wants the data dir meanwhile waits for it.
+    Always,
+    /// At a daemon's idle exit: only when sled's files hold [`WORTH_COMPACTING`] times
+    /// their records' bytes and [`COMPACTION_MIN_GAIN`] more, and it gives way to a
+    /// process that wants the data dir (it stops within a batch of records).
+    Idle,
+}
+
+/// Rewrites the data dir's database into a new one that holds the same records and
+/// nothing else, which then takes its place. sled cleans its files as it goes but never
+/// gives space back to the disk: a burst of writes (adds back to back) outruns its
+/// cleaning and leaves the files several times the size of what they hold, for good.
+///
+/// Takes the data dir for the time it runs (a held one is [`StoreError::Locked`]); a
+/// process opening it meanwhile waits ([`COMPACTION_WAIT`]), and asks an idle compaction
+/// to stop. The copy is written beside the database and swapped in by renames; a crash at
+/// any step leaves the old database or the new one, complete, and the next open resumes
+/// ([`resume_swap`]).
+pub fn compact(dir: &Path, when: CompactWhen) -> Result<Compaction, StoreError> {
+    match when {
+        CompactWhen::Always => compact_with(dir, |_| true, false),
+        CompactWhen::Idle => compact_with(dir, worth_compacting, true),
+    }
+}
+
+/// Whether a copy of the database would take much less room than its files do: a copy
+/// takes ~2.2 times its records' bytes, sled cleaning only segments at most half used.
+fn worth_compacting(c: &Compaction) -> bool {
+    c.before >= WORTH_COMPACTING * c.record_bytes + COMPACTION_MIN_GAIN
+}
+
+/// [`compact`], when `worth` says so of what it measured; `gives_way`: it stops when a
+/// process asks ([`COMPACTION_STOP`]).
+fn compact_with(
+    dir: &Path,
+    worth: impl FnOnce(&Compaction) -> bool,
+    gives_way: bool,
+) -> Result<Compaction, StoreError> {
+    let _lock = take(dir)?;
+    let io = io_error(dir);
+    let started = std::time::Instant::now();
+    let (db, copy, stop) = (
+        dir.join(DB_DIR),
+        dir.join(DB_COMPACTING),
+        dir.join(COMPACTION_STOP),
+    );
+    remove_file_if_present(&stop);
+    let before = dir_size(&db);
+    // Made first, so that a process opening the data dir from now on waits (and asks).
+    fs::create_dir(&copy).map_err(io)?;
+    let keep_going = || !(gives_way && stop.exists());
+    let compacted = (|| {
+        let from = open_sled(&sled_config(&db))?;
+        let (records, record_bytes) = measure(&from)?;
+        let mut found = Compaction {
+            before,
+            after: before,
+            records,
+            record_bytes,
+            rewritten: false,
+            gave_way: false,
+        };
+        if worth(&found) {
+            let to = open_sled(&sled_config(&copy))?;
+            found.rewritten = copy_trees(&from, &to, &keep_going, |_, _| Ok(None))?.is_some();
+            found.gave_way = !found.rewritten;
+        }
+        Ok(found)
+    })();
+    let mut compacted = match compacted {
+        Ok(c) if c.rewritten => c,
+        other => {
+            remove_dir_if_present(&copy);
+            remove_file_if_present(&stop);
+            // sled writes a little as it opens and closes.
+            return other.map(|c| Compaction {
+                after: dir_size(&db),
+                ..c
+            });
+        }
+    };
+    let aside = dir.join(DB_BEFORE_COMPACTION);
+    swap_in(dir, &copy, &aside)?;
+    remove_dir_if_present(&aside);
+    remove_file_if_present(&stop);
+    compacted.after = dir_size(&db);
+    tracing::info!(
+        "compacted the database of {}: {} records ({} B) in {:.1} s; sled's files {} → {} B",
+        dir.display(),
+        compacted.records,
+        compacted.record_bytes,
+        started.elapsed().as_secs_f64(),
+        compacted.before,
+        compacted.after
+    );
+    Ok(compacted)
+}
+
+fn remove_file_if_present(path: &Path) {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!("could not remove {}: {e}", path.display())
+        }
+        _ => {}
+    }
+}
+
+/// The records of every tree, and the bytes of their keys and values.
+fn measure(db: &sled::Db) -> Result<(u64, u64), StoreError> {
+    let (mut records, mut bytes) = (0u64, 0u64);
+    for name in db.tree_names() {
+        for item in db.open_tree(&name)?.iter() {
+            let (key, value) = item?;
+            records += 1;
+            bytes += (key.len() + value.len()) as u64;
+        }
+    }
+    Ok((records, bytes))
+}
+
+/// Whether a compaction of the data dir `dir` is under way (or was cut short by a crash,
+/// until the next open).
+pub fn is_compacting(dir: &Path) -> bool {
+    dir.join(DB_COMPACTING).exists()
 }
 
 /// Creates `dir` and its parents; the data dir itself is made private (0700).
@@ -307,19 +496,10 @@ fn open_sled(config: &sled::Config) -> Result<sled::Db, sled::Error> {
 /// aside with no `db` is put back; with both, the copy was complete and only the format
 /// was left to record.
 fn upgrade(dir: &Path, format: u32) -> Result<(), StoreError> {
-    let io = io_error(dir);
     let db = dir.join(DB_DIR);
     let old = old_db(dir, format);
     let upgrading = dir.join(DB_UPGRADING);
-    if upgrading.exists() {
-        // A copy a crash cut short: written again when one is wanted.
-        fs::remove_dir_all(&upgrading).map_err(io)?;
-    }
-    match (db.exists(), old.exists()) {
-        (true, true) => remove_dir_if_present(&old),
-        (false, true) => fs::rename(&old, &db).map_err(io)?,
-        _ => {}
-    }
+    resume_swap(dir, &upgrading, &old)?;
     // Nothing stored yet: the new database is made in this format.
     if db.exists() && compressed_by_sled(&db)? {
         copy_uncompressed(dir, &db, &upgrading, &old)?;
@@ -347,7 +527,6 @@ fn copy_uncompressed(
     upgrading: &Path,
     old: &Path,
 ) -> Result<(), StoreError> {
-    let io = io_error(dir);
     let started = std::time::Instant::now();
     tracing::info!(
         "upgrading the data dir {} to format {FORMAT_VERSION}: copying the database into one sled does not compress",
@@ -356,43 +535,93 @@ fn copy_uncompressed(
     {
         let from = open_sled(&sled_config(db).use_compression(true))?;
         let to = open_sled(&sled_config(upgrading))?;
-        let mut records = 0u64;
-        for name in from.tree_names() {
-            let source = from.open_tree(&name)?;
-            let target = to.open_tree(&name)?;
-            let codec = if *name == *ENTRIES.as_bytes() {
-                entries_codec(&source, &to)?
+        let records = copy_trees(&from, &to, &|| true, |name, source| {
+            if name == ENTRIES.as_bytes() {
+                entries_codec(source, &to)
             } else {
-                None
-            };
-            let mut batch = sled::Batch::default();
-            let mut in_batch = 0;
-            for item in source.iter() {
-                let (key, value) = item?;
-                match &codec {
-                    Some(codec) if !value.starts_with(&crate::codec::ZSTD_MAGIC) => {
-                        batch.insert(key, codec.encode(value.to_vec()));
-                    }
-                    _ => batch.insert(key, value),
-                }
-                in_batch += 1;
-                records += 1;
-                if in_batch == 10_000 {
-                    target.apply_batch(std::mem::take(&mut batch))?;
-                    in_batch = 0;
-                }
+                Ok(None)
             }
-            target.apply_batch(batch)?;
-        }
-        to.flush()?;
+        })?
+        .expect("the copy goes on to the end");
         tracing::info!(
             "copied {records} records in {:.1} s",
             started.elapsed().as_secs_f64()
         );
     }
-    fs::rename(db, old).map_err(io)?;
-    fs::rename(upgrading, db).map_err(io)?;
+    swap_in(dir, upgrading, old)
+}
+
+/// Copies every tree of `from` into `to`, in batches, and makes the copy durable; the
+/// number of records, or `None` when `keep_going` said no before a tree or a batch. `codec` names,
+/// by tree, the codec its values are compressed with as they are copied (those already
+/// compressed are copied as they are).
+fn copy_trees(
+    from: &sled::Db,
+    to: &sled::Db,
+    keep_going: &dyn Fn() -> bool,
+    mut codec: impl FnMut(&[u8], &sled::Tree) -> Result<Option<Codec>, StoreError>,
+) -> Result<Option<u64>, StoreError> {
+    let mut records = 0u64;
+    for name in from.tree_names() {
+        if !keep_going() {
+            return Ok(None);
+        }
+        let source = from.open_tree(&name)?;
+        let target = to.open_tree(&name)?;
+        let codec = codec(&name, &source)?;
+        let mut batch = sled::Batch::default();
+        let mut in_batch = 0;
+        for item in source.iter() {
+            let (key, value) = item?;
+            match &codec {
+                Some(codec) if !value.starts_with(&crate::codec::ZSTD_MAGIC) => {
+                    batch.insert(key, codec.encode(value.to_vec()));
+                }
+                _ => batch.insert(key, value),
+            }
+            in_batch += 1;
+            records += 1;
+            if in_batch == 10_000 {
+                if !keep_going() {
+                    return Ok(None);
+                }
+                target.apply_batch(std::mem::take(&mut batch))?;
+                in_batch = 0;
+            }
+        }
+        target.apply_batch(batch)?;
+    }
+    to.flush()?;
+    Ok(Some(records))
+}
+
+/// Puts the complete copy `new` in the place of `db`, setting the database it replaces
+/// aside as `old` and then removing it. A crash between the steps is resumed at the next
+/// open by [`resume_swap`].
+fn swap_in(dir: &Path, new: &Path, old: &Path) -> Result<(), StoreError> {
+    let io = io_error(dir);
+    let db = dir.join(DB_DIR);
+    fs::rename(&db, old).map_err(io)?;
+    fs::rename(new, &db).map_err(io)?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    Ok(())
+}
+
+/// Resumes a copy of the database ([`copy_trees`]) that a crash cut short, before the
+/// database opens: a copy `new` is written again when one is wanted; a database set aside
+/// as `old` with no `db` is put back, and one beside `db` (the copy took its place) is
+/// removed.
+fn resume_swap(dir: &Path, new: &Path, old: &Path) -> Result<(), StoreError> {
+    let io = io_error(dir);
+    let db = dir.join(DB_DIR);
+    if new.exists() {
+        fs::remove_dir_all(new).map_err(io)?;
+    }
+    match (db.exists(), old.exists()) {
+        (true, true) => remove_dir_if_present(old),
+        (false, true) => fs::rename(old, &db).map_err(io)?,
+        _ => {}
+    }
     Ok(())
 }
 
@@ -554,6 +783,176 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("upgrade tandem"));
+    }
+
+    /// Every record of every tree, by tree.
+    type Contents = Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+    fn contents(db: &sled::Db) -> Contents {
+        let mut names = db.tree_names();
+        names.sort();
+        names
+            .into_iter()
+            .map(|name| {
+                let records = db
+                    .open_tree(&name)
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+                    .collect();
+                (name.to_vec(), records)
+            })
+            .collect()
+    }
+
+    /// A data dir whose sled files hold much more than its records: two trees written over
+    /// and over, in a burst, with what they end up holding.
+    fn churned(dir: &Path) -> Contents {
+        let store = Store::open(dir).unwrap();
+        let (a, b) = (
+            store.db().open_tree("a").unwrap(),
+            store.db().open_tree("b").unwrap(),
+        );
+        for round in 0u8..12 {
+            for i in 0u32..2_000 {
+                a.insert(i.to_be_bytes(), vec![round; 1_000]).unwrap();
+                if i % 3 == 0 {
+                    b.insert(i.to_be_bytes(), vec![round; 300]).unwrap();
+                }
+            }
+            store.flush().unwrap();
+        }
+        for i in (0u32..2_000).step_by(2) {
+            a.remove(i.to_be_bytes()).unwrap();
+        }
+        store.db().insert("default", "tree").unwrap();
+        store.flush().unwrap();
+        contents(store.db())
+    }
+
+    fn reopened(dir: &Path) -> Contents {
+        contents(Store::open(dir).unwrap().db())
+    }
+
+    #[test]
+    fn a_compaction_keeps_every_record_and_gives_back_the_space() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let before = churned(dir);
+        let c = compact(dir, CompactWhen::Always).unwrap();
+        assert!(c.rewritten, "{c:?}");
+        assert_eq!(
+            c.records,
+            before.iter().map(|(_, r)| r.len() as u64).sum::<u64>()
+        );
+        assert!(c.after * 2 < c.before, "{c:?}");
+        assert_eq!(c.after, dir_size(&dir.join(DB_DIR)));
+        assert!(!dir.join(DB_COMPACTING).exists() && !dir.join(DB_BEFORE_COMPACTION).exists());
+        assert_eq!(reopened(dir), before);
+        // Now it holds what it stores: not worth doing again, and left as it is.
+        let again = compact(dir, CompactWhen::Idle).unwrap();
+        assert!(!again.rewritten, "{again:?}");
+        assert_eq!(again.after, dir_size(&dir.join(DB_DIR)));
+        assert!(!dir.join(DB_COMPACTING).exists());
+        assert_eq!(reopened(dir), before);
+    }
+
+    #[test]
+    fn an_idle_compaction_gives_way_when_asked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let before = churned(dir);
+        let size = dir_size(&dir.join(DB_DIR));
+        // Asked once it has measured, as a process coming then would.
+        let ask = |_: &Compaction| {
+            File::create(dir.join(COMPACTION_STOP)).unwrap();
+            true
+        };
+        let c = compact_with(dir, ask, true).unwrap();
+        assert!(c.gave_way && !c.rewritten, "{c:?}");
+        assert!(!is_compacting(dir) && !dir.join(COMPACTION_STOP).exists());
+        assert!(dir_size(&dir.join(DB_DIR)) >= size - size / 10);
+        assert_eq!(reopened(dir), before);
+        // One asked for goes on.
+        let c = compact_with(dir, ask, false).unwrap();
+        assert!(c.rewritten && !c.gave_way, "{c:?}");
+        assert!(!dir.join(COMPACTION_STOP).exists());
+        assert_eq!(reopened(dir), before);
+    }
+
+    #[test]
+    fn a_held_data_dir_is_not_compacted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _store = Store::open(tmp.path()).unwrap();
+        let held = compact(tmp.path(), CompactWhen::Always);
+        assert!(matches!(held, Err(StoreError::Locked { .. })), "{held:?}");
+        assert!(!is_compacting(tmp.path()));
+    }
+
+    #[test]
+    fn a_compaction_cut_short_is_resumed_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let before = churned(dir);
+        let (db, copy, aside) = (
+            dir.join(DB_DIR),
+            dir.join(DB_COMPACTING),
+            dir.join(DB_BEFORE_COMPACTION),
+        );
+        let half_copy = || {
+            let to = open_sled(&sled_config(&copy)).unwrap();
+            to.insert("half", "written").unwrap();
+            to.flush().unwrap();
+        };
+        // Cut during the copy: the copy goes, the database stays.
+        half_copy();
+        assert!(is_compacting(dir));
+        assert_eq!(reopened(dir), before);
+        assert!(!copy.exists());
+        // Cut between the renames: the database set aside is put back.
+        half_copy();
+        fs::rename(&db, &aside).unwrap();
+        assert_eq!(reopened(dir), before);
+        assert!(!copy.exists() && !aside.exists());
+        // Cut after the copy took its place: the old database goes.
+        fs::create_dir(&aside).unwrap();
+        fs::write(aside.join("db"), "old").unwrap();
+        assert_eq!(reopened(dir), before);
+        assert!(!aside.exists());
+    }
+
+    #[test]
+    fn an_open_waits_for_another_process_to_compact() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        drop(Store::open(&dir).unwrap());
+        // What a compaction holds: the lock and its copy. A lock taken through another
+        // file is another holder, for the lock, even in this process.
+        let lock = lock_dir(&dir).unwrap();
+        fs::create_dir(dir.join(DB_COMPACTING)).unwrap();
+        let compacting = {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                // The process waiting asks it to stop.
+                let asked = std::time::Instant::now();
+                while !dir.join(COMPACTION_STOP).exists() {
+                    assert!(asked.elapsed().as_secs() < 10, "never asked to stop");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                fs::remove_dir(dir.join(DB_COMPACTING)).unwrap();
+                drop(lock);
+            })
+        };
+        let started = std::time::Instant::now();
+        let opened = Store::open(&dir);
+        assert!(opened.is_ok(), "{:?}", opened.err());
+        assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+        compacting.join().unwrap();
+        // Held without a compaction: refused at once.
+        drop(opened);
+        let _lock = lock_dir(&dir).unwrap();
+        assert!(matches!(Store::open(&dir), Err(StoreError::Locked { .. })));
     }
 
     #[test]

@@ -63,12 +63,12 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
+    let exit = runtime.block_on(async {
         match args.command {
             None => {
                 let core = match open_core(config).await {
                     Ok(Some(core)) => core,
-                    Ok(None) => return Ok(()),
+                    Ok(None) => return Ok(None),
                     Err(e) => {
                         tracing::error!("the daemon cannot open the data dir: {e:#}");
                         let _ = std::fs::write(
@@ -78,7 +78,7 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
                         return Err(e);
                     }
                 };
-                daemon::run(
+                let exit = daemon::run(
                     DaemonConfig {
                         home: config.home.clone(),
                         log_file: config.log_file(),
@@ -88,7 +88,7 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
                     None,
                 )
                 .await?;
-                Ok(())
+                Ok(Some(exit))
             }
             Some(DaemonCommand::Status { json }) => {
                 match (status(&config.home).await, json) {
@@ -112,7 +112,7 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
                     }
                     (None, false) => println!("no daemon running for {}", config.home.display()),
                 }
-                Ok(())
+                Ok(None)
             }
             Some(DaemonCommand::Stop) => {
                 let Ok((_, w)) =
@@ -120,14 +120,42 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
                         .await
                 else {
                     println!("no daemon running for {}", config.home.display());
-                    return Ok(());
+                    return Ok(None);
                 };
                 wait_gone(&config.home).await?;
                 println!("daemon {} stopped", w.pid);
-                Ok(())
+                Ok(None)
             }
         }
-    })
+    })?;
+    // The core's last holders (sessions ending) go with the runtime: the data dir is closed.
+    drop(runtime);
+    if exit == Some(daemon::Exit::Idle) {
+        compact_on_idle(&config.home);
+    }
+    Ok(())
+}
+
+/// Compacts the data dir an idle daemon leaves, when that is worth it: nobody waits for
+/// this daemon, and a client that comes meanwhile starts a daemon that waits for the
+/// compaction. A process that took the data dir first (the lock is free between the
+/// close and the compaction) keeps it: there is nothing to do then.
+fn compact_on_idle(home: &Path) {
+    match tandem::store::compact(home, tandem::store::CompactWhen::Idle) {
+        Ok(c) if c.rewritten => {}
+        Ok(c) if c.gave_way => {
+            tracing::info!("another process wants the data dir; compacting it another time")
+        }
+        Ok(c) => tracing::info!(
+            "the database holds {} B of records in {} B of files: not worth compacting",
+            c.record_bytes,
+            c.before
+        ),
+        Err(tandem::store::StoreError::Locked { pid, .. }) => {
+            tracing::info!("pid {pid} took the data dir first; not compacting")
+        }
+        Err(e) => tracing::error!("compacting the data dir failed: {e}"),
+    }
 }
 
 /// Opens the core for the daemon. While another process holds the data dir it retries for
@@ -256,7 +284,13 @@ pub(crate) async fn connect_or_start(
                 }
                 bail!("the daemon refused the session: {error}");
             }
-            Err(_) if Instant::now() > deadline => {
+            // The daemon it started waits for a compaction of the data dir (at the idle
+            // exit of the one before), which may take longer than a start.
+            Err(_)
+                if Instant::now() > deadline
+                    && (!tandem::store::is_compacting(&config.home)
+                        || Instant::now() > deadline + tandem::store::COMPACTION_WAIT) =>
+            {
                 bail!(
                     "no tandem daemon answered on {} within {START_TIMEOUT:?}; see {}",
                     daemon::socket_path(&config.home).display(),

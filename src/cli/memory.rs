@@ -83,6 +83,13 @@ pub enum MemoryCommand {
         #[arg(long)]
         embeddings: bool,
     },
+    /// Rewrite the data dir's database so that its files hold what it stores and no more:
+    /// after adds in a burst they can hold several times that. The daemon does it itself
+    /// when it exits idle, if worth it; this runs while no daemon holds the data dir.
+    Compact {
+        #[command(flatten)]
+        out: Output,
+    },
     /// Write every entry and link as JSON Lines (to a file, or stdout).
     Export {
         /// Output file; stdout when absent or `-`.
@@ -226,6 +233,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
     // run here whether a daemon runs or not.
     let cmd = match cmd {
         MemoryCommand::Model(args) => return model(config, args),
+        MemoryCommand::Compact { out } => return compact(config, &out),
         cmd => cmd,
     };
     let mut backend = Backend::open(config)?;
@@ -338,7 +346,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             Ok(())
         }
         MemoryCommand::Export { file } => export(backend, file),
-        MemoryCommand::Model(_) | MemoryCommand::Import { .. } => {
+        MemoryCommand::Model(_) | MemoryCommand::Compact { .. } | MemoryCommand::Import { .. } => {
             unreachable!("run above")
         }
     }
@@ -949,6 +957,31 @@ impl DownloadBar {
     fn finish(&self) {
         self.bar.finish_and_clear();
     }
+}
+
+/// `tandem memory compact`: in this process, the data dir closed to every other.
+fn compact(config: &Config, out: &Output) -> anyhow::Result<()> {
+    use tandem::store::{CompactWhen, StoreError};
+    let compacted = match tandem::store::compact(&config.home, CompactWhen::Always) {
+        Err(StoreError::Locked { pid, .. }) => anyhow::bail!(
+            "the data dir {} is held by pid {pid}: stop the daemon (`tandem daemon stop`) or the process holding it, then compact (the daemon compacts by itself when it exits idle)",
+            config.home.display()
+        ),
+        compacted => compacted?,
+    };
+    emit(out, &compacted, |c| {
+        format!(
+            "database: {} records ({}); its files took {}, now {}\n",
+            c.records,
+            megabytes(c.record_bytes),
+            megabytes(c.before),
+            megabytes(c.after)
+        )
+    })
+}
+
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1_000_000.0)
 }
 
 pub(crate) fn emit<T: Serialize>(

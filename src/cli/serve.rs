@@ -84,6 +84,7 @@ pub fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             log_file: config.log_file(),
             idle: None,
         };
+        // Without an idle time it stops only when asked.
         daemon::run(daemon_config, core, Some(face)).await?;
         anyhow::Ok(())
     })

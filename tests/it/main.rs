@@ -3,6 +3,7 @@
 mod bad_input;
 mod cli;
 mod cli_daemon;
+mod compaction;
 mod crash;
 mod daemon;
 mod downstream_faults;

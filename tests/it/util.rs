@@ -221,10 +221,20 @@ pub fn lock_pid(home: &TestHome) -> Option<u32> {
         .trim()
         .parse()
         .ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    is_alive(pid).then_some(pid)
+}
+
+/// Whether the process `pid` runs (exists and is not a zombie).
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
     // The state follows the parenthesised command name.
-    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
-    (state != "Z" && state != "X").then_some(pid)
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|s| s.split_whitespace().next());
+    !matches!(state, None | Some("Z" | "X"))
 }
 
 /// `tandem daemon status --json`.

@@ -1,0 +1,152 @@
+//! The data dir's database compacted: by the daemon when it exits idle, and by
+//! `tandem memory compact`, with the binary as users run it.
+
+use serde_json::json;
+use tandem::store::{Store, dir_size};
+
+use crate::util::{DaemonGuard, TestHome, daemon_status, is_alive, poll, succeeds_json};
+
+const CHURN: &str = "test.churn";
+
+/// Leaves sled's files much larger than what they hold, as adds in a burst do: records
+/// written without a pause until the files pass 40 MB, nine in ten of them then removed.
+/// Returns what the tree holds.
+fn churn(home: &TestHome) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let store = Store::open(&home.tandem_home()).unwrap();
+    let tree = store.db().open_tree(CHURN).unwrap();
+    let db = home.tandem_home().join("db");
+    let mut written = 0u32;
+    while dir_size(&db) < 40 << 20 {
+        for _ in 0..2_000 {
+            tree.insert(written.to_be_bytes(), vec![written as u8; 1_000])
+                .unwrap();
+            written += 1;
+        }
+        store.flush().unwrap();
+    }
+    for i in (0..written).filter(|i| i % 10 != 0) {
+        tree.remove(i.to_be_bytes()).unwrap();
+    }
+    store.flush().unwrap();
+    held(&tree)
+}
+
+fn held(tree: &sled::Tree) -> Vec<(Vec<u8>, Vec<u8>)> {
+    tree.iter()
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect()
+}
+
+fn churned_tree(home: &TestHome) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let store = Store::open(&home.tandem_home()).unwrap();
+    held(&store.db().open_tree(CHURN).unwrap())
+}
+
+fn gone(pid: u32, what: &str) {
+    poll(what, 120, || {
+        if is_alive(pid) {
+            Err(format!("pid {pid} runs"))
+        } else {
+            Ok(())
+        }
+    });
+}
+
+fn db_size(home: &TestHome) -> u64 {
+    dir_size(&home.tandem_home().join("db"))
+}
+
+#[tokio::test]
+async fn an_idle_daemon_gives_back_what_a_burst_left() {
+    let home = TestHome::new();
+    let _guard = DaemonGuard(&home);
+    let ws = home.path().join("ws");
+    let kept = churn(&home);
+    let before = db_size(&home);
+    // A session that writes, then leaves: the daemon exits after a second alone.
+    let agent = home.mcp_daemon(&ws, 1).await;
+    let added = agent
+        .ok(
+            "rekall_add",
+            json!({"type": "pitfall", "title": "Compaction keeps entries",
+                   "content": "An entry written before the daemon compacts is found after."}),
+        )
+        .await;
+    let daemon = daemon_status(&home)["pid"].as_u64().unwrap() as u32;
+    agent.close().await;
+    // The lock file is no witness: the compaction takes the data dir again, and writes its
+    // pid there again.
+    gone(daemon, "the idle daemon compacts and exits");
+    let after = db_size(&home);
+    assert!(after * 3 < before, "sled's files {before} B → {after} B");
+    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    assert!(log.contains("compacted the database"), "{log}");
+    assert!(!home.tandem_home().join("db.compacting").exists());
+    assert_eq!(churned_tree(&home), kept);
+    // Not worth doing again: the next idle exit leaves the files as they are.
+    let agent = home.mcp_daemon(&ws, 1).await;
+    let found = agent
+        .ok("rekall_search", json!({"query": "compaction entries"}))
+        .await;
+    assert_eq!(found["results"][0]["id"], added["id"]);
+    let daemon = daemon_status(&home)["pid"].as_u64().unwrap() as u32;
+    agent.close().await;
+    gone(daemon, "the idle daemon exits");
+    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    assert!(log.contains("not worth compacting"), "{log}");
+    assert_eq!(churned_tree(&home), kept);
+}
+
+#[tokio::test]
+async fn memory_compact_rewrites_the_database_unless_a_daemon_holds_it() {
+    let home = TestHome::new();
+    let _guard = DaemonGuard(&home);
+    let kept = churn(&home);
+    let mut add = home.std_command();
+    add.args([
+        "memory",
+        "add",
+        "-t",
+        "config",
+        "--title",
+        "Compacted config",
+    ])
+    .args(["--content", "Survives a compaction."]);
+    let added = succeeds_json(add);
+    let before = db_size(&home);
+
+    let mut compact = home.std_command();
+    compact.args(["memory", "compact"]);
+    let c = succeeds_json(compact);
+    assert_eq!(c["rewritten"], true, "{c}");
+    assert_eq!(c["before"], before);
+    let after = c["after"].as_u64().unwrap();
+    assert_eq!(after, db_size(&home));
+    assert!(after * 3 < before, "{c}");
+    assert!(c["record_bytes"].as_u64().unwrap() < after, "{c}");
+    assert_eq!(churned_tree(&home), kept);
+    let mut search = home.std_command();
+    search.args(["memory", "search", "compacted config"]);
+    assert_eq!(succeeds_json(search)["results"][0]["id"], added["id"]);
+
+    // A daemon holds the data dir: the command says what to do, and changes nothing.
+    let agent = home.mcp_daemon(&home.path().join("ws"), 60).await;
+    agent.ok("rekall_help", json!({})).await;
+    let out = home
+        .std_command()
+        .args(["memory", "compact"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is held by pid") && stderr.contains("tandem daemon stop"),
+        "{stderr}"
+    );
+    assert!(!home.tandem_home().join("db.compacting").exists());
+    let found = agent
+        .ok("rekall_search", json!({"query": "compacted config"}))
+        .await;
+    assert_eq!(found["results"][0]["id"], added["id"]);
+    agent.close().await;
+}
