@@ -15,7 +15,8 @@
 //!   20 words, and each side of the hybrid search alone) and add p50/p99 (durable, with
 //!   similarity and suggestions), and the page faults of each (minor, and major: read from
 //!   the disk); then how much the adds grew the data dir (a memory in use, not as
-//!   imported: each add's suggestions are kept too); then the slowest searches, timed
+//!   imported: each add's suggestions are kept too), and what the daemon's compaction at
+//!   its idle exit then does, and how long it takes; then the slowest searches, timed
 //!   again by each ranking.
 //!
 //! `cargo bench --bench scale -- --entries 1000000` (release; ~1 GB of JSON Lines in a
@@ -42,7 +43,7 @@ use rmcp::{RoleClient, ServiceExt, service::RunningService};
 use serde_json::{Value, json};
 use tandem::memory::embeddings::Embedder;
 use tandem::memory::{Memory, NoProgress, Ranking, SearchQuery};
-use tandem::store::Store;
+use tandem::store::{CompactWhen, Store};
 
 mod common;
 use common::corpus::Corpus;
@@ -342,6 +343,10 @@ async fn run(options: Options, model: Option<&Path>) {
     record_world(adds_made + options.adds as u64);
     drop(memory);
     let grown = tandem::store::dir_size(&data).saturating_sub(bytes_before_adds);
+    // What a daemon does at its idle exit: compacts the database when worth it.
+    let started = Instant::now();
+    let compaction = tandem::store::compact(&data, CompactWhen::Idle).unwrap();
+    let compaction_took = started.elapsed();
 
     let per = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
     let rate = |d: Duration| format!("{:.0}/s", n as f64 / d.as_secs_f64());
@@ -451,6 +456,15 @@ async fn run(options: Options, model: Option<&Path>) {
         "| the data dir grown by the adds ({suggested} suggestions made) | {} ({:.1} KB an add) |",
         mb(grown),
         grown as f64 / options.adds as f64 / 1e3
+    );
+    let c = compaction;
+    println!(
+        "| the idle exit's compaction after the adds | {}: sled's files {} → {} for {} of records ({:.1} s) |",
+        if c.rewritten { "done" } else { "not worth it" },
+        mb(c.before),
+        mb(c.after),
+        mb(c.record_bytes),
+        compaction_took.as_secs_f64()
     );
     print_slowest(&slowest, model.is_some());
 }

@@ -179,19 +179,22 @@ impl Drop for Store {
 fn take(dir: &Path) -> Result<File, StoreError> {
     create_private_dir(dir).map_err(io_error(dir))?;
     let started = std::time::Instant::now();
-    let mut told = false;
+    // The process compacting: waited for until it lets go, its copy gone already (it
+    // removes the database it replaced last).
+    let mut compacting: Option<String> = None;
     let lock = loop {
         match lock_dir(dir) {
             Err(StoreError::Locked { pid, .. })
-                if is_compacting(dir) && started.elapsed() < COMPACTION_WAIT =>
+                if (is_compacting(dir) || compacting.as_ref() == Some(&pid))
+                    && started.elapsed() < COMPACTION_WAIT =>
             {
-                if !told {
+                if compacting.is_none() {
                     tracing::info!("pid {pid} is compacting the data dir; waiting for it");
                     // An idle compaction gives way; one asked for goes on.
                     if let Err(e) = File::create(dir.join(COMPACTION_STOP)) {
                         tracing::warn!("cannot ask the compaction to stop: {e}");
                     }
-                    told = true;
+                    compacting = Some(pid);
                 }
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
@@ -281,15 +284,19 @@ fn compact_with(
     let keep_going = || !(gives_way && stop.exists());
     let compacted = (|| {
         let from = open_sled(&sled_config(&db))?;
-        let (records, record_bytes) = measure(&from)?;
+        let measured = measure(&from, &keep_going)?;
+        let (records, record_bytes) = measured.unwrap_or_default();
         let mut found = Compaction {
             before,
             after: before,
             records,
             record_bytes,
             rewritten: false,
-            gave_way: false,
+            gave_way: measured.is_none(),
         };
+        if found.gave_way {
+            return Ok(found);
+        }
         if worth(&found) {
             let to = open_sled(&sled_config(&copy))?;
             found.rewritten = copy_trees(&from, &to, &keep_going, |_, _| Ok(None))?.is_some();
@@ -335,17 +342,21 @@ fn remove_file_if_present(path: &Path) {
     }
 }
 
-/// The records of every tree, and the bytes of their keys and values.
-fn measure(db: &sled::Db) -> Result<(u64, u64), StoreError> {
+/// The records of every tree, and the bytes of their keys and values; `None` when
+/// `keep_going` said no (it is asked every 10,000 records: 3 s at a million entries).
+fn measure(db: &sled::Db, keep_going: &dyn Fn() -> bool) -> Result<Option<(u64, u64)>, StoreError> {
     let (mut records, mut bytes) = (0u64, 0u64);
     for name in db.tree_names() {
         for item in db.open_tree(&name)?.iter() {
             let (key, value) = item?;
             records += 1;
             bytes += (key.len() + value.len()) as u64;
+            if records % 10_000 == 0 && !keep_going() {
+                return Ok(None);
+            }
         }
     }
-    Ok((records, bytes))
+    Ok(Some((records, bytes)))
 }
 
 /// Whether a compaction of the data dir `dir` is under way (or was cut short by a crash,
@@ -881,6 +892,24 @@ mod tests {
     }
 
     #[test]
+    fn measuring_gives_way_every_ten_thousand_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = open_sled(&sled_config(tmp.path())).unwrap();
+        let tree = db.open_tree("t").unwrap();
+        for i in 0u32..35_000 {
+            tree.insert(i.to_be_bytes(), &[1, 2, 3][..]).unwrap();
+        }
+        assert_eq!(measure(&db, &|| true).unwrap(), Some((35_000, 35_000 * 7)));
+        let asked = std::cell::Cell::new(0);
+        let third_time = || {
+            asked.set(asked.get() + 1);
+            asked.get() < 3
+        };
+        assert_eq!(measure(&db, &third_time).unwrap(), None);
+        assert_eq!(asked.get(), 3);
+    }
+
+    #[test]
     fn a_held_data_dir_is_not_compacted() {
         let tmp = tempfile::tempdir().unwrap();
         let _store = Store::open(tmp.path()).unwrap();
@@ -940,14 +969,16 @@ mod tests {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(300));
+                // Its copy goes first; the database it replaced is removed after.
                 fs::remove_dir(dir.join(DB_COMPACTING)).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(200));
                 drop(lock);
             })
         };
         let started = std::time::Instant::now();
         let opened = Store::open(&dir);
         assert!(opened.is_ok(), "{:?}", opened.err());
-        assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+        assert!(started.elapsed() >= std::time::Duration::from_millis(450));
         compacting.join().unwrap();
         // Held without a compaction: refused at once.
         drop(opened);
