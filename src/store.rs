@@ -279,6 +279,17 @@ fn compact_with(
     );
     remove_file_if_present(&stop);
     let before = dir_size(&db);
+    if !db.exists() {
+        // Nothing stored yet.
+        return Ok(Compaction {
+            before: 0,
+            after: 0,
+            records: 0,
+            record_bytes: 0,
+            rewritten: false,
+            gave_way: false,
+        });
+    }
     // Made first, so that a process opening the data dir from now on waits (and asks).
     fs::create_dir(&copy).map_err(io)?;
     let keep_going = || !(gives_way && stop.exists());
@@ -390,7 +401,8 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
             let mut pid = String::new();
-            // The holder writes its pid right after locking; a read that races it gets "".
+            // The holder writes its pid right after locking; a read that races the first
+            // holder of a new lock file gets "".
             let _ = file.read_to_string(&mut pid);
             let pid = pid.trim();
             return Err(StoreError::Locked {
@@ -404,9 +416,12 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
         }
         Err(fs::TryLockError::Error(e)) => return Err(io(e)),
     }
-    file.set_len(0).map_err(io)?;
+    // Written over the last holder's pid, then cut to length: a reader never finds the
+    // file empty (a daemon takes it again to compact at its idle exit).
+    let pid = format!("{}\n", std::process::id());
     file.seek(SeekFrom::Start(0)).map_err(io)?;
-    writeln!(file, "{}", std::process::id()).map_err(io)?;
+    file.write_all(pid.as_bytes()).map_err(io)?;
+    file.set_len(pid.len() as u64).map_err(io)?;
     file.sync_data().map_err(io)?;
     Ok(file)
 }
@@ -563,9 +578,9 @@ fn copy_uncompressed(
 }
 
 /// Copies every tree of `from` into `to`, in batches, and makes the copy durable; the
-/// number of records, or `None` when `keep_going` said no before a tree or a batch. `codec` names,
-/// by tree, the codec its values are compressed with as they are copied (those already
-/// compressed are copied as they are).
+/// number of records, or `None` when `keep_going` said no before a tree or a batch.
+/// `codec` names, by tree, the codec its values are compressed with as they are copied
+/// (those already compressed are copied as they are).
 fn copy_trees(
     from: &sled::Db,
     to: &sled::Db,
@@ -607,8 +622,8 @@ fn copy_trees(
 }
 
 /// Puts the complete copy `new` in the place of `db`, setting the database it replaces
-/// aside as `old` and then removing it. A crash between the steps is resumed at the next
-/// open by [`resume_swap`].
+/// aside as `old`, for the caller to remove once nothing needs it. A crash between the
+/// steps is resumed at the next open by [`resume_swap`].
 fn swap_in(dir: &Path, new: &Path, old: &Path) -> Result<(), StoreError> {
     let io = io_error(dir);
     let db = dir.join(DB_DIR);
@@ -907,6 +922,14 @@ mod tests {
         };
         assert_eq!(measure(&db, &third_time).unwrap(), None);
         assert_eq!(asked.get(), 3);
+    }
+
+    #[test]
+    fn a_data_dir_with_nothing_stored_is_left_as_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = compact(tmp.path(), CompactWhen::Always).unwrap();
+        assert!(!c.rewritten && c.records == 0 && c.after == 0, "{c:?}");
+        assert!(!tmp.path().join(DB_DIR).exists() && !is_compacting(tmp.path()));
     }
 
     #[test]
