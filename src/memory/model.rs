@@ -321,6 +321,21 @@ impl Suggestion {
         out
     }
 
+    /// The record of a superseded suggestion: [`Suggestion::to_record`]'s without its
+    /// entries, reason and proposal. Nothing reads them again (it is never listed, nor
+    /// weighed by an add); accepting or rejecting it reads its status, and its key stays
+    /// in `memory.suggestion_keys`. The same format, so an older binary of this format
+    /// reads it too.
+    pub fn superseded_record(&self) -> Vec<u8> {
+        Suggestion {
+            entries: Vec::new(),
+            reason: String::new(),
+            proposal: None,
+            ..self.clone()
+        }
+        .to_record()
+    }
+
     /// A record of `memory.suggestions`: [`Suggestion::to_record`]'s, or format 4's JSON.
     /// `None` when it is neither.
     pub fn from_record(record: &[u8]) -> Option<Suggestion> {

@@ -14,7 +14,10 @@
 //! [`MAX_PENDING_GENERALIZATIONS`] pending generalisations. When a new one would pass the
 //! cap, the entry's weakest pending one of that kind is superseded if the new one is
 //! stronger; otherwise the new one is not made (a link), or goes without that entry (a
-//! generalisation). A superseded suggestion keeps its key, so it never comes back.
+//! generalisation). A superseded suggestion keeps its key, so it never comes back, and
+//! its record only what accepting or rejecting it says
+//! ([`Suggestion::superseded_record`]): on 20,000 adds of the clustered corpus, 31,659 of
+//! 55,363 suggestions were superseded, and their entries 2.8 MB of the 22.5 MB of records.
 
 use std::collections::{HashMap, HashSet};
 
@@ -193,7 +196,11 @@ pub(super) fn put(
     s: &Suggestion,
 ) -> std::result::Result<(), ConflictableTransactionError<super::MemoryError>> {
     let id = s.id.to_string();
-    t.suggestions.insert(id.as_bytes(), s.to_record())?;
+    let record = match s.status {
+        SuggestionStatus::Superseded => s.superseded_record(),
+        _ => s.to_record(),
+    };
+    t.suggestions.insert(id.as_bytes(), record)?;
     t.keys.insert(s.identity(), id.as_bytes())?;
     for e in &s.entries {
         let key = e.to_bytes();
@@ -631,7 +638,9 @@ fn mean(scores: impl Iterator<Item = f32>) -> f32 {
 /// marker (format 4 kept them as text, `link:{id},{id}`, where [`Suggestion::key`] is 33
 /// bytes for a link), and each record format 4 wrote in JSON in its binary form. Runs
 /// once; the marker is written after the rest is flushed, so a crash before it does it
-/// again.
+/// again. It runs first at open, before anything is superseded in this format: a
+/// superseded record no longer holds the entries its key is made of
+/// ([`Suggestion::superseded_record`]).
 pub(super) fn rewrite_keys_if_missing(memory: &Memory) -> Result<()> {
     if memory.meta.contains_key(META_KEYS)? {
         return Ok(());
@@ -710,7 +719,9 @@ pub(super) fn build_index_if_missing(memory: &Memory) -> Result<()> {
         } else {
             s.status = SuggestionStatus::Superseded;
             s.resolved_at = Some(now);
-            memory.suggestions.insert(s.id.to_string(), s.to_record())?;
+            memory
+                .suggestions
+                .insert(s.id.to_string(), s.superseded_record())?;
             superseded += 1;
         }
     }
@@ -783,10 +794,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::memory::NoProgress;
     use crate::memory::encode;
     use crate::memory::model::EntryType;
     use crate::memory::similarity::{SimilarityCache, Words};
+    use crate::memory::{MemoryError, NoProgress};
     use crate::store::Store;
 
     fn entry(entry_type: EntryType) -> Entry {
@@ -998,14 +1009,33 @@ mod tests {
             (0.90, &[0.45, 0.50, 0.55, 0.60, 0.90]),
         ];
         assert_eq!(cases[4].1.len(), MAX_PENDING_LINKS);
+        let mut superseded = Vec::new();
         for (score, want) in cases {
             let new = entry(EntryType::Pattern);
-            add(&memory, &new, &[similar(&x, *score)]);
+            superseded.extend(add(&memory, &new, &[similar(&x, *score)]).superseded);
             assert_eq!(
                 pending_scores(&memory, &x, SuggestionKind::Link),
                 *want,
                 "after a new entry at {score}"
             );
+        }
+        // What is kept of those replaced: their key, so they never come back, and what
+        // resolving them says; not their entries.
+        assert_eq!(superseded.len(), 2);
+        for s in superseded {
+            let id = s.id.to_string();
+            let kept = load(&memory, &s.id).unwrap();
+            assert_eq!(kept.status, SuggestionStatus::Superseded);
+            assert!(kept.entries.is_empty() && s.entries.len() == 2, "{kept:?}");
+            assert_eq!(kept.kind, s.kind);
+            let key = memory.suggestion_keys.get(s.identity()).unwrap();
+            assert_eq!(key.as_deref(), Some(id.as_bytes()));
+            match memory.reject(&id) {
+                Err(MemoryError::SuggestionAlreadyResolved { status, .. }) => {
+                    assert_eq!(status, "superseded")
+                }
+                other => panic!("{other:?}"),
+            }
         }
     }
 
