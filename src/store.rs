@@ -269,6 +269,18 @@ fn compact_with(
     worth: impl FnOnce(&Compaction) -> bool,
     gives_way: bool,
 ) -> Result<Compaction, StoreError> {
+    let nothing = Compaction {
+        before: 0,
+        after: 0,
+        records: 0,
+        record_bytes: 0,
+        rewritten: false,
+        gave_way: false,
+    };
+    if !dir.exists() {
+        // No data dir: none is made for it.
+        return Ok(nothing);
+    }
     let _lock = take(dir)?;
     let io = io_error(dir);
     let started = std::time::Instant::now();
@@ -281,14 +293,7 @@ fn compact_with(
     let before = dir_size(&db);
     if !db.exists() {
         // Nothing stored yet.
-        return Ok(Compaction {
-            before: 0,
-            after: 0,
-            records: 0,
-            record_bytes: 0,
-            rewritten: false,
-            gave_way: false,
-        });
+        return Ok(nothing);
     }
     // Made first, so that a process opening the data dir from now on waits (and asks).
     fs::create_dir(&copy).map_err(io)?;
@@ -930,6 +935,11 @@ mod tests {
         let c = compact(tmp.path(), CompactWhen::Always).unwrap();
         assert!(!c.rewritten && c.records == 0 && c.after == 0, "{c:?}");
         assert!(!tmp.path().join(DB_DIR).exists() && !is_compacting(tmp.path()));
+        // None is made where there is none.
+        let absent = tmp.path().join("absent");
+        let c = compact(&absent, CompactWhen::Idle).unwrap();
+        assert!(!c.rewritten && c.records == 0, "{c:?}");
+        assert!(!absent.exists());
     }
 
     #[test]

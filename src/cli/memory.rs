@@ -980,8 +980,12 @@ fn compact(config: &Config, out: &Output) -> anyhow::Result<()> {
     })
 }
 
+/// Bytes as a person reads them: kB under a megabyte, MB above.
 fn megabytes(bytes: u64) -> String {
-    format!("{:.1} MB", bytes as f64 / 1_000_000.0)
+    match bytes {
+        0..1_000_000 => format!("{:.1} kB", bytes as f64 / 1_000.0),
+        _ => format!("{:.1} MB", bytes as f64 / 1_000_000.0),
+    }
 }
 
 pub(crate) fn emit<T: Serialize>(
