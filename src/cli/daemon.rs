@@ -137,9 +137,9 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
 }
 
 /// Compacts the data dir an idle daemon leaves, when that is worth it: nobody waits for
-/// this daemon, and a client that comes meanwhile starts a daemon that waits for the
-/// compaction. A process that took the data dir first (the lock is free between the
-/// close and the compaction) keeps it: there is nothing to do then.
+/// this daemon, and a client that comes meanwhile starts a daemon that asks the compaction
+/// to stop and waits for it. A process that took the data dir first (the lock is free
+/// between the close and the compaction) keeps it: there is nothing to do then.
 fn compact_on_idle(home: &Path) {
     match tandem::store::compact(home, tandem::store::CompactWhen::Idle) {
         Ok(c) if c.rewritten => {}

@@ -973,15 +973,15 @@ fn compact(config: &Config, out: &Output) -> anyhow::Result<()> {
         format!(
             "database: {} records ({}); its files took {}, now {}\n",
             c.records,
-            megabytes(c.record_bytes),
-            megabytes(c.before),
-            megabytes(c.after)
+            human_size(c.record_bytes),
+            human_size(c.before),
+            human_size(c.after)
         )
     })
 }
 
 /// Bytes as a person reads them: kB under a megabyte, MB above.
-fn megabytes(bytes: u64) -> String {
+fn human_size(bytes: u64) -> String {
     match bytes {
         0..1_000_000 => format!("{:.1} kB", bytes as f64 / 1_000.0),
         _ => format!("{:.1} MB", bytes as f64 / 1_000_000.0),
