@@ -214,7 +214,7 @@ fn take(dir: &Path) -> Result<File, StoreError> {
 }
 
 /// What [`compact`] found, and whether it rewrote the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Compaction {
     /// The bytes of sled's files before...
     pub before: u64,
@@ -269,17 +269,9 @@ fn compact_with(
     worth: impl FnOnce(&Compaction) -> bool,
     gives_way: bool,
 ) -> Result<Compaction, StoreError> {
-    let nothing = Compaction {
-        before: 0,
-        after: 0,
-        records: 0,
-        record_bytes: 0,
-        rewritten: false,
-        gave_way: false,
-    };
     if !dir.exists() {
         // No data dir: none is made for it.
-        return Ok(nothing);
+        return Ok(Compaction::default());
     }
     let _lock = take(dir)?;
     let io = io_error(dir);
@@ -293,7 +285,7 @@ fn compact_with(
     let before = dir_size(&db);
     if !db.exists() {
         // Nothing stored yet.
-        return Ok(nothing);
+        return Ok(Compaction::default());
     }
     // Made first, so that a process opening the data dir from now on waits (and asks).
     fs::create_dir(&copy).map_err(io)?;
@@ -307,8 +299,8 @@ fn compact_with(
             after: before,
             records,
             record_bytes,
-            rewritten: false,
             gave_way: measured.is_none(),
+            ..Compaction::default()
         };
         if found.gave_way {
             return Ok(found);
