@@ -308,7 +308,7 @@ async fn a_daemon_started_while_the_data_dir_is_held_waits_for_it() {
         .await;
     assert_eq!(found["total"], 0);
     release.await.unwrap();
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = home.log();
     assert!(
         log.contains(&format!(
             "the data dir is held by pid {}",

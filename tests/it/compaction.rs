@@ -4,7 +4,7 @@
 use serde_json::json;
 use tandem::store::{Store, dir_size};
 
-use crate::util::{DaemonGuard, TestHome, daemon_status, is_alive, poll, succeeds_json};
+use crate::util::{DaemonGuard, TestHome, daemon_pid, is_alive, poll, succeeds_json};
 
 const CHURN: &str = "test.churn";
 
@@ -77,14 +77,14 @@ async fn an_idle_daemon_gives_back_what_a_burst_left() {
                    "content": "An entry written before the daemon compacts is found after."}),
         )
         .await;
-    let daemon = daemon_status(&home)["pid"].as_u64().unwrap() as u32;
+    let daemon = daemon_pid(&home);
     agent.close().await;
     // The lock file is no witness: the compaction takes the data dir again, and writes its
     // pid there again.
     gone(daemon, "the idle daemon compacts and exits");
     let after = db_size(&home);
     assert!(after * 3 < before, "sled's files {before} B → {after} B");
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = home.log();
     assert!(log.contains("compacted the database"), "{log}");
     assert!(!home.tandem_home().join("db.compacting").exists());
     assert_eq!(churned_tree(&home), kept);
@@ -94,10 +94,10 @@ async fn an_idle_daemon_gives_back_what_a_burst_left() {
         .ok("rekall_search", json!({"query": "compaction entries"}))
         .await;
     assert_eq!(found["results"][0]["id"], added["id"]);
-    let daemon = daemon_status(&home)["pid"].as_u64().unwrap() as u32;
+    let daemon = daemon_pid(&home);
     agent.close().await;
     gone(daemon, "the idle daemon exits");
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = home.log();
     assert!(log.contains("not worth compacting"), "{log}");
     assert_eq!(churned_tree(&home), kept);
 }
@@ -171,7 +171,7 @@ async fn a_client_that_comes_while_the_idle_daemon_compacts_is_served() {
                    "content": "A client that comes meanwhile is served."}),
         )
         .await;
-    let first = daemon_status(&home)["pid"].as_u64().unwrap() as u32;
+    let first = daemon_pid(&home);
     agent.close().await;
     let compaction = home.tandem_home().join("db.compacting");
     poll("the idle daemon starts compacting", 60, || {
@@ -190,7 +190,7 @@ async fn a_client_that_comes_while_the_idle_daemon_compacts_is_served() {
     assert!(!is_alive(first));
     assert!(!compaction.exists());
     assert!(!home.tandem_home().join("db.before-compaction").exists());
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = home.log();
     // Which of the two the first daemon did depends on who was quicker (here it gives way
     // within ~20 ms of being asked): either way, the new one serves and nothing is lost.
     assert!(
@@ -199,10 +199,10 @@ async fn a_client_that_comes_while_the_idle_daemon_compacts_is_served() {
         "{log}"
     );
     agent.close().await;
-    let second = daemon_status(&home)["pid"].as_u64().unwrap();
+    let second = daemon_pid(&home);
     let mut stop = home.std_command();
     stop.args(["daemon", "stop"]);
     assert!(stop.status().unwrap().success());
-    gone(second as u32, "the second daemon stops");
+    gone(second, "the second daemon stops");
     assert_eq!(churned_tree(&home), kept);
 }

@@ -47,7 +47,7 @@ async fn kill_9_during_a_burst_loses_no_acknowledged_add() {
     assert!(acked.len() >= 100);
 
     let c = home.mcp().await;
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = home.log();
     assert!(
         log.contains("search index behind") || log.contains("rebuilding the search index"),
         "the restart should have repaired the index from sled"

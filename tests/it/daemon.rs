@@ -184,7 +184,7 @@ async fn sigterm_stops_the_daemon_cleanly_and_keeps_every_write() {
         .unwrap();
     let found: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(found["total"], 20);
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = home.log();
     let (_, after) = log
         .split_once("daemon signalled; stopping")
         .expect("the daemon logged the signal");

@@ -431,7 +431,7 @@ fn a_stderr_flood_and_a_banner_on_stdout_are_tolerated() {
         "daemon CPU over 3 s of a stderr flood: {:.2} s",
         seconds(after - before)
     );
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = home.log();
     let flood_lines = log.lines().filter(|l| l.contains("floods stderr")).count();
     println!(
         "flood lines logged: {flood_lines}; log size {} kB",

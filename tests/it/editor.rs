@@ -429,7 +429,7 @@ async fn past_the_watch_limit_directories_are_polled() {
         (&json!(1), &json!(4)),
         "{watch}"
     );
-    let log = std::fs::read_to_string(ws.home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = ws.home.log();
     assert!(
         log.contains("reached more than 1 directories (TANDEM_WATCH_MAX_DIRS); further directories are polled every 2 s"),
         "{log}"

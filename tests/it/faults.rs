@@ -146,7 +146,7 @@ async fn a_truncated_index_is_rebuilt_from_sled() {
     let lost = verify_entries(&agent, &acked).await;
     agent.close().await;
     assert!(lost.is_empty(), "{lost:#?}");
-    let log = std::fs::read_to_string(home.tandem_home().join("logs/tandem.log")).unwrap();
+    let log = home.log();
     assert!(
         log.contains("rebuilding the search index"),
         "the rebuild is logged with its reason"

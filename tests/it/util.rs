@@ -48,6 +48,11 @@ impl TestHome {
         self.dir.path()
     }
 
+    /// What the data dir's log (`logs/tandem.log`) holds so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.tandem_home().join("logs/tandem.log")).unwrap()
+    }
+
     /// Opens the memory in this home.
     pub fn memory(&self) -> Memory {
         let store = Arc::new(Store::open(&self.tandem_home()).unwrap());
@@ -235,6 +240,11 @@ pub fn is_alive(pid: u32) -> bool {
         .next()
         .and_then(|s| s.split_whitespace().next());
     !matches!(state, None | Some("Z" | "X"))
+}
+
+/// The pid of the daemon serving `home` (one must run).
+pub fn daemon_pid(home: &TestHome) -> u32 {
+    daemon_status(home)["pid"].as_u64().unwrap() as u32
 }
 
 /// `tandem daemon status --json`.
