@@ -460,7 +460,11 @@ async fn run(options: Options, model: Option<&Path>) {
     let c = compaction;
     println!(
         "| the idle exit's compaction after the adds | {}: sled's files {} → {} for {} of records ({:.1} s) |",
-        if c.rewritten { "done" } else { "not worth it" },
+        match (c.rewritten, c.counted) {
+            (true, _) => "done",
+            (false, true) => "not worth it",
+            (false, false) => "not worth it, as the last count found (the records not read)",
+        },
         mb(c.before),
         mb(c.after),
         mb(c.record_bytes),

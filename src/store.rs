@@ -52,6 +52,12 @@ const DB_BEFORE_COMPACTION: &str = "db.before-compaction";
 /// Made by a process that finds the data dir held by a compaction, to ask an idle one to
 /// stop.
 const COMPACTION_STOP: &str = "compaction.stop";
+/// What the last compaction counted ([`Counted`]), so that the next idle one need not read
+/// every record again while sled's files have not grown enough for it to be worth it.
+const COMPACTION_COUNT: &str = "compaction.json";
+/// An idle compaction counts the records again after this long even when the files have
+/// not grown: entries removed since the last count make a compaction worth it too.
+const RECOUNT_AFTER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 /// How long a process opening the data dir waits for another one's compaction.
 pub const COMPACTION_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 /// A compaction is worth its copy when sled's files hold this many times their records'
@@ -226,6 +232,67 @@ pub struct Compaction {
     pub rewritten: bool,
     /// An idle compaction stopped for a process that wanted the data dir.
     pub gave_way: bool,
+    /// Whether the records were counted this time; else `records` and `record_bytes` are
+    /// the last count's, and sled's files had not grown enough since for a compaction to
+    /// be worth it.
+    #[serde(skip)]
+    pub counted: bool,
+}
+
+/// The records a compaction counted, and when (`compaction.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Counted {
+    records: u64,
+    record_bytes: u64,
+    /// sled's files then (after the compaction, when it rewrote them).
+    files: u64,
+    /// Seconds since the Unix epoch.
+    at: u64,
+}
+
+impl Counted {
+    fn read(dir: &Path) -> Option<Counted> {
+        let text = fs::read(dir.join(COMPACTION_COUNT)).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    fn write(dir: &Path, c: &Compaction) {
+        let counted = Counted {
+            records: c.records,
+            record_bytes: c.record_bytes,
+            files: c.after,
+            at: unix_seconds(),
+        };
+        let written = serde_json::to_vec(&counted)
+            .map_err(std::io::Error::other)
+            .and_then(|json| write_atomically(&dir.join(COMPACTION_COUNT), &json));
+        if let Err(e) = written {
+            // The next idle compaction counts again: nothing is lost.
+            tracing::warn!(
+                "could not record the compaction's count in {}: {e}",
+                dir.display()
+            );
+        }
+    }
+
+    /// Whether a compaction cannot be `worth` it with sled's files at `files`: not with
+    /// the records counted, and records only grow, unless some were removed (counted
+    /// again after [`RECOUNT_AFTER`]).
+    fn rules_out(&self, files: u64, worth: impl Fn(&Compaction) -> bool) -> bool {
+        let age = unix_seconds().checked_sub(self.at);
+        age.is_some_and(|age| age < RECOUNT_AFTER.as_secs())
+            && !worth(&Compaction {
+                before: files,
+                record_bytes: self.record_bytes,
+                ..Compaction::default()
+            })
+    }
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// When [`compact`] rewrites the database.
@@ -262,12 +329,13 @@ fn worth_compacting(c: &Compaction) -> bool {
     c.before >= WORTH_COMPACTING * c.record_bytes + COMPACTION_MIN_GAIN
 }
 
-/// [`compact`], when `worth` says so of what it measured; `gives_way`: it stops when a
-/// process asks ([`COMPACTION_STOP`]).
+/// [`compact`], when `worth` says so of what it counted. `idle`: it stops when a process
+/// asks ([`COMPACTION_STOP`]), and does not count the records while what the last count
+/// found ([`Counted`]) rules a compaction out.
 fn compact_with(
     dir: &Path,
-    worth: impl FnOnce(&Compaction) -> bool,
-    gives_way: bool,
+    worth: impl Fn(&Compaction) -> bool,
+    idle: bool,
 ) -> Result<Compaction, StoreError> {
     if !dir.exists() {
         // No data dir: none is made for it.
@@ -287,19 +355,29 @@ fn compact_with(
         // Nothing stored yet.
         return Ok(Compaction::default());
     }
+    if let Some(last) = Counted::read(dir).filter(|last| idle && last.rules_out(before, &worth)) {
+        return Ok(Compaction {
+            before,
+            after: before,
+            records: last.records,
+            record_bytes: last.record_bytes,
+            ..Compaction::default()
+        });
+    }
     // Made first, so that a process opening the data dir from now on waits (and asks).
     fs::create_dir(&copy).map_err(io)?;
-    let keep_going = || !(gives_way && stop.exists());
+    let keep_going = || !(idle && stop.exists());
     let compacted = (|| {
         let from = open_sled(&sled_config(&db))?;
-        let measured = measure(&from, &keep_going)?;
-        let (records, record_bytes) = measured.unwrap_or_default();
+        let counted = measure(&from, &keep_going)?;
+        let (records, record_bytes) = counted.unwrap_or_default();
         let mut found = Compaction {
             before,
             after: before,
             records,
             record_bytes,
-            gave_way: measured.is_none(),
+            gave_way: counted.is_none(),
+            counted: counted.is_some(),
             ..Compaction::default()
         };
         if found.gave_way {
@@ -318,10 +396,16 @@ fn compact_with(
             remove_dir_if_present(&copy);
             remove_file_if_present(&stop);
             // sled writes a little as it opens and closes.
-            return other.map(|c| Compaction {
+            let left = other.map(|c| Compaction {
                 after: dir_size(&db),
                 ..c
             });
+            if let Ok(c) = &left
+                && !c.gave_way
+            {
+                Counted::write(dir, c);
+            }
+            return left;
         }
     };
     let aside = dir.join(DB_BEFORE_COMPACTION);
@@ -329,6 +413,7 @@ fn compact_with(
     remove_dir_if_present(&aside);
     remove_file_if_present(&stop);
     compacted.after = dir_size(&db);
+    Counted::write(dir, &compacted);
     tracing::info!(
         "compacted the database of {}: {} records ({} B) in {:.1} s; sled's files {} → {} B",
         dir.display(),
@@ -880,6 +965,58 @@ mod tests {
         assert_eq!(reopened(dir), before);
     }
 
+    /// Rewrites the last count's record with `change` made to it.
+    fn recorded(dir: &Path, change: impl FnOnce(&mut Counted)) {
+        let mut counted = Counted::read(dir).expect("a count recorded");
+        change(&mut counted);
+        write_atomically(
+            &dir.join(COMPACTION_COUNT),
+            &serde_json::to_vec(&counted).unwrap(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn an_idle_compaction_counts_again_only_when_it_could_be_worth_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let before = churned(dir);
+        let first = compact(dir, CompactWhen::Always).unwrap();
+        assert!(first.rewritten && first.counted, "{first:?}");
+        // The rule without its minimum gain, which these few records never reach.
+        let worth = |c: &Compaction| c.before >= WORTH_COMPACTING * c.record_bytes;
+        let idle_exit = || compact_with(dir, worth, true).unwrap();
+        assert!(!worth(&Compaction {
+            before: first.after,
+            ..first
+        }));
+        // The files are what the count found them: no need to read the records.
+        let idle = idle_exit();
+        assert!(!idle.counted && !idle.rewritten, "{idle:?}");
+        assert_eq!(
+            (idle.records, idle.record_bytes),
+            (first.records, first.record_bytes)
+        );
+        assert!(!is_compacting(dir));
+        // Counted when the files take more than the rule asks of the last count...
+        recorded(dir, |c| c.record_bytes = 0);
+        let grown = idle_exit();
+        assert!(grown.counted && !grown.rewritten, "{grown:?}");
+        assert_eq!(grown.record_bytes, first.record_bytes);
+        // ...when the count is a week old (entries removed since make it worth it too)...
+        recorded(dir, |c| c.at -= RECOUNT_AFTER.as_secs());
+        assert!(idle_exit().counted);
+        // ...or from the future (a clock set back), or unreadable, or not there.
+        recorded(dir, |c| c.at += 3600);
+        assert!(idle_exit().counted);
+        fs::write(dir.join(COMPACTION_COUNT), b"{\"records\":").unwrap();
+        assert!(idle_exit().counted);
+        fs::remove_file(dir.join(COMPACTION_COUNT)).unwrap();
+        assert!(idle_exit().counted);
+        assert!(!idle_exit().counted);
+        assert_eq!(reopened(dir), before);
+    }
+
     #[test]
     fn an_idle_compaction_gives_way_when_asked() {
         let tmp = tempfile::tempdir().unwrap();
@@ -895,6 +1032,11 @@ mod tests {
         assert!(c.gave_way && !c.rewritten, "{c:?}");
         assert!(!is_compacting(dir) && !dir.join(COMPACTION_STOP).exists());
         assert!(dir_size(&dir.join(DB_DIR)) >= size - size / 10);
+        assert_eq!(
+            Counted::read(dir),
+            None,
+            "a compaction cut short records no count"
+        );
         assert_eq!(reopened(dir), before);
         // One asked for goes on.
         let c = compact_with(dir, ask, false).unwrap();

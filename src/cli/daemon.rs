@@ -146,10 +146,15 @@ fn compact_on_idle(home: &Path) {
         Ok(c) if c.gave_way => {
             tracing::info!("another process wants the data dir; compacting it another time")
         }
-        Ok(c) => tracing::info!(
+        Ok(c) if c.counted => tracing::info!(
             "the database holds {} B of records in {} B of files: not worth compacting",
             c.record_bytes,
             c.before
+        ),
+        Ok(c) => tracing::info!(
+            "the database's files ({} B) have not grown enough since its last count ({} B of records) for a compaction to be worth it",
+            c.before,
+            c.record_bytes
         ),
         Err(tandem::store::StoreError::Locked { pid, .. }) => {
             tracing::info!("pid {pid} took the data dir first; not compacting")
