@@ -166,6 +166,7 @@ impl Memory {
             write_lock: Mutex::new(similarity::SimilarityCache::default()),
         };
         suggestions::rewrite_keys_if_missing(&memory)?;
+        suggestions::forget_pair_keys_if_present(&memory)?;
         suggestions::build_index_if_missing(&memory)?;
         suggestions::build_pending_if_missing(&memory)?;
         memory.bring_index_up_to_date(&state, progress)?;

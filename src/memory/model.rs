@@ -261,24 +261,14 @@ pub struct Suggestion {
 }
 
 impl Suggestion {
-    /// The identity of what is suggested, independent of when: the kind's tag, then the
-    /// ids sorted, 16 bytes each.
-    pub fn key(kind: SuggestionKind, entries: &[Ulid]) -> Vec<u8> {
-        let mut ids = entries.to_vec();
-        ids.sort_unstable();
-        let mut key = Vec::with_capacity(1 + 16 * ids.len());
-        key.push(kind.tag());
-        ids.iter()
-            .for_each(|id| key.extend_from_slice(&id.to_bytes()));
-        key
-    }
-
-    /// The key this suggestion is remembered by in `memory.suggestion_keys`: an entry
-    /// suggestion's is its proposal's ([`Proposal::key`]), any other's [`Suggestion::key`].
-    pub fn identity(&self) -> Vec<u8> {
+    /// The key this suggestion is remembered by in `memory.suggestion_keys`, so that it is
+    /// never suggested again: an entry suggestion's proposal's ([`Proposal::key`]). A link
+    /// or a generalisation needs none: each names the entry whose add made it, and an
+    /// entry is added once.
+    pub fn remembered_key(&self) -> Option<Vec<u8>> {
         match (&self.kind, &self.proposal) {
-            (SuggestionKind::Entry, Some(p)) => p.key(),
-            _ => Suggestion::key(self.kind, &self.entries),
+            (SuggestionKind::Entry, Some(p)) => Some(p.key()),
+            _ => None,
         }
     }
 
@@ -603,16 +593,6 @@ mod tests {
                 assert_eq!(Suggestion::from_record(&bad), None, "flag at {at}");
             }
         }
-        // A key names what is suggested, whatever the order of its entries.
-        let reversed: Vec<Ulid> = ids.iter().rev().copied().collect();
-        assert_eq!(
-            Suggestion::key(SuggestionKind::Generalize, &ids),
-            Suggestion::key(SuggestionKind::Generalize, &reversed)
-        );
-        assert_ne!(
-            Suggestion::key(SuggestionKind::Link, &ids[..2]),
-            Suggestion::key(SuggestionKind::Generalize, &ids[..2])
-        );
     }
 
     #[test]

@@ -95,7 +95,10 @@ impl Memory {
                 title: entry.title.clone(),
                 because,
             };
-            if new.iter().any(|s| s.identity() == key) {
+            if new
+                .iter()
+                .any(|s| s.remembered_key().as_ref() == Some(&key))
+            {
                 outcome
                     .skipped
                     .push(skip("it repeats another proposal of this task".into()));

@@ -340,16 +340,10 @@ impl Memory {
             });
         }
         // A pending suggestion for exactly this group is now done.
-        let key = Suggestion::key(SuggestionKind::Generalize, &source_ids);
-        if let Some(sid) = self.suggestion_keys.get(&key)?
-            && let Some(bytes) = self.suggestions.get(&sid)?
-        {
-            let mut s = suggestions::decode_record(&bytes)?;
-            if s.status == SuggestionStatus::Pending {
-                s.status = SuggestionStatus::Accepted;
-                s.resolved_at = Some(now());
-                self.store_suggestion(&s)?;
-            }
+        if let Some(mut s) = suggestions::pending_generalization_of(self, &source_ids)? {
+            s.status = SuggestionStatus::Accepted;
+            s.resolved_at = Some(now());
+            self.store_suggestion(&s)?;
         }
         self.store.flush()?;
         drop(guard);

@@ -61,11 +61,14 @@ fn check_invariants(store: &Store) {
     let mut want_rows = HashSet::new();
     for s in &all {
         if s.status == SuggestionStatus::Superseded {
-            // Kept as what resolving it says, its key in the keys' tree (below).
+            // Kept as what resolving it says.
             assert!(s.entries.is_empty() && s.proposal.is_none(), "{s:?}");
             continue;
         }
-        assert!(keys.insert(s.identity()), "suggested twice: {s:?}");
+        let mut entries = s.entries.clone();
+        entries.sort();
+        let what = (s.kind, entries, s.remembered_key());
+        assert!(keys.insert(what), "suggested twice: {s:?}");
         let distinct: HashSet<&Ulid> = s.entries.iter().collect();
         assert_eq!(distinct.len(), s.entries.len(), "an entry twice in {s:?}");
         if s.kind == SuggestionKind::Generalize {
@@ -93,7 +96,8 @@ fn check_invariants(store: &Store) {
         want_rows,
         "the index by entry holds every suggestion not superseded, and only those"
     );
-    // Each suggestion, superseded or not, under one key of its own: none comes back.
+    // Each entry suggestion under a key of its own, and nothing else: a link or a
+    // generalisation names the entry whose add made it, so none comes back.
     let key_tree = store.db().open_tree("memory.suggestion_keys").unwrap();
     let mut keyed: Vec<Ulid> = key_tree
         .iter()
@@ -101,10 +105,27 @@ fn check_invariants(store: &Store) {
         .map(|id| Ulid::from_string(std::str::from_utf8(&id.unwrap()).unwrap()).unwrap())
         .collect();
     keyed.sort();
-    let mut ids: Vec<Ulid> = all.iter().map(|s| s.id).collect();
+    let mut ids: Vec<Ulid> = all
+        .iter()
+        .filter(|s| s.kind == SuggestionKind::Entry)
+        .map(|s| s.id)
+        .collect();
     ids.sort();
-    assert_eq!(keyed, ids, "a key for every suggestion, and one only");
-    assert!(keys.iter().all(|k| key_tree.contains_key(k).unwrap()));
+    assert_eq!(keyed, ids, "a key for every entry suggestion, and one only");
+    for (_, _, key) in keys {
+        assert!(key.is_none_or(|k| key_tree.contains_key(k).unwrap()));
+    }
+}
+
+/// A link's or a generalisation's key as data dirs kept them before
+/// `Suggestion::remembered_key`: the kind's tag, then the ids sorted.
+fn key_of_format_5(kind: SuggestionKind, entries: &[Ulid]) -> Vec<u8> {
+    let mut ids = entries.to_vec();
+    ids.sort();
+    let mut key = vec![kind.tag()];
+    ids.iter()
+        .for_each(|id| key.extend_from_slice(&id.to_bytes()));
+    key
 }
 
 #[test]
@@ -187,13 +208,14 @@ fn a_data_dir_without_the_index_by_entry_gets_it_at_open() {
         .collect();
     drop(memory);
     // What a data dir of an earlier version holds: no index by entry (format 4's rows a
-    // suggestion and entry, which the open drops, or none), no marker, and an entry with
-    // more pending links than the cap (scores 0.40, 0.41, ...; the suggestions of the
+    // suggestion and entry, which the open drops, or none), no markers, a key for each
+    // link (forgotten at open), and an entry with more pending links than the cap (scores 0.40, 0.41, ...; the suggestions of the
     // adds are forgotten, so that these are all there is).
     let db = store.db();
     db.drop_tree("memory.suggestions_of_entry").unwrap();
     let meta = db.open_tree("memory.meta").unwrap();
     meta.remove("suggestions_of_entry").unwrap();
+    meta.remove("suggestion_keys_of_proposals_only").unwrap();
     meta.insert("suggestions_by_entry", &[1u8]).unwrap();
     let legacy = db.open_tree("memory.suggestions_by_entry").unwrap();
     legacy
@@ -208,7 +230,7 @@ fn a_data_dir_without_the_index_by_entry_gets_it_at_open() {
     let mut old: Vec<(Ulid, f32)> = Vec::new();
     for (i, other) in ids[1..].iter().enumerate().take(extra) {
         let pair = vec![crowded, Ulid::from_string(other).unwrap()];
-        let key = Suggestion::key(SuggestionKind::Link, &pair);
+        let key = key_of_format_5(SuggestionKind::Link, &pair);
         let s = Suggestion {
             id: Ulid::new(),
             kind: SuggestionKind::Link,

@@ -11,6 +11,10 @@
 //! format 3"). `tests/data/format-4-home.tar.gz` is a new data dir written by tandem at
 //! format 4: thirteen entries added, twelve in three groups of near-duplicates, which made
 //! link and generalisation suggestions, one of them then rejected and one accepted.
+//! `tests/data/format-5-home.tar.gz` is that data dir opened by tandem at format 5, then
+//! four near-duplicate entries added ("Connection pool exhausted by burst traffic
+//! ({i})"), which made links and a generalisation of the four: format 5 kept a key for each
+//! suggestion, where only an entry suggestion's is ever looked up.
 
 use serde_json::Value;
 
@@ -282,17 +286,89 @@ fn a_format_4_data_dir_lists_its_pending_suggestions_as_before() {
         db.open_tree("memory.suggestion_keys").unwrap(),
     );
     assert_eq!(records.len(), 12);
-    assert_eq!(keys.len(), records.len());
     for item in records.iter() {
         let (id, record) = item.unwrap();
         assert_ne!(record.first(), Some(&b'{'), "still JSON: {id:?}");
         let s = tandem::memory::Suggestion::from_record(&record).unwrap();
         assert_eq!(s.id.to_string().as_bytes(), &id[..]);
-        assert_eq!(keys.get(s.identity()).unwrap().as_deref(), Some(&id[..]));
+        assert_eq!(
+            s.remembered_key(),
+            None,
+            "a link or a generalisation: {s:?}"
+        );
     }
+    // Only an entry suggestion's key is kept, and these are links and generalisations.
+    assert_eq!(keys.len(), 0);
     assert!(
         !db.tree_names()
             .iter()
             .any(|n| n == b"memory.suggestions_by_entry")
     );
+}
+
+#[test]
+fn a_format_5_data_dir_forgets_the_keys_of_its_links_and_generalisations() {
+    let home = home_of_format(5);
+    assert_eq!(format_of(&home), 5);
+    // The first byte of each key (its kind's tag), and how many suggestions there are.
+    let keys = || {
+        let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+        let db = store.db();
+        let tree = db.open_tree("memory.suggestion_keys").unwrap();
+        let tags: Vec<u8> = tree.iter().keys().map(|k| k.unwrap()[0]).collect();
+        (tags, db.open_tree("memory.suggestions").unwrap().len())
+    };
+    let (kept, suggestions) = keys();
+    let (link, generalize) = (
+        tandem::memory::SuggestionKind::Link.tag(),
+        tandem::memory::SuggestionKind::Generalize.tag(),
+    );
+    assert!(suggestions > 12, "{suggestions}");
+    assert_eq!(kept.len(), suggestions, "{kept:?}");
+    assert!(
+        kept.iter().all(|t| [link, generalize].contains(t)),
+        "{kept:?}"
+    );
+
+    let run = |args: &[&str]| tandem(&home, args);
+    let listed = succeeds_json(run(&["memory", "suggestions", "--limit", "20"]));
+    assert_eq!(listed["links"]["total_pending"], 13, "{listed}");
+    assert_eq!(listed["generalize"]["total_pending"], 4, "{listed}");
+    assert_eq!(
+        keys(),
+        (Vec::new(), suggestions),
+        "the keys are forgotten at open"
+    );
+
+    // Generalising the group a pending suggestion names (in another order) still
+    // resolves that suggestion: it is found among its entries' suggestions.
+    const GROUP: &str = "01M8H8CTMFREDWKFFKYWFM4FDR";
+    let group = [
+        "01M8H8CTAMT5ED6JSBKVM88MQD",
+        "01M8H8CTH8FZ3C5RVKA3FC48RQ",
+        "01M8H8CTDZPZKA4Q2KN2FX0P7N",
+        "01M8H8CTMEXM8RQEMFJEK8GT9E",
+    ];
+    let pending = |listed: &Value| -> Vec<String> {
+        listed["generalize"]["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(pending(&listed).iter().any(|id| id == GROUP), "{listed}");
+    let mut generalize = vec!["memory", "generalize"];
+    generalize.extend(group);
+    succeeds_json(run(&generalize));
+    let listed = succeeds_json(run(&["memory", "suggestions", "--kind", "generalize"]));
+    assert_eq!(listed["generalize"]["total_pending"], 3, "{listed}");
+    assert!(!pending(&listed).iter().any(|id| id == GROUP), "{listed}");
+    let resolved = run(&["memory", "reject", GROUP]).output().unwrap();
+    let said = String::from_utf8_lossy(&resolved.stderr);
+    assert!(
+        !resolved.status.success() && said.contains("SUGGESTION_ALREADY_RESOLVED"),
+        "{said}"
+    );
+    assert!(said.contains("accepted"), "{said}");
 }
