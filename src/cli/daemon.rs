@@ -146,6 +146,11 @@ fn compact_on_idle(home: &Path) {
         Ok(c) if c.gave_way => {
             tracing::info!("another process wants the data dir; compacting it another time")
         }
+        Ok(c) if c.copy > 0 => tracing::info!(
+            "a copy of the database took {} B, no less than its files ({} B): kept them",
+            c.copy,
+            c.before
+        ),
         Ok(c) if c.counted => tracing::info!(
             "the database holds {} B of records in {} B of files: not worth compacting",
             c.record_bytes,

@@ -970,8 +970,13 @@ fn compact(config: &Config, out: &Output) -> anyhow::Result<()> {
         compacted => compacted?,
     };
     emit(out, &compacted, |c| {
+        let kept = if c.copy > 0 && !c.rewritten {
+            format!(" (a copy took {}: kept as they were)", human_size(c.copy))
+        } else {
+            String::new()
+        };
         format!(
-            "database: {} records ({}); its files took {}, now {}\n",
+            "database: {} records ({}); its files took {}, now {}{kept}\n",
             c.records,
             human_size(c.record_bytes),
             human_size(c.before),
