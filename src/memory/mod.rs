@@ -148,16 +148,17 @@ impl Memory {
         let db = store.db();
         let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"))?;
         writes::convert_by_seq(db)?;
+        suggestions::rewrite_keys_if_stale(&store)?;
         let memory = Memory {
             entries: db.open_tree(ENTRIES)?,
             writes: db.open_tree(writes::TREE)?,
             links: db.open_tree("memory.links")?,
             links_in: db.open_tree("memory.links_in")?,
-            suggestions: db.open_tree("memory.suggestions")?,
-            suggestion_keys: db.open_tree("memory.suggestion_keys")?,
+            suggestions: db.open_tree(suggestions::SUGGESTIONS)?,
+            suggestion_keys: db.open_tree(suggestions::KEYS)?,
             suggestions_of_entry: db.open_tree(suggestions::OF_ENTRY)?,
             suggestions_pending: db.open_tree(suggestions::PENDING)?,
-            meta: db.open_tree("memory.meta")?,
+            meta: db.open_tree(suggestions::META)?,
             codec: Arc::new(Codec::open(db.open_tree(ENTRY_DICTIONARIES)?)?),
             retraining: Mutex::new(None),
             index,
@@ -165,8 +166,6 @@ impl Memory {
             store,
             write_lock: Mutex::new(similarity::SimilarityCache::default()),
         };
-        suggestions::rewrite_keys_if_missing(&memory)?;
-        suggestions::forget_pair_keys_if_present(&memory)?;
         suggestions::build_index_if_missing(&memory)?;
         suggestions::build_pending_if_missing(&memory)?;
         memory.bring_index_up_to_date(&state, progress)?;

@@ -33,6 +33,7 @@ use super::next_id;
 use super::similarity::Threshold;
 use super::similarity::{Lookup, Similar};
 use super::{GENERALIZE_GROUP, Memory, Result};
+use crate::store::Store;
 
 /// Pending link suggestions an entry may have at once.
 pub const MAX_PENDING_LINKS: usize = 5;
@@ -46,7 +47,13 @@ const MAX_LINKS_PER_ADD: usize = 3;
 /// the new entry (the first members' first).
 const GENERALIZE_REASON_WORDS: usize = 5;
 
-/// The `memory.meta` key set once `memory.suggestion_keys` holds binary keys.
+/// `memory.suggestions`: a suggestion's id → its record.
+pub(super) const SUGGESTIONS: &str = "memory.suggestions";
+/// `memory.suggestion_keys`: an entry suggestion's key → its id.
+pub(super) const KEYS: &str = "memory.suggestion_keys";
+/// `memory.meta`.
+pub(super) const META: &str = "memory.meta";
+/// The `memory.meta` key set once `memory.suggestion_keys` holds binary keys (format 5).
 const META_KEYS: &[u8] = b"suggestion_keys";
 /// The `memory.meta` key set once `memory.suggestion_keys` holds entry suggestions' keys
 /// only ([`Suggestion::remembered_key`]).
@@ -635,68 +642,53 @@ fn mean(scores: impl Iterator<Item = f32>) -> f32 {
     sum / n.max(1) as f32
 }
 
-/// Rewrites `memory.suggestion_keys` from the suggestions when `memory.meta` lacks its
-/// marker (format 4 kept them as text, `link:{id},{id}`, where [`Suggestion::key`] is 33
-/// bytes for a link), and each record format 4 wrote in JSON in its binary form. Runs
-/// once; the marker is written after the rest is flushed, so a crash before it does it
-/// again. It runs first at open, before anything is superseded in this format: a
-/// superseded record no longer holds the entries its key is made of
-/// ([`Suggestion::superseded_record`]).
-pub(super) fn rewrite_keys_if_missing(memory: &Memory) -> Result<()> {
-    if memory.meta.contains_key(META_KEYS)? {
+/// Makes `memory.suggestion_keys` hold the entry suggestions' keys and nothing else, and
+/// each record format 4 wrote in JSON its binary form, when `memory.meta` lacks its
+/// marker: format 4 kept a key for every suggestion as text (`link:{id},{id}`), format 5
+/// in binary (the kind's tag and the sorted ids), though only an entry suggestion's is
+/// ever looked up ([`Suggestion::remembered_key`]). Runs before the memory opens the
+/// tree. The tree is dropped whole and its keys made again from the records: removed one
+/// by one, 55,321 keys wrote the tree's pages anew and sled's files grew by what they
+/// freed (36.1 → 51.1 MB), dropped they did not grow. Runs once; the marker is written
+/// after the rest is flushed, so a crash before it does it again.
+pub(super) fn rewrite_keys_if_stale(store: &Store) -> Result<()> {
+    let db = store.db();
+    let meta = db.open_tree(META)?;
+    if meta.contains_key(META_PROPOSAL_KEYS_ONLY)? {
         return Ok(());
     }
-    memory.suggestion_keys.clear()?;
-    let (mut keys, mut records, mut rewritten) =
-        (sled::Batch::default(), sled::Batch::default(), 0);
-    for item in memory.suggestions.iter() {
+    let suggestions = db.open_tree(SUGGESTIONS)?;
+    let (mut keys, mut records) = (sled::Batch::default(), sled::Batch::default());
+    let (mut kept, mut rewritten) = (0u64, 0u64);
+    for item in suggestions.iter() {
         let (id, record) = item?;
         let s = decode_record(&record)?;
         if let Some(key) = s.remembered_key() {
             keys.insert(key, id.clone());
+            kept += 1;
         }
         if record.first() == Some(&b'{') {
             records.insert(id, s.to_record());
             rewritten += 1;
         }
     }
+    let forgotten = (db.open_tree(KEYS)?.len() as u64).saturating_sub(kept);
+    if forgotten > 0 {
+        tracing::info!(
+            "forgetting the keys of {forgotten} links and generalisations suggested (keeping {kept} of entry suggestions)"
+        );
+    }
     if rewritten > 0 {
         tracing::info!("rewriting {rewritten} suggestions in binary (a data dir from format 4)");
     }
-    memory.suggestion_keys.apply_batch(keys)?;
-    memory.suggestions.apply_batch(records)?;
-    memory.store.flush()?;
-    memory.meta.insert(META_KEYS, &[1u8])?;
-    memory.meta.insert(META_PROPOSAL_KEYS_ONLY, &[1u8])?;
-    memory.store.flush()?;
-    Ok(())
-}
-
-/// Removes the keys of links and generalisations from `memory.suggestion_keys` when
-/// `memory.meta` lacks its marker: data dirs written before [`Suggestion::remembered_key`]
-/// kept one for every suggestion (on 20,000 adds of the clustered corpus, 3.8 MB of keys
-/// and 1.4 MB of ids, a quarter of what sled's trees held), though only an entry
-/// suggestion's is ever looked up. An older binary of this format misses them only when a
-/// group it generalises was suggested by a newer one: that suggestion stays pending.
-pub(super) fn forget_pair_keys_if_present(memory: &Memory) -> Result<()> {
-    if memory.meta.contains_key(META_PROPOSAL_KEYS_ONLY)? {
-        return Ok(());
-    }
-    let mut removed = sled::Batch::default();
-    let mut count = 0u64;
-    for kind in [SuggestionKind::Link, SuggestionKind::Generalize] {
-        for key in memory.suggestion_keys.scan_prefix([kind.tag()]).keys() {
-            removed.remove(key?);
-            count += 1;
-        }
-    }
-    if count > 0 {
-        tracing::info!("forgetting the keys of {count} links and generalisations suggested");
-    }
-    memory.suggestion_keys.apply_batch(removed)?;
-    memory.store.flush()?;
-    memory.meta.insert(META_PROPOSAL_KEYS_ONLY, &[1u8])?;
-    memory.store.flush()?;
+    db.drop_tree(KEYS)?;
+    db.open_tree(KEYS)?.apply_batch(keys)?;
+    suggestions.apply_batch(records)?;
+    store.flush()?;
+    // What a binary of format 5 checks before it writes every key again.
+    meta.insert(META_KEYS, &[1u8])?;
+    meta.insert(META_PROPOSAL_KEYS_ONLY, &[1u8])?;
+    store.flush()?;
     Ok(())
 }
 
