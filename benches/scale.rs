@@ -9,7 +9,8 @@
 //! - the data dir on disk per entry: sled's files, the search index, the vectors, in all;
 //! - cold start: `tandem mcp --standalone` spawned to its first answered search (the
 //!   median of three), and the same through a daemon already running;
-//! - the idle daemon's resident memory after a session's search;
+//! - the idle daemon's resident memory after a session's search (its own, and the pages
+//!   of the files it maps: the search index, the vectors' base);
 //! - in process: with the model, the time to cut the vectors into lists after the open;
 //!   then search p50/p99 (hybrid with the model, the same queries each with a context of
 //!   20 words, and each side of the hybrid search alone) and add p50/p99 (durable, with
@@ -254,7 +255,10 @@ async fn run(options: Options, model: Option<&Path>) {
     let warm_via_daemon = first_search(via_daemon(), "daemon running").await;
     // The sessions have ended: the daemon idles with the data open (and the model, if any).
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let daemon_rss_kb = guard.pid.map_or(0, |pid| proc_status_kb(pid, "VmRSS:"));
+    // Resident: the daemon's own memory, and the pages of files it maps (the search
+    // index, the vectors' base) that it has touched.
+    let daemon_rss_kb = ["VmRSS:", "RssAnon:", "RssFile:"]
+        .map(|key| guard.pid.map_or(0, |pid| proc_status_kb(pid, key)));
     drop(guard);
 
     eprintln!("bench: in process");
@@ -416,9 +420,9 @@ async fn run(options: Options, model: Option<&Path>) {
         "| first search of a new session, daemon running | {} |",
         ms(warm_via_daemon)
     );
+    let [rss, anonymous, files] = daemon_rss_kb.map(|kb| kb as f64 / 1024.0);
     println!(
-        "| idle daemon RSS after a search | {:.1} MB |",
-        daemon_rss_kb as f64 / 1024.0
+        "| idle daemon RSS after a search | {rss:.1} MB ({anonymous:.1} MB its own, {files:.1} MB of mapped files) |"
     );
     if let Some((lists, took)) = lists {
         println!(
