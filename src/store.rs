@@ -259,6 +259,11 @@ impl Counted {
         serde_json::from_slice(&text).ok()
     }
 
+    fn save(&self, dir: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        write_atomically(&dir.join(COMPACTION_COUNT), &json)
+    }
+
     fn write(dir: &Path, c: &Compaction) {
         let counted = Counted {
             records: c.records,
@@ -266,10 +271,7 @@ impl Counted {
             files: c.after,
             at: unix_seconds(),
         };
-        let written = serde_json::to_vec(&counted)
-            .map_err(std::io::Error::other)
-            .and_then(|json| write_atomically(&dir.join(COMPACTION_COUNT), &json));
-        if let Err(e) = written {
+        if let Err(e) = counted.save(dir) {
             // The next idle compaction counts again: nothing is lost.
             tracing::warn!(
                 "could not record the compaction's count in {}: {e}",
@@ -1008,11 +1010,7 @@ mod tests {
     fn recorded(dir: &Path, change: impl FnOnce(&mut Counted)) {
         let mut counted = Counted::read(dir).expect("a count recorded");
         change(&mut counted);
-        write_atomically(
-            &dir.join(COMPACTION_COUNT),
-            &serde_json::to_vec(&counted).unwrap(),
-        )
-        .unwrap();
+        counted.save(dir).unwrap();
     }
 
     #[test]

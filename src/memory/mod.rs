@@ -89,6 +89,8 @@ pub const SEMANTIC_SAME_ANSWER_MIN: f32 = 0.6;
 /// An add's answer lists at most this many similar entries.
 const MAX_SIMILAR_SHOWN: usize = 5;
 
+/// `memory.meta`: the memory's counters and the markers of its conversions.
+const META: &str = "memory.meta";
 /// The `memory.meta` key of the highest write sequence.
 const META_SEQ: &[u8] = b"seq";
 /// The `memory.meta` key of the entry count.
@@ -158,7 +160,7 @@ impl Memory {
             suggestion_keys: db.open_tree(suggestions::KEYS)?,
             suggestions_of_entry: db.open_tree(suggestions::OF_ENTRY)?,
             suggestions_pending: db.open_tree(suggestions::PENDING)?,
-            meta: db.open_tree(suggestions::META)?,
+            meta: db.open_tree(META)?,
             codec: Arc::new(Codec::open(db.open_tree(ENTRY_DICTIONARIES)?)?),
             retraining: Mutex::new(None),
             index,

@@ -32,7 +32,7 @@ use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStat
 use super::next_id;
 use super::similarity::Threshold;
 use super::similarity::{Lookup, Similar};
-use super::{GENERALIZE_GROUP, Memory, Result};
+use super::{GENERALIZE_GROUP, META, Memory, Result};
 use crate::store::Store;
 
 /// Pending link suggestions an entry may have at once.
@@ -51,8 +51,6 @@ const GENERALIZE_REASON_WORDS: usize = 5;
 pub(super) const SUGGESTIONS: &str = "memory.suggestions";
 /// `memory.suggestion_keys`: an entry suggestion's key → its id.
 pub(super) const KEYS: &str = "memory.suggestion_keys";
-/// `memory.meta`.
-pub(super) const META: &str = "memory.meta";
 /// The `memory.meta` key set once `memory.suggestion_keys` holds binary keys (format 5).
 const META_KEYS: &[u8] = b"suggestion_keys";
 /// The `memory.meta` key set once `memory.suggestion_keys` holds entry suggestions' keys
