@@ -28,8 +28,8 @@
 //! `--corpus` and model finds its memory there and measures it again without generating,
 //! importing and embedding it (the adds of each run stay in it); another size or corpus
 //! makes it anew there (its adds are new entries each run: `scale.json` counts those made).
-//! Each run's queries are the next in the corpus's sequence too, and one set of 1,000
-//! differs from the next more than two builds do: to compare builds, run each on a copy
+//! A world's queries are the same in every run (the next in the corpus's sequence after
+//! its entries); its adds are not, and they grow it: to compare builds, run each on a copy
 //! of the same kept world.
 //! `--searches N` and `--adds N` time that many (default 1,000 and 300), for a profile of
 //! them.
