@@ -7,13 +7,15 @@
 //! the union moved every posting list to every candidate (at a million entries, 2.4–3.8 ms
 //! for ten hits that this finds in a fraction: README, Benchmarks).
 //!
-//! [`top_with_optional`] serves words required beside optional ones (a search's context
+//! [`WithOptional`] serves words required beside optional ones (a search's context
 //! beside words most entries hold): it reads the optional words' postings and looks up the
 //! required ones, where tantivy's scorer for that scored every entry holding the required.
 //!
-//! The scores are tantivy's own (the same `Bm25Weight` per clause, the statistics of the
-//! whole index), and ties go to the lower `DocAddress`, as `TopDocs` breaks them; the tests
-//! below hold the hits to `TopDocs`'s over a generated index.
+//! Both search a segment at a time, for the segments to be searched side by side
+//! (`index.rs`, `TopSearch`), their hits then [`merge`]d. The scores are tantivy's own (the
+//! same `Bm25Weight` per clause, the statistics of the whole index), and ties go to the
+//! lower `DocAddress`, as `TopDocs` breaks them; the tests below hold the hits to
+//! `TopDocs`'s over a generated index.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -55,70 +57,87 @@ pub fn each_required(groups: &[Vec<Clause>]) -> Vec<(Occur, Box<dyn Query>)> {
         .collect()
 }
 
-/// The `k` best `(score, address)` of the union of `clauses`, best first; `None` when
-/// fewer than two of their words are held by any entry: a single word's postings are best
-/// skipped block by block on their own maxima, as tantivy's block-max WAND does.
-pub fn top(
-    searcher: &Searcher,
-    clauses: &[Clause],
-    k: usize,
-) -> tantivy::Result<Option<Vec<(f32, DocAddress)>>> {
-    let mut weights: Vec<(Term, Bm25Weight)> = Vec::with_capacity(clauses.len());
-    let mut words: Vec<&str> = Vec::with_capacity(clauses.len());
-    for c in clauses {
-        if let Some(weighed) = weigh(searcher, c)? {
-            weights.push(weighed);
-            words.push(&c.term);
-        }
-    }
-    words.sort_unstable();
-    words.dedup();
-    if words.len() < 2 {
-        return Ok(None);
-    }
-    let mut best = Best::new(k.max(1));
-    for (ord, reader) in searcher.segment_readers().iter().enumerate() {
-        let mut cursors = cursors(reader, &weights)?;
-        let alive = reader.alive_bitset();
-        segment(&mut cursors, ord as u32, &mut best, |doc| {
-            alive.is_none_or(|a| a.is_alive(doc))
-        });
-    }
-    Ok(Some(best.into_sorted()))
+/// Top hits, `(score, address)`, best first.
+pub type Top = Vec<(f32, DocAddress)>;
+
+/// The union of clauses, weighed for MaxScore: the `k` best `(score, address)` of a
+/// segment, best first ([`Union::segment`]).
+pub struct Union {
+    weights: Vec<(Term, Bm25Weight)>,
 }
 
-/// The `k` best `(score, address)` among the entries holding a clause of every group of
-/// `required` (a word's alternatives) and one of `optional` at least, scored by every
-/// clause they hold, best first. Read from the optional clauses' postings, each entry
-/// looked up in the required ones: for optional clauses of rare words (a search's context),
-/// where the entries holding every required word are many.
-pub fn top_with_optional(
-    searcher: &Searcher,
-    required: &[Vec<Clause>],
-    optional: &[Clause],
-    k: usize,
-) -> tantivy::Result<Vec<(f32, DocAddress)>> {
-    let weighed = |clauses: &[Clause]| -> tantivy::Result<Vec<(Term, Bm25Weight)>> {
-        let mut weights = Vec::with_capacity(clauses.len());
+impl Union {
+    /// `None` when fewer than two of the clauses' words are held by any entry: a single
+    /// word's postings are best skipped block by block on their own maxima, as tantivy's
+    /// block-max WAND does.
+    pub fn new(searcher: &Searcher, clauses: &[Clause]) -> tantivy::Result<Option<Union>> {
+        let mut weights: Vec<(Term, Bm25Weight)> = Vec::with_capacity(clauses.len());
+        let mut words: Vec<&str> = Vec::with_capacity(clauses.len());
         for c in clauses {
-            weights.extend(weigh(searcher, c)?);
+            if let Some(weighed) = weigh(searcher, c)? {
+                weights.push(weighed);
+                words.push(&c.term);
+            }
         }
-        Ok(weights)
-    };
-    let required: Vec<Vec<(Term, Bm25Weight)>> = required
-        .iter()
-        .map(|group| weighed(group))
-        .collect::<tantivy::Result<_>>()?;
-    let optional = weighed(optional)?;
-    let mut best = Best::new(k.max(1));
-    for (ord, reader) in searcher.segment_readers().iter().enumerate() {
-        let mut optional = cursors(reader, &optional)?;
-        let mut required: Vec<Vec<Cursor>> = required
+        words.sort_unstable();
+        words.dedup();
+        Ok((words.len() >= 2).then_some(Union { weights }))
+    }
+
+    pub fn segment(&self, ord: u32, reader: &SegmentReader, k: usize) -> tantivy::Result<Top> {
+        let mut best = Best::new(k.max(1));
+        let mut cursors = cursors(reader, &self.weights)?;
+        let alive = reader.alive_bitset();
+        segment(&mut cursors, ord, &mut best, |doc| {
+            alive.is_none_or(|a| a.is_alive(doc))
+        });
+        Ok(best.into_sorted())
+    }
+}
+
+/// Clauses of every group of `required` (a word's alternatives) and optional ones,
+/// weighed: [`WithOptional::segment`] finds the `k` best `(score, address)` of a segment
+/// among the entries holding a clause of each group and an optional one at least, scored
+/// by every clause they hold, best first. Read from the optional clauses' postings, each
+/// entry looked up in the required ones: for optional clauses of rare words (a search's
+/// context), where the entries holding every required word are many.
+pub struct WithOptional {
+    required: Vec<Vec<(Term, Bm25Weight)>>,
+    optional: Vec<(Term, Bm25Weight)>,
+}
+
+impl WithOptional {
+    pub fn new(
+        searcher: &Searcher,
+        required: &[Vec<Clause>],
+        optional: &[Clause],
+    ) -> tantivy::Result<WithOptional> {
+        let weighed = |clauses: &[Clause]| -> tantivy::Result<Vec<(Term, Bm25Weight)>> {
+            let mut weights = Vec::with_capacity(clauses.len());
+            for c in clauses {
+                weights.extend(weigh(searcher, c)?);
+            }
+            Ok(weights)
+        };
+        Ok(WithOptional {
+            required: required
+                .iter()
+                .map(|group| weighed(group))
+                .collect::<tantivy::Result<_>>()?,
+            optional: weighed(optional)?,
+        })
+    }
+
+    pub fn segment(&self, ord: u32, reader: &SegmentReader, k: usize) -> tantivy::Result<Top> {
+        let mut best = Best::new(k.max(1));
+        let mut optional = cursors(reader, &self.optional)?;
+        let mut required: Vec<Vec<Cursor>> = self
+            .required
             .iter()
             .map(|group| cursors(reader, group))
             .collect::<tantivy::Result<_>>()?;
         if required.iter().any(Vec::is_empty) {
-            continue;
+            return Ok(Vec::new());
         }
         let alive = reader.alive_bitset();
         'docs: while let Some(doc) = optional
@@ -150,21 +169,24 @@ pub fn top_with_optional(
                 }
             }
             if alive.is_none_or(|a| a.is_alive(doc)) {
-                best.offer(score, DocAddress::new(ord as u32, doc));
+                best.offer(score, DocAddress::new(ord, doc));
             }
         }
+        Ok(best.into_sorted())
     }
-    Ok(best.into_sorted())
 }
 
-/// The best `k` of two lists of hits, best first, ties to the lower address; an address in
-/// both counts once.
+/// The best `k` of lists of hits, best first, ties to the lower address; an address in
+/// several counts once.
 pub fn merge(
-    a: Vec<(f32, DocAddress)>,
-    b: Vec<(f32, DocAddress)>,
+    lists: impl IntoIterator<Item = Vec<(f32, DocAddress)>>,
     k: usize,
 ) -> Vec<(f32, DocAddress)> {
-    let mut all: Vec<Ranked> = a.into_iter().chain(b).map(|(s, d)| Ranked(s, d)).collect();
+    let mut all: Vec<Ranked> = lists
+        .into_iter()
+        .flatten()
+        .map(|(s, d)| Ranked(s, d))
+        .collect();
     all.sort_by(|x, y| y.cmp(x));
     let mut seen = std::collections::HashSet::new();
     all.into_iter()
@@ -344,6 +366,39 @@ mod tests {
     use tantivy::schema::{STRING, Schema, TEXT};
     use tantivy::{Index, doc};
 
+    /// Each segment's hits, merged: as `index.rs` searches them.
+    fn merged(
+        searcher: &Searcher,
+        k: usize,
+        segment: impl Fn(u32, &SegmentReader) -> Vec<(f32, DocAddress)>,
+    ) -> Vec<(f32, DocAddress)> {
+        let found = searcher
+            .segment_readers()
+            .iter()
+            .enumerate()
+            .map(|(ord, reader)| segment(ord as u32, reader));
+        merge(found, k)
+    }
+
+    fn top(searcher: &Searcher, clauses: &[Clause], k: usize) -> Option<Vec<(f32, DocAddress)>> {
+        let union = Union::new(searcher, clauses).unwrap()?;
+        Some(merged(searcher, k, |ord, reader| {
+            union.segment(ord, reader, k).unwrap()
+        }))
+    }
+
+    fn top_with_optional(
+        searcher: &Searcher,
+        required: &[Vec<Clause>],
+        optional: &[Clause],
+        k: usize,
+    ) -> Vec<(f32, DocAddress)> {
+        let with = WithOptional::new(searcher, required, optional).unwrap();
+        merged(searcher, k, |ord, reader| {
+            with.segment(ord, reader, k).unwrap()
+        })
+    }
+
     /// A generator of numbers, and of a word from its numbers.
     type Numbers = Box<dyn FnMut() -> u64>;
     type Words = Box<dyn Fn(&mut dyn FnMut() -> u64) -> String>;
@@ -420,7 +475,7 @@ mod tests {
             let expected = searcher
                 .search(&union, &TopDocs::with_limit(k).order_by_score())
                 .unwrap();
-            let Some(found) = top(&searcher, &clauses, k).unwrap() else {
+            let Some(found) = top(&searcher, &clauses, k) else {
                 let held: HashSet<&str> = clauses
                     .iter()
                     .filter(|c| {
@@ -486,8 +541,10 @@ mod tests {
             };
             let expected = top(&BooleanQuery::new(whole));
             let found = merge(
-                top(&BooleanQuery::new(each_required(&required))),
-                top_with_optional(&searcher, &required, &optional, k).unwrap(),
+                [
+                    top(&BooleanQuery::new(each_required(&required))),
+                    top_with_optional(&searcher, &required, &optional, k),
+                ],
                 k,
             );
             assert_same(q, &found, &expected);

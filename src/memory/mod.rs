@@ -216,13 +216,17 @@ impl Memory {
     }
 
     fn rebuild_index(&self, reason: &str, progress: &dyn Progress) -> Result<u64> {
-        let _guard = self.lock_writes();
-        let total = self.entry_count()?;
-        progress.start(total, reason);
-        let seq = self.current_seq()?;
-        let n = self
-            .index
-            .rebuild(self.iter_entries(), seq, |done| progress.advance(done))?;
+        let n = {
+            let _guard = self.lock_writes();
+            let total = self.entry_count()?;
+            progress.start(total, reason);
+            let seq = self.current_seq()?;
+            self.index
+                .rebuild(self.iter_entries(), seq, |done| progress.advance(done))?
+        };
+        // A rebuild cuts a segment each 100,000 entries: merged at once, as after an
+        // import (writes go on meanwhile).
+        self.index.merge_segments()?;
         progress.finish();
         Ok(n)
     }

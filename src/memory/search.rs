@@ -182,9 +182,11 @@ impl Memory {
         };
         // BM25's top hits, its count of matches, the snippet generators and the vectors'
         // nearest are independent. With both sides and a large table, a second thread
-        // searches the vectors while this one finds the top hits; the count goes to
-        // whichever of the two is free first (at 100,000 entries the vectors' side ends
-        // first, at a million BM25's), and this thread makes the generators.
+        // searches the vectors while this one finds the top hits, then takes the index's
+        // segments this one has not begun (two threads, not three on two cores: BM25's own
+        // second thread beside the vectors' made its slowest searches slower); the count
+        // goes to whichever of the two is free first (at 100,000 entries the vectors' side
+        // ends first, at a million BM25's), and this thread makes the generators.
         let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
         let make_generators =
             |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
@@ -192,14 +194,30 @@ impl Memory {
         let count_unless_taken = |plan: &index::SearchPlan| {
             (!counting.swap(true, Ordering::AcqRel)).then(|| count(plan))
         };
-        let (hits, total, generators, by_vectors) = std::thread::scope(|scope| {
+        let top_search = plan
+            .map(|plan| idx.top_search(&searcher, plan, pool))
+            .transpose()?;
+        let (total, generators, by_vectors) = std::thread::scope(|scope| {
             let beside = match (&embedder, counted) {
                 (Some(embedder), Some(counted)) if self.semantic.is_large() => {
-                    Some(scope.spawn(|| (by_meaning(embedder), count_unless_taken(counted))))
+                    Some(scope.spawn(|| {
+                        let meaning = by_meaning(embedder);
+                        // Then the segments of BM25 not yet begun.
+                        if let Some(top) = &top_search {
+                            top.work();
+                        }
+                        (meaning, count_unless_taken(counted))
+                    }))
                 }
                 _ => None,
             };
-            let hits = plan.map_or(Ok(Vec::new()), |plan| idx.top(&searcher, plan, pool));
+            // With a thread beside, the two share BM25's segments; else BM25 may start
+            // one of its own.
+            match (&top_search, &beside) {
+                (Some(top), Some(_)) => top.work(),
+                (Some(top), None) => top.work_parted(),
+                (None, _) => {}
+            }
             let generators = counted.map_or(Ok(None), make_generators);
             let counted_here = counted.and_then(count_unless_taken);
             let (meaning, counted_beside) = match beside {
@@ -212,8 +230,9 @@ impl Memory {
                 None => (embedder.as_deref().map(by_meaning), None),
             };
             let total = counted_here.or(counted_beside).unwrap_or(Ok(0));
-            (hits, total, generators, meaning)
+            (total, generators, meaning)
         });
+        let hits = top_search.map_or(Ok(Vec::new()), index::TopSearch::hits);
         let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
         if let (Some(_), Some(full), Some(counted_full)) = (&narrowed, &full, counted_full)
             && hits.len() < pool
