@@ -1340,7 +1340,7 @@ fn two_figures(n: f64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_PENDING, MemoryIndex, idle_merge, two_figures};
+    use super::{MAX_PENDING, MemoryIndex, idle_merge, maxscore, two_figures};
     use crate::memory::model::{Entry, EntryType};
 
     #[test]
@@ -1388,6 +1388,86 @@ mod tests {
 
     /// A word nearly every entry holds is left out of the scoring query while a word of
     /// the query remains, and kept when the query has no other; a small index keeps all.
+    /// The top hits found a segment at a time on two threads are those of tantivy's
+    /// `TopDocs` over the whole plan, each way a search is read: tantivy's own, MaxScore's
+    /// union, and the required words beside optional ones; over segments holding entries
+    /// replaced since (their old documents deleted).
+    #[test]
+    fn top_hits_found_segment_by_segment_are_topdocs_hits() {
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let vocabulary = [
+            "cache", "retry", "timeout", "auth", "token", "socket", "schema", "deploy", "kernel",
+            "safari", "proxy", "render", "query", "thread", "index", "pool",
+        ];
+        let mut state = 11u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Zipf-like: the first words in most entries, the last in few.
+        let mut word = move || {
+            let r = (next() % 10_000) as f64 / 10_000.0;
+            vocabulary[((16f64.powf(r) - 1.0) as usize).min(15)]
+        };
+        let mut words = |n: usize| (0..n).map(|_| word()).collect::<Vec<_>>().join(" ");
+        let n = super::COMMON_FROM_DOCS as usize + 2_000;
+        let mut entries: Vec<Entry> = (0..n)
+            .map(|i| {
+                let mut e = Entry::new(EntryType::Bug, words(2), words(3 + i % 9), vec![]);
+                if i % 3 == 0 {
+                    e.context = Some(words(2));
+                }
+                e
+            })
+            .collect();
+        for part in entries.chunks(n / 3 + 1) {
+            idx.write_batch(part.iter().map(|e| (e, false))).unwrap();
+            idx.commit().unwrap();
+        }
+        for e in entries.iter_mut().step_by(97) {
+            e.content.push_str(" kernel safari");
+            idx.upsert(e).unwrap();
+        }
+        let searcher = idx.fresh_searcher().unwrap();
+        assert!(searcher.segment_readers().len() >= 4);
+        let found = |plan: &super::SearchPlan, k| -> Vec<(f32, tantivy::DocAddress)> {
+            let hits = idx.top(&searcher, plan, k).unwrap();
+            hits.into_iter().map(|h| (h.score, h.doc)).collect()
+        };
+        let expected = |plan: &super::SearchPlan, k| {
+            let top = tantivy::collector::TopDocs::with_limit(k).order_by_score();
+            searcher.search(plan.query.as_ref(), &top).unwrap()
+        };
+        let (mut unions, mut narrowed_with_context) = (0, 0);
+        for q in 0..80u64 {
+            let k = 1 + (q % 10) as usize;
+            let mut terms: Vec<(String, f32)> = idx
+                .terms(&words(2 + (q % 2) as usize))
+                .into_iter()
+                .map(|t| (t, 1.0))
+                .collect();
+            if q % 4 == 0 {
+                terms.extend(idx.terms(&words(1)).into_iter().map(|t| (t, 0.35)));
+            }
+            let plan = idx.plan(&terms, None, None);
+            unions += usize::from(plan.union.is_some());
+            maxscore::assert_same(q, &found(&plan, k), &expected(&plan, k));
+            let filtered = idx.plan(&terms, Some(EntryType::Bug), None);
+            maxscore::assert_same(q, &found(&filtered, k), &expected(&filtered, k));
+            if let Some(narrowed) = idx.plan_narrowed(&searcher, &terms, None, None) {
+                narrowed_with_context += usize::from(narrowed.with_optional.is_some());
+                maxscore::assert_same(q, &found(&narrowed, k), &expected(&narrowed, k));
+            }
+        }
+        assert!(
+            unions > 0 && narrowed_with_context > 0,
+            "{unions} {narrowed_with_context}"
+        );
+    }
+
     #[test]
     fn a_word_nearly_every_entry_holds_is_left_out_of_scoring() {
         let dir = tempfile::tempdir().unwrap();

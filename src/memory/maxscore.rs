@@ -358,6 +358,25 @@ impl Best {
     }
 }
 
+/// Hits found as `expected`, in its order: the same scores (to float rounding), and the
+/// same addresses but among hits of equal score. For the tests here and `index.rs`'s.
+#[cfg(test)]
+pub fn assert_same(q: u64, found: &[(f32, DocAddress)], expected: &[(f32, DocAddress)]) {
+    assert_eq!(found.len(), expected.len(), "query {q}");
+    for ((s, a), (es, ea)) in found.iter().zip(expected) {
+        assert!(
+            (s - es).abs() <= es.abs() * 1e-5,
+            "query {q}: {s} against {es}"
+        );
+        if a != ea {
+            let tied = expected
+                .iter()
+                .any(|(x, b)| b == a && (x - s).abs() <= 1e-5);
+            assert!(tied, "query {q}: {a:?} found where {ea:?} was expected");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,24 +512,8 @@ mod tests {
 
     /// `found` holds `expected`'s hits: the same scores to a float's rounding (the sums run
     /// in another order), the same documents unless two scores tie.
-    fn assert_same(q: u64, found: &[(f32, DocAddress)], expected: &[(f32, DocAddress)]) {
-        assert_eq!(found.len(), expected.len(), "query {q}");
-        for ((s, a), (es, ea)) in found.iter().zip(expected) {
-            assert!(
-                (s - es).abs() <= es.abs() * 1e-5,
-                "query {q}: {s} against {es}"
-            );
-            if a != ea {
-                let tied = expected
-                    .iter()
-                    .any(|(x, b)| b == a && (x - s).abs() <= 1e-5);
-                assert!(tied, "query {q}: {a:?} found where {ea:?} was expected");
-            }
-        }
-    }
-
     /// Words required (each in either field) and optional ones: the best of the required
-    /// words' own top hits and of [`top_with_optional`] are `TopDocs`'s over the query.
+    /// words' own top hits and of [`WithOptional`]'s are `TopDocs`'s over the query.
     #[test]
     fn required_and_optional_words_find_the_hits_topdocs_finds() {
         let (index, words, context, mut next, word) = generated();
