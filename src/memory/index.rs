@@ -539,10 +539,12 @@ impl MemoryIndex {
             if n.is_multiple_of(1000) {
                 progress(n);
             }
-            // A rebuild cut short leaves fewer documents than entries, which the next
-            // open rebuilds again.
+            // A segment of its own, which searches do not see before the rebuild's end:
+            // they read the index as it was (its files stay while a searcher holds them).
+            // A rebuild cut short leaves fewer documents than entries, which the next open
+            // rebuilds again.
             if n.is_multiple_of(BULK_SEGMENT as u64) {
-                self.commit_locked(&mut w)?;
+                commit_writer(&mut w)?;
             }
         }
         w.applied_seq = seq;
@@ -576,10 +578,7 @@ impl MemoryIndex {
         if !self.dirty.load(Ordering::Acquire) {
             return Ok(());
         }
-        let payload = serde_json::json!({ "schema": SCHEMA_VERSION, "seq": w.applied_seq });
-        let mut prepared = w.tantivy().prepare_commit()?;
-        prepared.set_payload(&payload.to_string());
-        prepared.commit()?;
+        commit_writer(w)?;
         self.reader.reload()?;
         w.pending.clear();
         self.dirty.store(false, Ordering::Release);
@@ -1285,6 +1284,16 @@ fn merge_when_idle(
             *settled = ids;
         }
     }
+}
+
+/// Commits what the writer holds, with the sequence number it reached; searches see it
+/// once the reader reloads.
+fn commit_writer(w: &mut Writer) -> tantivy::Result<()> {
+    let payload = serde_json::json!({ "schema": SCHEMA_VERSION, "seq": w.applied_seq });
+    let mut prepared = w.tantivy().prepare_commit()?;
+    prepared.set_payload(&payload.to_string());
+    prepared.commit()?;
+    Ok(())
 }
 
 /// Waits for every merge, the first error once all have ended.
