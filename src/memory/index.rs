@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, hash_map};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -288,6 +288,9 @@ pub struct TopSearch<'s> {
     order: Vec<u32>,
     /// The next of `order` to search.
     next: AtomicUsize,
+    /// The highest `k`-th score of a segment searched, as bits (0: none yet): a hit of
+    /// another that scores less cannot rank (MaxScore's searches start from it).
+    floor: AtomicU32,
     found: Mutex<Vec<tantivy::Result<maxscore::Top>>>,
 }
 
@@ -310,7 +313,22 @@ impl TopSearch<'_> {
             let Some(&ord) = self.order.get(next) else {
                 return;
             };
-            let found = self.segment(ord, self.searcher.segment_reader(ord));
+            let floor = f32::from_bits(self.floor.load(Ordering::Relaxed));
+            // A hit must score more than this: it ties the floor only strictly below.
+            let floor = if floor > 0.0 {
+                floor.next_down()
+            } else {
+                f32::NEG_INFINITY
+            };
+            let found = self.segment(ord, self.searcher.segment_reader(ord), floor);
+            if let Ok(top) = &found
+                && top.len() == self.k
+                && let Some(&(kth, _)) = top.last()
+                && kth > 0.0
+            {
+                // Non-negative floats order as their bits.
+                self.floor.fetch_max(kth.to_bits(), Ordering::Relaxed);
+            }
             self.found
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -345,7 +363,12 @@ impl TopSearch<'_> {
         });
     }
 
-    fn segment(&self, ord: u32, reader: &SegmentReader) -> tantivy::Result<maxscore::Top> {
+    fn segment(
+        &self,
+        ord: u32,
+        reader: &SegmentReader,
+        floor: f32,
+    ) -> tantivy::Result<maxscore::Top> {
         let by_tantivy = |weight: &dyn Weight| {
             let top = TopDocs::with_limit(self.k).order_by_score();
             let found = top.collect_segment(weight, ord, reader)?;
@@ -353,18 +376,19 @@ impl TopSearch<'_> {
         };
         match &self.how {
             How::Tantivy(weight) => by_tantivy(weight.as_ref()),
-            How::Union(union) => union.segment(ord, reader, self.k),
+            How::Union(union) => union.segment(ord, reader, self.k, floor),
             How::WithOptional(required, optional) => Ok(maxscore::merge(
                 [
                     by_tantivy(required.as_ref())?,
-                    optional.segment(ord, reader, self.k)?,
+                    optional.segment(ord, reader, self.k, floor)?,
                 ],
                 self.k,
             )),
         }
     }
 
-    /// The top hits, once every thread that worked on them is done.
+    /// The top hits, once every thread that worked on them is done; the segments none
+    /// took are searched on this one.
     pub fn hits(self) -> tantivy::Result<Vec<Hit>> {
         // The segments no thread took, if any.
         self.work();
@@ -1054,6 +1078,7 @@ impl MemoryIndex {
             k: limit.max(1),
             order,
             next: AtomicUsize::new(0),
+            floor: AtomicU32::new(0),
             found: Mutex::new(Vec::new()),
         })
     }

@@ -61,7 +61,9 @@ pub fn each_required(groups: &[Vec<Clause>]) -> Vec<(Occur, Box<dyn Query>)> {
 pub type Top = Vec<(f32, DocAddress)>;
 
 /// The union of clauses, weighed for MaxScore: the `k` best `(score, address)` of a
-/// segment, best first ([`Union::segment`]).
+/// segment, best first ([`Union::segment`]). There and in [`WithOptional::segment`], a hit
+/// must score more than `floor` (`f32::NEG_INFINITY`: none): what `k` hits of other
+/// segments beat.
 pub struct Union {
     weights: Vec<(Term, Bm25Weight)>,
 }
@@ -84,8 +86,14 @@ impl Union {
         Ok((words.len() >= 2).then_some(Union { weights }))
     }
 
-    pub fn segment(&self, ord: u32, reader: &SegmentReader, k: usize) -> tantivy::Result<Top> {
-        let mut best = Best::new(k.max(1));
+    pub fn segment(
+        &self,
+        ord: u32,
+        reader: &SegmentReader,
+        k: usize,
+        floor: f32,
+    ) -> tantivy::Result<Top> {
+        let mut best = Best::new(k.max(1), floor);
         let mut cursors = cursors(reader, &self.weights)?;
         let alive = reader.alive_bitset();
         segment(&mut cursors, ord, &mut best, |doc| {
@@ -128,8 +136,14 @@ impl WithOptional {
         })
     }
 
-    pub fn segment(&self, ord: u32, reader: &SegmentReader, k: usize) -> tantivy::Result<Top> {
-        let mut best = Best::new(k.max(1));
+    pub fn segment(
+        &self,
+        ord: u32,
+        reader: &SegmentReader,
+        k: usize,
+        floor: f32,
+    ) -> tantivy::Result<Top> {
+        let mut best = Best::new(k.max(1), floor);
         let mut optional = cursors(reader, &self.optional)?;
         let mut required: Vec<Vec<Cursor>> = self
             .required
@@ -322,22 +336,25 @@ impl Eq for Ranked {}
 struct Best {
     k: usize,
     heap: BinaryHeap<std::cmp::Reverse<Ranked>>,
+    /// A hit scoring this or less cannot rank: `k` hits of other segments score more.
+    floor: f32,
 }
 
 impl Best {
-    fn new(k: usize) -> Best {
+    fn new(k: usize, floor: f32) -> Best {
         Best {
             k,
             heap: BinaryHeap::with_capacity(k + 1),
+            floor,
         }
     }
 
     /// What a hit must score more than to be kept (offered in address order, a tie with
-    /// the worst kept loses).
+    /// the worst kept loses), at least the floor.
     fn threshold(&self) -> f32 {
         match self.heap.peek() {
-            Some(worst) if self.heap.len() == self.k => worst.0.0,
-            _ => f32::NEG_INFINITY,
+            Some(worst) if self.heap.len() == self.k => worst.0.0.max(self.floor),
+            _ => self.floor,
         }
     }
 
@@ -402,7 +419,7 @@ mod tests {
     fn top(searcher: &Searcher, clauses: &[Clause], k: usize) -> Option<Vec<(f32, DocAddress)>> {
         let union = Union::new(searcher, clauses).unwrap()?;
         Some(merged(searcher, k, |ord, reader| {
-            union.segment(ord, reader, k).unwrap()
+            union.segment(ord, reader, k, f32::NEG_INFINITY).unwrap()
         }))
     }
 
@@ -414,7 +431,7 @@ mod tests {
     ) -> Vec<(f32, DocAddress)> {
         let with = WithOptional::new(searcher, required, optional).unwrap();
         merged(searcher, k, |ord, reader| {
-            with.segment(ord, reader, k).unwrap()
+            with.segment(ord, reader, k, f32::NEG_INFINITY).unwrap()
         })
     }
 

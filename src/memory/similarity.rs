@@ -547,7 +547,10 @@ fn weigh(
             cache.recent(memory)?
         } else {
             let plan = idx.plan_similar(&query);
-            idx.top(&searcher, &plan, CANDIDATES)?
+            // At most `POSTINGS_BUDGET` postings: read on this thread alone, faster than a
+            // second one starts.
+            idx.top_search(&searcher, &plan, CANDIDATES)?
+                .hits()?
                 .into_iter()
                 .map(|h| h.id)
                 .collect()
