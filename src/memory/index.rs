@@ -369,6 +369,7 @@ impl TopSearch<'_> {
         reader: &SegmentReader,
         floor: f32,
     ) -> tantivy::Result<maxscore::Top> {
+        let want = maxscore::Want { k: self.k, floor };
         let by_tantivy = |weight: &dyn Weight| {
             let top = TopDocs::with_limit(self.k).order_by_score();
             let found = top.collect_segment(weight, ord, reader)?;
@@ -376,11 +377,11 @@ impl TopSearch<'_> {
         };
         match &self.how {
             How::Tantivy(weight) => by_tantivy(weight.as_ref()),
-            How::Union(union) => union.segment(ord, reader, self.k, floor),
+            How::Union(union) => union.segment(ord, reader, want),
             How::WithOptional(required, optional) => Ok(maxscore::merge(
                 [
                     by_tantivy(required.as_ref())?,
-                    optional.segment(ord, reader, self.k, floor)?,
+                    optional.segment(ord, reader, want)?,
                 ],
                 self.k,
             )),

@@ -60,10 +60,16 @@ pub fn each_required(groups: &[Vec<Clause>]) -> Vec<(Occur, Box<dyn Query>)> {
 /// Top hits, `(score, address)`, best first.
 pub type Top = Vec<(f32, DocAddress)>;
 
-/// The union of clauses, weighed for MaxScore: the `k` best `(score, address)` of a
-/// segment, best first ([`Union::segment`]). There and in [`WithOptional::segment`], a hit
-/// must score more than `floor` (`f32::NEG_INFINITY`: none): what `k` hits of other
-/// segments beat.
+/// The hits a segment's search keeps: the `k` best, each scoring more than `floor`
+/// (`f32::NEG_INFINITY`: none), what `k` hits of other segments beat.
+#[derive(Debug, Clone, Copy)]
+pub struct Want {
+    pub k: usize,
+    pub floor: f32,
+}
+
+/// The union of clauses, weighed for MaxScore: the best `(score, address)` of a segment,
+/// best first ([`Union::segment`]).
 pub struct Union {
     weights: Vec<(Term, Bm25Weight)>,
 }
@@ -86,14 +92,8 @@ impl Union {
         Ok((words.len() >= 2).then_some(Union { weights }))
     }
 
-    pub fn segment(
-        &self,
-        ord: u32,
-        reader: &SegmentReader,
-        k: usize,
-        floor: f32,
-    ) -> tantivy::Result<Top> {
-        let mut best = Best::new(k.max(1), floor);
+    pub fn segment(&self, ord: u32, reader: &SegmentReader, want: Want) -> tantivy::Result<Top> {
+        let mut best = Best::new(want);
         let mut cursors = cursors(reader, &self.weights)?;
         let alive = reader.alive_bitset();
         segment(&mut cursors, ord, &mut best, |doc| {
@@ -136,14 +136,8 @@ impl WithOptional {
         })
     }
 
-    pub fn segment(
-        &self,
-        ord: u32,
-        reader: &SegmentReader,
-        k: usize,
-        floor: f32,
-    ) -> tantivy::Result<Top> {
-        let mut best = Best::new(k.max(1), floor);
+    pub fn segment(&self, ord: u32, reader: &SegmentReader, want: Want) -> tantivy::Result<Top> {
+        let mut best = Best::new(want);
         let mut optional = cursors(reader, &self.optional)?;
         let mut required: Vec<Vec<Cursor>> = self
             .required
@@ -341,11 +335,12 @@ struct Best {
 }
 
 impl Best {
-    fn new(k: usize, floor: f32) -> Best {
+    fn new(want: Want) -> Best {
+        let k = want.k.max(1);
         Best {
             k,
             heap: BinaryHeap::with_capacity(k + 1),
-            floor,
+            floor: want.floor,
         }
     }
 
@@ -402,6 +397,13 @@ mod tests {
     use tantivy::schema::{STRING, Schema, TEXT};
     use tantivy::{Index, doc};
 
+    fn want(k: usize) -> Want {
+        Want {
+            k,
+            floor: f32::NEG_INFINITY,
+        }
+    }
+
     /// Each segment's hits, merged: as `index.rs` searches them.
     fn merged(
         searcher: &Searcher,
@@ -419,7 +421,7 @@ mod tests {
     fn top(searcher: &Searcher, clauses: &[Clause], k: usize) -> Option<Vec<(f32, DocAddress)>> {
         let union = Union::new(searcher, clauses).unwrap()?;
         Some(merged(searcher, k, |ord, reader| {
-            union.segment(ord, reader, k, f32::NEG_INFINITY).unwrap()
+            union.segment(ord, reader, want(k)).unwrap()
         }))
     }
 
@@ -431,7 +433,7 @@ mod tests {
     ) -> Vec<(f32, DocAddress)> {
         let with = WithOptional::new(searcher, required, optional).unwrap();
         merged(searcher, k, |ord, reader| {
-            with.segment(ord, reader, k, f32::NEG_INFINITY).unwrap()
+            with.segment(ord, reader, want(k)).unwrap()
         })
     }
 
