@@ -266,7 +266,7 @@ pub struct SearchPlan {
 
 /// Words every hit holds, and optional words that add to its score: the top hits are the
 /// best of the required words' own (pruned block by block) and of the entries holding an
-/// optional word ([`maxscore::top_with_optional`]). An entry holding none of the optional
+/// optional word ([`maxscore::WithOptional`]). An entry holding none of the optional
 /// words scores by the required ones alone, so it is among their top hits if among the
 /// plan's; the scorer of the whole plan reads every entry holding the required words.
 struct WithOptional {
