@@ -236,6 +236,9 @@ pub struct MemoryIndex {
     fields: Fields,
     writer: Mutex<Writer>,
     dirty: AtomicBool,
+    /// A rebuild is under way: its writes are shown at its end, and searches meanwhile
+    /// read the last commit without waiting for the writer it holds.
+    rebuilding: AtomicBool,
     /// Milliseconds since `epoch` at the last write, for the idle commit.
     last_write_ms: AtomicU64,
     /// Milliseconds since `epoch` before which the idle commit waits: an import's next
@@ -453,6 +456,7 @@ impl MemoryIndex {
                 applied_seq,
             }),
             dirty: AtomicBool::new(false),
+            rebuilding: AtomicBool::new(false),
             last_write_ms: AtomicU64::new(0),
             more_writes_until_ms: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -544,21 +548,38 @@ impl MemoryIndex {
     }
 
     /// Rebuilds from scratch: every document is dropped and `entries` indexed, then
-    /// committed. `progress(done)` is called as it goes.
+    /// committed. `progress(done)` is called as it goes. Searches meanwhile read the index
+    /// as it was, without waiting ([`Self::commit`]).
     pub fn rebuild(
         &self,
         entries: impl Iterator<Item = Result<Entry, super::MemoryError>>,
         seq: u64,
-        mut progress: impl FnMut(u64),
+        progress: impl FnMut(u64),
     ) -> Result<u64, super::MemoryError> {
         let mut w = self.lock();
+        // The writes made before, committed, are what searches read until the end: no
+        // other write comes meanwhile, as this one holds the writer.
+        self.commit_locked(&mut w)?;
+        self.rebuilding.store(true, Ordering::Release);
+        let rebuilt = self.rebuild_locked(&mut w, entries, seq, progress);
+        self.rebuilding.store(false, Ordering::Release);
+        rebuilt
+    }
+
+    fn rebuild_locked(
+        &self,
+        w: &mut Writer,
+        entries: impl Iterator<Item = Result<Entry, super::MemoryError>>,
+        seq: u64,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64, super::MemoryError> {
         w.tantivy().delete_all_documents()?;
         w.pending.clear();
         let mut n = 0u64;
         for entry in entries {
             let entry = entry?;
             // Every document was dropped, and each entry comes once.
-            self.write_doc(&mut w, &entry, false)?;
+            self.write_doc(w, &entry, false)?;
             w.pending.clear();
             n += 1;
             if n.is_multiple_of(1000) {
@@ -569,12 +590,12 @@ impl MemoryIndex {
             // A rebuild cut short leaves fewer documents than entries, which the next open
             // rebuilds again.
             if n.is_multiple_of(BULK_SEGMENT as u64) {
-                commit_writer(&mut w)?;
+                commit_writer(w)?;
             }
         }
         w.applied_seq = seq;
         self.dirty.store(true, Ordering::Release);
-        self.commit_locked(&mut w)?;
+        self.commit_locked(w)?;
         progress(n);
         Ok(n)
     }
@@ -590,9 +611,11 @@ impl MemoryIndex {
             .store(until.as_millis() as u64, Ordering::Relaxed);
     }
 
-    /// Commits pending writes, if any, and makes them visible to searches.
+    /// Commits pending writes, if any, and makes them visible to searches. During a
+    /// rebuild, the only writes pending are the rebuild's own, shown at its end: nothing
+    /// to commit (a search at a million entries waited ~25 s for the writer).
     pub fn commit(&self) -> tantivy::Result<()> {
-        if !self.dirty.load(Ordering::Acquire) {
+        if !self.dirty.load(Ordering::Acquire) || self.rebuilding.load(Ordering::Acquire) {
             return Ok(());
         }
         let mut w = self.lock();
@@ -1589,6 +1612,53 @@ mod tests {
         let (searcher, pending) = idx.committed_and_pending().unwrap();
         assert_eq!(pending, few.iter().map(|e| e.id).collect::<Vec<_>>());
         assert_eq!(idx.num_docs(&searcher), MAX_PENDING as u64 + 1);
+    }
+
+    /// A search during a rebuild reads the index as it was, at once: the writes made
+    /// before it (committed when it starts), not the rebuild's part; the rebuild's
+    /// entries show at its end.
+    #[test]
+    fn a_search_during_a_rebuild_reads_the_index_as_it_was_without_waiting() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let old: Vec<Entry> = (0..3)
+            .map(|i| Entry::new(EntryType::Reference, format!("old {i}"), "", vec![]))
+            .collect();
+        idx.write_batch(old.iter().map(|e| (e, false))).unwrap();
+        // Not committed: the rebuild commits them before it drops every document.
+        let new: Vec<Entry> = (0..5)
+            .map(|i| Entry::new(EntryType::Reference, format!("new {i}"), "", vec![]))
+            .collect();
+        let (halfway_tx, halfway) = mpsc::channel();
+        let (go_on, go_on_rx) = mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let (idx, new) = (&idx, &new);
+            let rebuild = scope.spawn(move || {
+                let entries = new.iter().enumerate().map(|(i, e)| {
+                    if i == 2 {
+                        halfway_tx.send(()).unwrap();
+                        go_on_rx.recv().unwrap();
+                    }
+                    Ok(e.clone())
+                });
+                idx.rebuild(entries, 9, |_| {}).unwrap()
+            });
+            halfway.recv().unwrap();
+            let (found_tx, found) = mpsc::channel();
+            scope.spawn(move || {
+                let searcher = idx.fresh_searcher().unwrap();
+                found_tx.send(idx.num_docs(&searcher)).unwrap();
+            });
+            let during = found.recv_timeout(Duration::from_secs(30));
+            go_on.send(()).unwrap();
+            assert_eq!(during, Ok(3), "a search during the rebuild");
+            assert_eq!(rebuild.join().unwrap(), 5);
+        });
+        let searcher = idx.fresh_searcher().unwrap();
+        assert_eq!(idx.num_docs(&searcher), 5);
+        assert_eq!(idx.applied_seq(), 9);
     }
 
     /// Each merge's segments, sorted, the merges sorted.
