@@ -24,8 +24,10 @@
 //! temp dir at that size). `--corpus diverse` draws the entries from a vocabulary of
 //! 40,000 more words (`Corpus::diverse`); the default, `clustered`, from a few hundred
 //! stems, each query word in a large share of the entries: search's worst case.
+//! `--contexts` gives each entry a context of 20 to 59 words (`Corpus::with_contexts`), as
+//! agents write them: a search then finds a word in two fields of most entries.
 //! `--home DIR` keeps the bench's world in DIR; a later run with the same `--entries`,
-//! `--corpus` and model finds its memory there and measures it again without generating,
+//! `--corpus`, `--contexts` and model finds its memory there and measures it again without generating,
 //! importing and embedding it (the adds of each run stay in it); another size or corpus
 //! makes it anew there (its adds are new entries each run: `scale.json` counts those made).
 //! A world's queries are the same in every run (the next in the corpus's sequence after
@@ -58,6 +60,7 @@ use common::{Stats, ms, page_faults, proc_status_kb};
 struct Options {
     entries: usize,
     diverse: bool,
+    contexts: bool,
     home: Option<std::path::PathBuf>,
     searches: usize,
     adds: usize,
@@ -70,6 +73,7 @@ fn main() {
     let mut options = Options {
         entries: 100_000,
         diverse: false,
+        contexts: false,
         home: None,
         searches: 1_000,
         adds: 300,
@@ -86,6 +90,7 @@ fn main() {
             "--searches" => options.searches = count(args.next(), "--searches"),
             "--adds" => options.adds = count(args.next(), "--adds"),
             "--home" => options.home = Some(args.next().expect("--home DIR").into()),
+            "--contexts" => options.contexts = true,
             "--corpus" => {
                 options.diverse = match args.next().as_deref() {
                     Some("diverse") => true,
@@ -105,7 +110,7 @@ fn main() {
 }
 
 async fn run(options: Options, model: Option<&Path>) {
-    let (n, diverse) = (options.entries, options.diverse);
+    let (n, diverse, contexts) = (options.entries, options.diverse, options.contexts);
     let home = match &options.home {
         Some(dir) => Home::kept(dir),
         None => Home::new("tandem-scale"),
@@ -113,7 +118,11 @@ async fn run(options: Options, model: Option<&Path>) {
     // What a kept world holds, once its memory is made, and where the corpus's sequence
     // was when its entries were generated (an earlier bench wrote the world alone).
     let made = home.path().join("scale.json");
-    let wanted = json!({ "entries": n, "diverse": diverse, "model": model.is_some() });
+    let mut wanted = json!({ "entries": n, "diverse": diverse, "model": model.is_some() });
+    if contexts {
+        // Absent otherwise, so that the worlds kept before the option stay theirs.
+        wanted["contexts"] = json!(true);
+    }
     let kept: Option<Value> = std::fs::read_to_string(&made)
         .ok()
         .and_then(|m| serde_json::from_str(&m).ok());
@@ -149,6 +158,9 @@ async fn run(options: Options, model: Option<&Path>) {
     } else {
         Corpus::new(42)
     };
+    if contexts {
+        corpus = corpus.with_contexts();
+    }
     let mut json_bytes = 0u64;
     if let Some((state, bytes)) = resumed {
         // The queries follow the entries in the corpus's sequence: they go on from there.
@@ -360,8 +372,13 @@ async fn run(options: Options, model: Option<&Path>) {
     let searches = Stats::of(searches);
     let adds = Stats::of(adds);
     println!(
-        "\n## Scale: {n} entries, the {} corpus ({} of JSON Lines, {} an entry)\n",
+        "\n## Scale: {n} entries, the {} corpus{} ({} of JSON Lines, {} an entry)\n",
         if diverse { "diverse" } else { "clustered" },
+        if contexts {
+            ", each entry with a context"
+        } else {
+            ""
+        },
         mb(json_bytes),
         per(json_bytes)
     );

@@ -12,6 +12,7 @@ pub struct Generated {
     pub content: String,
     pub tags: Vec<String>,
     pub project: String,
+    pub context: Option<String>,
 }
 
 impl Generated {
@@ -22,13 +23,14 @@ impl Generated {
             content: self.content.clone(),
             tags: self.tags.clone(),
             project: Some(self.project.clone()),
+            context: self.context.clone(),
             ..Default::default()
         }
     }
 
     pub fn tandem_record(&self, i: usize) -> Value {
         let ts = "2026-01-01T00:00:00Z";
-        json!({
+        let mut record = json!({
             "record": "entry",
             "id": record_id(i).to_string(),
             "type": self.entry_type.as_str(),
@@ -42,7 +44,11 @@ impl Generated {
             "created_at": ts,
             "updated_at": ts,
             "access_count": 0,
-        })
+        });
+        if let Some(context) = &self.context {
+            record["context"] = json!(context);
+        }
+        record
     }
 
     pub fn reference_record(&self, i: usize) -> Value {
@@ -59,6 +65,8 @@ impl Generated {
 pub struct Corpus {
     state: u64,
     words: Vec<String>,
+    /// Each entry comes with a context ([`Corpus::with_contexts`]).
+    contexts: bool,
 }
 
 const STEMS: &[&str] = &[
@@ -186,6 +194,19 @@ impl Corpus {
         Corpus {
             state: seed.max(1),
             words,
+            contexts: false,
+        }
+    }
+
+    /// The same generator, each entry with a context of 20 to 59 words: the conversation
+    /// an agent was in when it wrote the entry (spec 003's `context`). Its words are the
+    /// entries' own, so a word most entries hold is in most contexts too, and a search
+    /// finds it in two fields.
+    #[allow(dead_code)] // a bench module: not every bench uses every generator
+    pub fn with_contexts(self) -> Corpus {
+        Corpus {
+            contexts: true,
+            ..self
         }
     }
 
@@ -268,12 +289,19 @@ impl Corpus {
         let tags = (0..3)
             .map(|_| STEMS[(self.next() % STEMS.len() as u64) as usize].to_string())
             .collect();
+        let entry_type = TYPES[(self.next() % 6) as usize];
+        let project = format!("project{}", self.next() % 20);
+        let context = self.contexts.then(|| {
+            let n = 20 + (self.next() % 40) as usize;
+            self.sentence(n)
+        });
         Generated {
-            entry_type: TYPES[(self.next() % 6) as usize],
+            entry_type,
             title,
             content,
             tags,
-            project: format!("project{}", self.next() % 20),
+            project,
+            context,
         }
     }
 
