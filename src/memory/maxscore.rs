@@ -122,60 +122,29 @@ impl WithOptional {
         required: &[Vec<Clause>],
         optional: &[Clause],
     ) -> tantivy::Result<WithOptional> {
-        let weighed = |clauses: &[Clause]| -> tantivy::Result<Vec<(Term, Bm25Weight)>> {
-            let mut weights = Vec::with_capacity(clauses.len());
-            for c in clauses {
-                weights.extend(weigh(searcher, c)?);
-            }
-            Ok(weights)
-        };
         Ok(WithOptional {
-            required: required
-                .iter()
-                .map(|group| weighed(group))
-                .collect::<tantivy::Result<_>>()?,
-            optional: weighed(optional)?,
+            required: weigh_groups(searcher, required)?,
+            optional: weigh_all(searcher, optional)?,
         })
     }
 
     pub fn segment(&self, ord: u32, reader: &SegmentReader, want: Want) -> tantivy::Result<Top> {
-        let mut best = Best::new(want);
-        let mut optional = cursors(reader, &self.optional)?;
-        let mut required: Vec<Vec<Cursor>> = self
-            .required
-            .iter()
-            .map(|group| cursors(reader, group))
-            .collect::<tantivy::Result<_>>()?;
-        if required.iter().any(Vec::is_empty) {
+        let Some(mut required) = groups(reader, &self.required)? else {
             return Ok(Vec::new());
-        }
+        };
+        let mut optional = Group::new(cursors(reader, &self.optional)?);
+        let mut best = Best::new(want);
         let alive = reader.alive_bitset();
-        'docs: while let Some(doc) = optional
-            .iter()
-            .map(|c| c.postings.doc())
-            .min()
-            .filter(|d| *d != TERMINATED)
-        {
-            let mut score = 0.0f32;
-            for c in optional.iter_mut() {
-                if c.postings.doc() == doc {
-                    score += c.score();
-                    c.postings.advance();
-                }
+        'docs: loop {
+            let doc = optional.doc();
+            if doc == TERMINATED {
+                break;
             }
+            let mut score = optional.take(doc);
             for group in required.iter_mut() {
-                let mut held = false;
-                for c in group.iter_mut() {
-                    if c.postings.doc() < doc {
-                        c.postings.seek(doc);
-                    }
-                    if c.postings.doc() == doc {
-                        score += c.score();
-                        held = true;
-                    }
-                }
-                if !held {
-                    continue 'docs;
+                match group.at(doc) {
+                    Ok(part) => score += part,
+                    Err(_) => continue 'docs,
                 }
             }
             if alive.is_none_or(|a| a.is_alive(doc)) {
@@ -207,6 +176,14 @@ struct Group {
 }
 
 impl Group {
+    fn new(cursors: Vec<Cursor>) -> Group {
+        Group {
+            most: cursors.iter().map(|c| c.most).sum(),
+            postings: cursors.iter().map(|c| c.postings.doc_freq()).sum(),
+            cursors,
+        }
+    }
+
     /// The entry of the group's that comes first.
     fn doc(&self) -> DocId {
         self.cursors
@@ -257,14 +234,7 @@ impl Group {
 impl Each {
     /// `None` when each group has one list at most in the index: see [`Each::segment`].
     pub fn new(searcher: &Searcher, required: &[Vec<Clause>]) -> tantivy::Result<Option<Each>> {
-        let mut groups = Vec::with_capacity(required.len());
-        for group in required {
-            let mut weights = Vec::with_capacity(group.len());
-            for c in group {
-                weights.extend(weigh(searcher, c)?);
-            }
-            groups.push(weights);
-        }
+        let groups = weigh_groups(searcher, required)?;
         Ok(groups
             .iter()
             .any(|g| g.len() > 1)
@@ -280,18 +250,9 @@ impl Each {
         reader: &SegmentReader,
         want: Want,
     ) -> tantivy::Result<Option<Top>> {
-        let mut groups = Vec::with_capacity(self.groups.len());
-        for weights in &self.groups {
-            let cursors = cursors(reader, weights)?;
-            if cursors.is_empty() {
-                return Ok(Some(Vec::new()));
-            }
-            groups.push(Group {
-                most: cursors.iter().map(|c| c.most).sum(),
-                postings: cursors.iter().map(|c| c.postings.doc_freq()).sum(),
-                cursors,
-            });
-        }
+        let Some(mut groups) = groups(reader, &self.groups)? else {
+            return Ok(Some(Vec::new()));
+        };
         if groups.iter().all(|g| g.cursors.len() == 1) {
             return Ok(None);
         }
@@ -363,6 +324,40 @@ fn weigh(searcher: &Searcher, c: &Clause) -> tantivy::Result<Option<(Term, Bm25W
     }
     let weight = Bm25Weight::for_terms(searcher, std::slice::from_ref(&term))?;
     Ok(Some((term, weight.boost_by(c.boost))))
+}
+
+/// Clauses weighed, those no entry holds left out.
+fn weigh_all(searcher: &Searcher, clauses: &[Clause]) -> tantivy::Result<Vec<(Term, Bm25Weight)>> {
+    let mut weights = Vec::with_capacity(clauses.len());
+    for c in clauses {
+        weights.extend(weigh(searcher, c)?);
+    }
+    Ok(weights)
+}
+
+/// Each group of clauses (a word's alternatives) weighed.
+fn weigh_groups(
+    searcher: &Searcher,
+    groups: &[Vec<Clause>],
+) -> tantivy::Result<Vec<Vec<(Term, Bm25Weight)>>> {
+    groups.iter().map(|g| weigh_all(searcher, g)).collect()
+}
+
+/// The groups of weighed clauses in one segment; `None` when a group has no list there:
+/// no entry of the segment holds every group.
+fn groups(
+    reader: &SegmentReader,
+    weights: &[Vec<(Term, Bm25Weight)>],
+) -> tantivy::Result<Option<Vec<Group>>> {
+    let mut groups = Vec::with_capacity(weights.len());
+    for group in weights {
+        let cursors = cursors(reader, group)?;
+        if cursors.is_empty() {
+            return Ok(None);
+        }
+        groups.push(Group::new(cursors));
+    }
+    Ok(Some(groups))
 }
 
 /// The cursors of weighed clauses in one segment (none for a term the segment lacks).
