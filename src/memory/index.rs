@@ -418,6 +418,23 @@ impl TopSearch<'_> {
     }
 }
 
+/// A flag raised while this lives, lowered when it is dropped: on a panic too, or the
+/// index would skip its commits for good ([`MemoryIndex::commit`]).
+struct Raised<'a>(&'a AtomicBool);
+
+impl<'a> Raised<'a> {
+    fn new(flag: &'a AtomicBool) -> Raised<'a> {
+        flag.store(true, Ordering::Release);
+        Raised(flag)
+    }
+}
+
+impl Drop for Raised<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// An index of this many entries or more is searched on two threads
 /// ([`TopSearch::work_parted`]): [`HALVES_FROM`]. The unit tests part every index, so that
 /// the parted search is held to `TopDocs`'s hits.
@@ -575,10 +592,8 @@ impl MemoryIndex {
         // The writes made before, committed, are what searches read until the end: no
         // other write comes meanwhile, as this one holds the writer.
         self.commit_locked(&mut w)?;
-        self.rebuilding.store(true, Ordering::Release);
-        let rebuilt = self.rebuild_locked(&mut w, entries, seq, progress);
-        self.rebuilding.store(false, Ordering::Release);
-        rebuilt
+        let _rebuilding = Raised::new(&self.rebuilding);
+        self.rebuild_locked(&mut w, entries, seq, progress)
     }
 
     fn rebuild_locked(
@@ -1686,6 +1701,29 @@ mod tests {
         let searcher = idx.fresh_searcher().unwrap();
         assert_eq!(idx.num_docs(&searcher), 5);
         assert_eq!(idx.applied_seq(), 9);
+    }
+
+    /// A rebuild that panics lowers its flag: the writes after it are committed again
+    /// when a search asks.
+    #[test]
+    fn a_rebuild_that_panics_leaves_searches_committing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let entries = (0..2).map(|i| -> Result<Entry, super::super::MemoryError> {
+                assert!(i < 1, "the entries' source fails");
+                Ok(Entry::new(EntryType::Reference, "rebuilt", "", vec![]))
+            });
+            idx.rebuild(entries, 1, |_| {})
+        }));
+        assert!(panicked.is_err());
+        let after = Entry::new(EntryType::Reference, "after the rebuild", "", vec![]);
+        idx.write_batch([(&after, false)]).unwrap();
+        idx.fresh_searcher().unwrap();
+        assert!(
+            idx.pending().is_empty(),
+            "the write after the rebuild is committed"
+        );
     }
 
     /// Each merge's segments, sorted, the merges sorted.
