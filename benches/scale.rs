@@ -29,7 +29,8 @@
 //! `--home DIR` keeps the bench's world in DIR; a later run with the same `--entries`,
 //! `--corpus`, `--contexts` and model finds its memory there and measures it again
 //! without generating, importing and embedding it (the adds of each run stay in it);
-//! another size or corpus makes it anew there (its adds are new entries each run: `scale.json` counts those made).
+//! another size or corpus makes it anew there (its adds are new entries each run:
+//! `scale.json` counts those made).
 //! A world's queries are the same in every run (the next in the corpus's sequence after
 //! its entries); its adds are not, and they grow it: to compare builds, run each on a copy
 //! of the same kept world.
