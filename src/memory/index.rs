@@ -245,6 +245,12 @@ pub struct MemoryIndex {
     /// part is expected ([`MemoryIndex::expect_more_writes`]).
     more_writes_until_ms: AtomicU64,
     epoch: Instant,
+    /// Held while this index merges its segments ([`MemoryIndex::merge_segments`], the
+    /// idle merge): two merges of the same segments side by side, one after an import and
+    /// one when writes paused, left the files of the one that ended second behind (~105 MB
+    /// a half at a million entries). Shared, for the idle merge to hold it without the
+    /// index.
+    merging: Arc<Mutex<()>>,
 }
 
 /// One hit of a search: the entry id and its raw BM25 score.
@@ -470,6 +476,11 @@ impl MemoryIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
         let writer: IndexWriter = index.writer_with_num_threads(1, WRITER_MEMORY)?;
+        // Files no segment holds, which a process left: tantivy deletes them after a
+        // commit or a merge, but not after a merge that failed (its segments gone).
+        if let Err(e) = writer.garbage_collect_files().wait() {
+            tracing::warn!("deleting the search index's unused files failed: {e}");
+        }
         let mut small_only = LogMergePolicy::default();
         small_only.set_max_docs_before_merge(SMALL_SEGMENT);
         writer.set_merge_policy(Box::new(small_only));
@@ -492,6 +503,7 @@ impl MemoryIndex {
             last_write_ms: AtomicU64::new(0),
             more_writes_until_ms: AtomicU64::new(0),
             epoch: Instant::now(),
+            merging: Arc::default(),
         });
         spawn_idle_committer(Arc::downgrade(&this));
         Ok((this, state))
@@ -674,6 +686,7 @@ impl MemoryIndex {
     /// meanwhile (into new segments). Returns how many segments were merged (0: nothing
     /// to merge).
     pub fn merge_segments(&self) -> tantivy::Result<usize> {
+        let _one = self.merging.lock().unwrap_or_else(|p| p.into_inner());
         let Some((merged, merging)) = self.start_merge()? else {
             return Ok(0);
         };
@@ -686,6 +699,8 @@ impl MemoryIndex {
     /// the merges to wait for (they run on tantivy's merge threads, side by side), then
     /// [`Self::reload`].
     fn start_merge(&self) -> tantivy::Result<Option<(usize, Vec<MergeRunning>)>> {
+        // The segments as they are once no rebuild holds the writer.
+        let mut w = self.lock();
         let metas = self.index.searchable_segment_metas()?;
         let merges: Vec<Vec<SegmentId>> = idle_merge(
             &metas
@@ -697,7 +712,6 @@ impl MemoryIndex {
             return Ok(None);
         }
         let merged = merges.iter().map(Vec::len).sum();
-        let mut w = self.lock();
         let running = merges.iter().map(|ids| w.tantivy().merge(ids)).collect();
         Ok(Some((merged, running)))
     }
@@ -1346,9 +1360,14 @@ fn merge_when_idle(
         .iter()
         .map(|r| r.segment_id())
         .collect();
-    if *settled == ids {
+    if *settled == ids || index.rebuilding.load(Ordering::Acquire) {
         return;
     }
+    // Another merge is under way: this one would merge the same segments.
+    let merging = Arc::clone(&index.merging);
+    let Ok(_one) = merging.try_lock() else {
+        return;
+    };
     let started = Instant::now();
     let merged = match index.start_merge() {
         Ok(None) => {
@@ -1779,6 +1798,85 @@ mod tests {
             merges(&[(1, 1000 * k), (2, 8 * k), (3, 500), (4, 400)]),
             [vec![3, 4]]
         );
+    }
+
+    /// The files in the index's folder of segments it no longer holds.
+    fn stale_files(idx: &MemoryIndex) -> Vec<String> {
+        let living: std::collections::HashSet<String> = idx
+            .index
+            .searchable_segment_metas()
+            .unwrap()
+            .iter()
+            .map(|m| m.id().uuid_string())
+            .collect();
+        std::fs::read_dir(&idx.dir)
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| {
+                let stem = name.split('.').next().unwrap_or_default();
+                stem.len() == 32 && !living.contains(stem)
+            })
+            .collect()
+    }
+
+    /// An index of `parts` segments of 50 entries each.
+    fn in_parts(dir: &std::path::Path, parts: usize) -> std::sync::Arc<MemoryIndex> {
+        let (idx, _) = MemoryIndex::open(dir).unwrap();
+        for part in 0..parts {
+            let entries: Vec<Entry> = (0..50)
+                .map(|i| {
+                    let text = format!("part {part} entry {i}");
+                    Entry::new(EntryType::Bug, text.clone(), text, vec![])
+                })
+                .collect();
+            idx.write_batch(entries.iter().map(|e| (e, false))).unwrap();
+            idx.commit().unwrap();
+        }
+        assert_eq!(idx.segment_count(), parts);
+        idx
+    }
+
+    /// The idle merge leaves the segments to a merge under way, which would merge them
+    /// too: the one of the two that ended second left its files behind.
+    #[test]
+    fn an_idle_merge_leaves_the_segments_to_a_merge_under_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = in_parts(dir.path(), 3);
+        let weak = std::sync::Arc::downgrade(&idx);
+        let mut settled = Vec::new();
+        let under_way = idx.merging.lock().unwrap();
+        super::merge_when_idle(&weak, idx.clone(), &mut settled);
+        assert_eq!(idx.segment_count(), 3);
+        drop(under_way);
+        super::merge_when_idle(&weak, idx.clone(), &mut settled);
+        assert_eq!(idx.segment_count(), 1);
+        assert_eq!(stale_files(&idx), Vec::<String>::new());
+    }
+
+    /// Two merges of the same segments: the one that ends second fails and leaves its
+    /// files, which the index deletes when it next opens.
+    #[test]
+    fn files_a_failed_merge_left_are_deleted_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = in_parts(dir.path(), 3);
+        let ids: Vec<_> = idx
+            .index
+            .searchable_segment_metas()
+            .unwrap()
+            .iter()
+            .map(|m| m.id())
+            .collect();
+        let merges: Vec<_> = {
+            let mut w = idx.lock();
+            (0..2).map(|_| w.tantivy().merge(&ids)).collect()
+        };
+        let ended: Vec<bool> = merges.into_iter().map(|m| m.wait().is_ok()).collect();
+        assert_eq!(ended.iter().filter(|ok| **ok).count(), 1, "{ended:?}");
+        assert!(!stale_files(&idx).is_empty());
+        drop(idx);
+        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        assert_eq!(stale_files(&idx), Vec::<String>::new());
+        assert_eq!(idx.num_docs(&idx.fresh_searcher().unwrap()), 150);
     }
 
     #[test]
