@@ -141,7 +141,7 @@ fn cut_into_lists(
     let given_up = |why: Option<String>| {
         match why {
             Some(why) => tracing::error!("cutting the vectors into lists failed: {why}"),
-            None => tracing::debug!("the memory closed: the vectors' cut into lists given up"),
+            None => tracing::debug!("the vectors' cut into lists given up (closed, or made again)"),
         }
         write(index).cancel_cut();
         vector_base::remove_others(&log, generation);
@@ -187,14 +187,21 @@ fn cut_into_lists(
         }
         writer.finish()
     })();
+    // The table made again meanwhile (a reindex, another model): this cut is not
+    // installed, and the files it wrote are not of the table's generation.
+    let superseded = |file: &Option<VectorFile>, table: &VectorIndex| {
+        !table.cut_pending() || file.as_ref().map(VectorFile::generation) != Some(generation)
+    };
     let path = match written {
         Ok(path) => path,
         Err(_) if closed() => return given_up(None),
+        // A reindex empties the vector file and removes its bases, this cut's too.
+        Err(_) if superseded(&lock_file(file), &read(index)) => return given_up(None),
         Err(e) => return given_up(Some(format!("{rows} entries' vectors: {e}"))),
     };
     let mut file = lock_file(file);
     let mut table = write(index);
-    if !table.cut_pending() || file.as_ref().map(VectorFile::generation) != Some(generation) {
+    if superseded(&file, &table) {
         drop((table, file));
         vector_base::remove_others(&log, generation);
         return false;
