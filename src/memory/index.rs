@@ -246,10 +246,10 @@ pub struct MemoryIndex {
     more_writes_until_ms: AtomicU64,
     epoch: Instant,
     /// Held while this index merges its segments ([`MemoryIndex::merge_segments`], the
-    /// idle merge): two merges of the same segments side by side, one after an import and
-    /// one when writes paused, left the files of the one that ended second behind (~105 MB
-    /// a half at a million entries). Shared, for the idle merge to hold it without the
-    /// index.
+    /// idle merge): two merges of the same segments side by side, one after a rebuild (or
+    /// an import) and one when writes paused, left the files of the one that ended second
+    /// behind (~105 MB a half at a million entries). Shared, for the idle merge to hold it
+    /// without the index.
     merging: Arc<Mutex<()>>,
 }
 
