@@ -10,11 +10,10 @@
 
 use std::collections::{HashMap, hash_map};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use tantivy::collector::{Collector, TopDocs};
 use tantivy::columnar::Column;
 use tantivy::index::SegmentId;
 use tantivy::indexer::LogMergePolicy;
@@ -296,9 +295,8 @@ pub struct TopSearch<'s> {
     order: Vec<u32>,
     /// The next of `order` to search.
     next: AtomicUsize,
-    /// The highest `k`-th score of a segment searched, as bits (0: none yet): a hit of
-    /// another that scores less cannot rank (MaxScore's searches start from it).
-    floor: AtomicU32,
+    /// The highest `k`-th score of the segments, as they are searched.
+    floor: maxscore::Floor,
     found: Mutex<Vec<tantivy::Result<maxscore::Top>>>,
 }
 
@@ -332,22 +330,7 @@ impl TopSearch<'_> {
             let Some(&ord) = self.order.get(next) else {
                 return;
             };
-            let floor = f32::from_bits(self.floor.load(Ordering::Relaxed));
-            // A hit must score more than this: it ties the floor only strictly below.
-            let floor = if floor > 0.0 {
-                floor.next_down()
-            } else {
-                f32::NEG_INFINITY
-            };
-            let found = self.segment(ord, self.searcher.segment_reader(ord), floor);
-            if let Ok(top) = &found
-                && top.len() == self.k
-                && let Some(&(kth, _)) = top.last()
-                && kth > 0.0
-            {
-                // Non-negative floats order as their bits.
-                self.floor.fetch_max(kth.to_bits(), Ordering::Relaxed);
-            }
+            let found = self.segment(ord, self.searcher.segment_reader(ord));
             self.found
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -382,17 +365,23 @@ impl TopSearch<'_> {
         });
     }
 
-    fn segment(
-        &self,
-        ord: u32,
-        reader: &SegmentReader,
-        floor: f32,
-    ) -> tantivy::Result<maxscore::Top> {
-        let want = maxscore::Want { k: self.k, floor };
+    fn segment(&self, ord: u32, reader: &SegmentReader) -> tantivy::Result<maxscore::Top> {
+        let want = maxscore::Want {
+            k: self.k,
+            floor: Some(&self.floor),
+        };
+        // tantivy's pruned search (block-max WAND, or its block-max intersection), its
+        // threshold the floor as the segments raise it.
         let by_tantivy = |weight: &dyn Weight| {
-            let top = TopDocs::with_limit(self.k).order_by_score();
-            let found = top.collect_segment(weight, ord, reader)?;
-            top.merge_fruits(vec![found])
+            let mut best = maxscore::Best::new(want);
+            let alive = reader.alive_bitset();
+            weight.for_each_pruning(best.threshold(), reader, &mut |doc, score| {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    best.offer(score, DocAddress::new(ord, doc));
+                }
+                best.threshold()
+            })?;
+            Ok(best.into_sorted())
         };
         let required = |r: &Required| {
             let each = r.each.as_ref().map(|each| each.segment(ord, reader, want));
@@ -1156,7 +1145,7 @@ impl MemoryIndex {
             k: limit.max(1),
             order,
             next: AtomicUsize::new(0),
-            floor: AtomicU32::new(0),
+            floor: maxscore::Floor::default(),
             found: Mutex::new(Vec::new()),
         })
     }

