@@ -21,7 +21,7 @@ use ulid::Ulid;
 
 use super::embeddings::Embedder;
 use super::index::{self, TextField};
-use super::vectors::Filter;
+use super::vectors::{self, Filter};
 use super::{
     Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery, SearchResult, check_range,
     round2, semantic, similarity, squash,
@@ -197,41 +197,92 @@ impl Memory {
         let top_search = plan
             .map(|plan| idx.top_search(&searcher, plan, pool))
             .transpose()?;
+        // With a thread beside, the table is read once for the search (both threads score
+        // its lists), and let go before the candidates' cosines read it again.
+        let beside_embedder = match (&embedder, counted) {
+            (Some(embedder), Some(counted)) if self.semantic.is_large() => {
+                Some((embedder, counted))
+            }
+            _ => None,
+        };
+        let held = beside_embedder.map(|_| self.semantic.read_index());
+        // The vectors' search in two parts, once the thread beside has the query's vector.
+        let parted = std::sync::OnceLock::new();
         let (total, generators, by_vectors) = std::thread::scope(|scope| {
-            let beside = match (&embedder, counted) {
-                (Some(embedder), Some(counted)) if self.semantic.is_large() => {
-                    Some(scope.spawn(|| {
-                        let meaning = by_meaning(embedder);
-                        // Then the segments of BM25 not yet begun.
-                        if let Some(top) = &top_search {
-                            top.work();
-                        }
-                        (meaning, count_unless_taken(counted))
-                    }))
-                }
-                _ => None,
-            };
-            // With a thread beside, the two share BM25's segments; else BM25 may start
-            // one of its own.
+            let beside =
+                beside_embedder
+                    .zip(held.as_deref())
+                    .map(|((embedder, counted), table)| {
+                        let (parted, top_search) = (&parted, &top_search);
+                        scope.spawn(move || {
+                            let vector = semantic::Semantic::query_vector(
+                                embedder,
+                                query,
+                                context,
+                                CONTEXT_VECTOR_WEIGHT,
+                            );
+                            let search =
+                                parted.get_or_init(|| table.parted(&vector, pool, filter, None));
+                            // The first part of the lists, then the segments of BM25 not yet
+                            // begun, then the second part unless the other thread took it: at a
+                            // million entries, the two threads end about together.
+                            let exact = match search {
+                                Some(search) => {
+                                    search.work();
+                                    None
+                                }
+                                None => Some(table.nearest(&vector, pool, filter, None)),
+                            };
+                            if let Some(top) = top_search {
+                                top.work();
+                            }
+                            if let Some(search) = search {
+                                search.work();
+                            }
+                            (vector, exact, count_unless_taken(counted))
+                        })
+                    });
+            // With a thread beside, the two share BM25's segments and the vectors' parts;
+            // else BM25 may start one of its own.
             match (&top_search, &beside) {
                 (Some(top), Some(_)) => top.work(),
                 (Some(top), None) => top.work_parted(),
                 (None, _) => {}
             }
+            if let Some(Some(search)) = parted.get() {
+                search.work();
+            }
             let generators = counted.map_or(Ok(None), make_generators);
             let counted_here = counted.and_then(count_unless_taken);
             let (meaning, counted_beside) = match beside {
                 Some(thread) => {
-                    let (meaning, counted) = thread
+                    let (vector, exact, counted) = thread
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    (Some(meaning), counted)
+                    (Some((vector, exact)), counted)
                 }
-                None => (embedder.as_deref().map(by_meaning), None),
+                None => (None, None),
             };
             let total = counted_here.or(counted_beside).unwrap_or(Ok(0));
             (total, generators, meaning)
         });
+        let by_vectors = match by_vectors {
+            Some((vector, exact)) => {
+                let nearest = exact.unwrap_or_else(|| {
+                    parted
+                        .into_inner()
+                        .flatten()
+                        .map_or_else(Vec::new, vectors::Parted::results)
+                });
+                Some((vector, nearest))
+            }
+            None => {
+                drop(parted);
+                None
+            }
+        };
+        drop(held);
+        let by_vectors = by_vectors.or_else(|| embedder.as_deref().map(by_meaning));
         let hits = top_search.map_or(Ok(Vec::new()), index::TopSearch::hits);
         let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
         if let (Some(_), Some(full), Some(counted_full)) = (&narrowed, &full, counted_full)

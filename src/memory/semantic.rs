@@ -287,8 +287,9 @@ impl Semantic {
         write(&self.index)
     }
 
-    /// The table, to read: noted for [`Memory::release_idle_pages`].
-    fn read_index(&self) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
+    /// The table, to read: noted for [`Memory::release_idle_pages`]. A search holding it
+    /// must not ask for it again (a writer waiting between the two would block both).
+    pub(super) fn read_index(&self) -> std::sync::RwLockReadGuard<'_, VectorIndex> {
         self.last_read
             .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.read_since_release.store(true, Ordering::Relaxed);

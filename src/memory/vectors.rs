@@ -28,6 +28,8 @@
 //! compiled for the machine's vector instructions.
 
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use ulid::Ulid;
 
@@ -1144,8 +1146,7 @@ impl VectorIndex {
     }
 
     /// [`Self::nearest`] through `lists`, compiled for the machine's vector instructions:
-    /// the lists by their centroid's cosine with the query, then the rows the filter keeps
-    /// in the nearest, list after list, until [`Probe`] has enough.
+    /// the lists [`Self::probed`], then their rows the filter keeps.
     #[inline(always)]
     fn nearest_in_lists(
         &self,
@@ -1154,6 +1155,23 @@ impl VectorIndex {
         k: usize,
         kept: &Kept,
     ) -> Vec<(Ulid, f32)> {
+        let (probed, _) = self.probed(lists, query, k, kept);
+        let mut best = Best::new(k);
+        self.score_lists(lists, &probed, query, kept, &mut best);
+        best.into_results(self, query)
+    }
+
+    /// The lists a search through `lists` scores: by their centroid's cosine with the
+    /// query, nearest first, until [`Probe`] has enough rows the filter keeps; with the
+    /// rows each brings.
+    #[inline(always)]
+    fn probed(
+        &self,
+        lists: &Lists,
+        query: &Quantised,
+        k: usize,
+        kept: &Kept,
+    ) -> (Vec<u32>, Vec<usize>) {
         let c = &lists.centroids;
         // Plain loops: iterator adapters such as `collect` may stay calls that the
         // dispatch's instructions do not reach.
@@ -1163,24 +1181,91 @@ impl VectorIndex {
         }
         order.sort_unstable_by(|a, b| b.cmp(a));
         let probe = Probe::new(k, self.len(), c.len());
-        let mut best = Best::new(k);
+        let (mut probed, mut rows) = (Vec::new(), Vec::new());
         let mut scored = 0;
-        for (probed, &(_, list)) in order.iter().enumerate() {
-            if probe.done(probed, scored) {
+        for (n, &(_, list)) in order.iter().enumerate() {
+            if probe.done(n, scored) {
                 break;
             }
+            let mut brings = 0;
             if let Some(base) = &self.base {
-                scored += self.offer_base(base, base.list(list as usize), query, kept, &mut best);
+                for r in base.list(list as usize) {
+                    brings += usize::from(self.keeps_base(base, kept, r));
+                }
+            }
+            for &i in &lists.members[list as usize] {
+                brings += usize::from(self.keeps(kept, i as usize));
+            }
+            probed.push(list);
+            rows.push(brings);
+            scored += brings;
+        }
+        (probed, rows)
+    }
+
+    /// Offers the rows of `probed` the filter keeps to `best`.
+    #[inline(always)]
+    fn score_lists(
+        &self,
+        lists: &Lists,
+        probed: &[u32],
+        query: &Quantised,
+        kept: &Kept,
+        best: &mut Best,
+    ) {
+        for &list in probed {
+            if let Some(base) = &self.base {
+                self.offer_base(base, base.list(list as usize), query, kept, best);
             }
             for &i in &lists.members[list as usize] {
                 let i = i as usize;
                 if self.keeps(kept, i) {
-                    self.offer(query, i, &mut best);
-                    scored += 1;
+                    self.offer(query, i, best);
                 }
             }
         }
-        best.into_results(self, query)
+    }
+
+    /// [`Self::nearest`] through the lists, in two parts of about as many rows for two
+    /// threads to score side by side ([`Parted`]); `None` when the table has no lists (it
+    /// is searched whole) or the filter keeps no row.
+    pub fn parted(
+        &self,
+        query: &Quantised,
+        k: usize,
+        filter: Filter<'_>,
+        skip: Option<&Ulid>,
+    ) -> Option<Parted<'_>> {
+        let lists = self.lists.as_ref()?;
+        if k == 0 || query.values.len() != self.dims || self.dims == 0 {
+            return None;
+        }
+        let kept = self.kept(filter, skip)?;
+        let (probed, rows) = simd().dispatch(Probed {
+            index: self,
+            lists,
+            query,
+            k,
+            kept: &kept,
+        });
+        // The first part's lists bring half the rows or just more.
+        let half = rows.iter().sum::<usize>().div_ceil(2);
+        let mut split = 0;
+        let mut first = 0;
+        while split < rows.len() && first < half {
+            first += rows[split];
+            split += 1;
+        }
+        Some(Parted {
+            index: self,
+            lists,
+            query: query.clone(),
+            k,
+            kept,
+            parts: [probed[..split].to_vec(), probed[split..].to_vec()],
+            next: AtomicUsize::new(0),
+            found: Mutex::new(Vec::with_capacity(2)),
+        })
     }
 
     /// The entry of a row [`Best`] kept.
@@ -1237,11 +1322,13 @@ impl Best {
         }
     }
 
+    /// Keeps the row if among the best `k` offered; of rows scoring the same, the higher
+    /// slot (so that the rows kept do not depend on the order they were offered in).
     #[inline(always)]
     fn offer(&mut self, score: Score, slot: usize) {
         if self.heap.len() < self.k {
             self.heap.push(std::cmp::Reverse((score, slot)));
-        } else if self.heap.peek().is_some_and(|w| score > w.0.0) {
+        } else if self.heap.peek().is_some_and(|w| (score, slot) > w.0) {
             self.heap.pop();
             self.heap.push(std::cmp::Reverse((score, slot)));
         }
@@ -1256,6 +1343,100 @@ impl Best {
             .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
         out
+    }
+}
+
+/// A search through the lists in two parts ([`VectorIndex::parted`]): each thread that
+/// calls [`Parted::work`] scores a part no other took, and [`Parted::results`] merges
+/// their best. The same entries as [`VectorIndex::nearest`]: the same lists, and ties
+/// kept by row, whatever the order the rows were scored in.
+pub struct Parted<'a> {
+    index: &'a VectorIndex,
+    lists: &'a Lists,
+    query: Quantised,
+    k: usize,
+    kept: Kept,
+    /// The lists of each part, nearest first.
+    parts: [Vec<u32>; 2],
+    /// The next part to score.
+    next: AtomicUsize,
+    found: Mutex<Vec<Best>>,
+}
+
+impl Parted<'_> {
+    /// Scores a part no other thread took; `false` when none was left.
+    pub fn work(&self) -> bool {
+        let Some(probed) = self
+            .parts
+            .get(self.next.fetch_add(1, AtomicOrdering::Relaxed))
+        else {
+            return false;
+        };
+        let mut best = Best::new(self.k);
+        simd().dispatch(ScoreLists {
+            index: self.index,
+            lists: self.lists,
+            probed,
+            query: &self.query,
+            kept: &self.kept,
+            best: &mut best,
+        });
+        self.found
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(best);
+        true
+    }
+
+    /// The entries nearest the query and their cosines, best first, once the parts are
+    /// scored (those no thread took, on this one).
+    pub fn results(self) -> Vec<(Ulid, f32)> {
+        while self.work() {}
+        let mut best = Best::new(self.k);
+        for part in self.found.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            for std::cmp::Reverse((score, slot)) in part.heap {
+                best.offer(score, slot);
+            }
+        }
+        best.into_results(self.index, &self.query)
+    }
+}
+
+/// [`VectorIndex::probed`] through [`simd`]'s dispatch.
+struct Probed<'a> {
+    index: &'a VectorIndex,
+    lists: &'a Lists,
+    query: &'a Quantised,
+    k: usize,
+    kept: &'a Kept,
+}
+
+impl pulp::WithSimd for Probed<'_> {
+    type Output = (Vec<u32>, Vec<usize>);
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        self.index.probed(self.lists, self.query, self.k, self.kept)
+    }
+}
+
+/// [`VectorIndex::score_lists`] through [`simd`]'s dispatch.
+struct ScoreLists<'a> {
+    index: &'a VectorIndex,
+    lists: &'a Lists,
+    probed: &'a [u32],
+    query: &'a Quantised,
+    kept: &'a Kept,
+    best: &'a mut Best,
+}
+
+impl pulp::WithSimd for ScoreLists<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) {
+        self.index
+            .score_lists(self.lists, self.probed, self.query, self.kept, self.best);
     }
 }
 
@@ -1766,6 +1947,65 @@ mod tests {
         }
         .train();
         assert!(few.groups.is_none());
+    }
+
+    /// A search through the lists in two parts, scored on two threads, finds the entries
+    /// the search in one finds: with a filter, with a row left out, over removed rows, and
+    /// among rows that score the same (five copies of each vector), which it keeps by row
+    /// as the one does, whichever part scored first.
+    #[test]
+    fn a_search_in_two_parts_finds_what_the_search_in_one_finds() {
+        let dims = 64;
+        let mut points = Points::new(dims, 40);
+        let mut index = VectorIndex::new(dims);
+        let mut last = Vec::new();
+        for id in 0..3000u128 {
+            // Five rows a vector.
+            if id % 5 == 0 {
+                last = points.near(id as usize / 5 % 40);
+            }
+            let project = (id % 3 == 0).then_some("tandem");
+            index.upsert(
+                &entry(id, bug_or_pattern(id), project),
+                &Quantised::of(&last),
+            );
+        }
+        index.make_lists();
+        for id in (0..3000u128).step_by(13) {
+            index.remove(&Ulid::from(id));
+        }
+        let (mut ties, mut split) = (0, 0);
+        for q in 0..80usize {
+            let near = points.near(q % 40);
+            let query = points.moved(&near);
+            let filter = match q % 3 {
+                0 => Filter::default(),
+                1 => Filter {
+                    entry_type: Some(EntryType::Bug),
+                    project: None,
+                },
+                _ => Filter {
+                    entry_type: None,
+                    project: Some("tandem"),
+                },
+            };
+            let skip = (q % 4 == 0).then(|| Ulid::from(q as u128 * 37 + 4));
+            let k = 1 + q % 20;
+            let expected = index.nearest(&query, k, filter, skip.as_ref());
+            let parted = index
+                .parted(&query, k, filter, skip.as_ref())
+                .expect("lists");
+            split += usize::from(parted.parts.iter().all(|p| !p.is_empty()));
+            std::thread::scope(|s| {
+                s.spawn(|| parted.work());
+                parted.work();
+            });
+            let found = parted.results();
+            assert_eq!(found, expected, "query {q}");
+            ties += found.windows(2).filter(|w| w[0].1 == w[1].1).count();
+        }
+        assert!(split > 70, "the lists were cut in two parts: {split}");
+        assert!(ties > 0, "rows scoring the same were found");
     }
 
     #[test]
