@@ -187,10 +187,10 @@ impl Memory {
         // the other has not begun (two threads, not three on two cores: BM25's own second
         // thread beside the vectors' made its slowest searches slower). At a million
         // entries, where BM25 reads two halves, the thread beside took the second half
-        // after the whole vectors' search, and ended ~0.8 ms after this one; with the
-        // second part left to this one, the ten slowest searches took 1.50–1.58 ms where
-        // they took 1.70–1.96 (the median, the best of 15 runs each). The count goes to
-        // whichever thread is free first, and this one makes the generators.
+        // after the whole vectors' search, and ended ~0.8 ms after this one (README,
+        // Benchmarks: with the halves' shared floor, `index.rs`, hybrid p99 2.39–2.90 →
+        // 2.03–2.15 ms, in turns in one process). The count goes to whichever thread is
+        // free first, and this one makes the generators.
         let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
         let make_generators =
             |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
