@@ -14,6 +14,7 @@
 //! meaning alone); counting only the lexical score a keyword query earns keeps both.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tantivy::DocAddress;
@@ -64,6 +65,13 @@ const NO_WORDS_HINT: &str =
 /// The hint of a search without results.
 const NO_MATCH_HINT: &str =
     "No match: try other keywords, fewer filters, or rekall_add to capture this once solved";
+
+/// The vectors' search of a hybrid one with a thread beside: in two parts through the
+/// table's lists, or found whole.
+enum Nearest<'a> {
+    Parted(vectors::Parted<'a>),
+    Found(Vec<(Ulid, f32)>),
+}
 
 impl Memory {
     /// Search as agents and editors get it: [`Ranking::Hybrid`].
@@ -181,16 +189,16 @@ impl Memory {
             (vector, nearest)
         };
         // BM25's top hits, its count of matches, the snippet generators and the vectors'
-        // nearest are independent. With both sides and a large table, a second thread
-        // embeds the query and scores the first of the vectors' two parts while this one
-        // finds the top hits; each then takes the index's segments and the vectors' part
-        // the other has not begun (two threads, not three on two cores: BM25's own second
-        // thread beside the vectors' made its slowest searches slower). At a million
-        // entries, where BM25 reads two halves, the thread beside took the second half
-        // after the whole vectors' search, and ended ~0.8 ms after this one (README,
-        // Benchmarks: with the halves' shared floor, `index.rs`, hybrid p99 2.39–2.90 →
-        // 2.03–2.15 ms, in turns in one process). The count goes to whichever thread is
-        // free first, and this one makes the generators.
+        // nearest are independent. With both sides and a large table, a helper thread
+        // (`index::helpers`) embeds the query and scores the first of the vectors' two
+        // parts while this one finds the top hits; each then takes the index's segments
+        // and the vectors' part the other has not begun (two threads, not three on two
+        // cores: BM25's own second thread beside the vectors' made its slowest searches
+        // slower). At a million entries, where BM25 reads two halves, the thread beside
+        // took the second half after the whole vectors' search, and ended ~0.8 ms after
+        // this one (README, Benchmarks: with the halves' shared floor, `index.rs`, hybrid
+        // p99 2.39–2.90 → 2.03–2.15 ms, in turns in one process). The count goes to
+        // whichever thread is free first, and this one makes the generators.
         let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
         let make_generators =
             |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
@@ -203,88 +211,90 @@ impl Memory {
             .transpose()?;
         // With a thread beside, the table is read once for the search (both threads score
         // its lists), and let go before the candidates' cosines read it again.
-        let beside_embedder = match (&embedder, counted) {
+        let beside = match (&embedder, counted) {
             (Some(embedder), Some(counted)) if self.semantic.is_large() => {
                 Some((embedder, counted))
             }
             _ => None,
         };
-        let held = beside_embedder.map(|_| self.semantic.read_index());
-        // The vectors' search in two parts, once the thread beside has the query's vector.
-        let parted = std::sync::OnceLock::new();
-        let (total, generators, by_vectors) = std::thread::scope(|scope| {
-            let beside =
-                beside_embedder
-                    .zip(held.as_deref())
-                    .map(|((embedder, counted), table)| {
-                        let (parted, top_search) = (&parted, &top_search);
-                        scope.spawn(move || {
-                            let vector = semantic::Semantic::query_vector(
-                                embedder,
-                                query,
-                                context,
-                                CONTEXT_VECTOR_WEIGHT,
-                            );
-                            let search =
-                                parted.get_or_init(|| table.parted(&vector, pool, filter, None));
-                            // The first part of the lists, then the segments of BM25 not yet
-                            // begun, then the second part unless the other thread took it: at a
-                            // million entries, the two threads end about together.
-                            let exact = match search {
-                                Some(search) => {
-                                    search.work();
-                                    None
-                                }
-                                None => Some(table.nearest(&vector, pool, filter, None)),
-                            };
-                            if let Some(top) = top_search {
-                                top.work();
-                            }
-                            if let Some(search) = search {
-                                search.work();
-                            }
-                            (vector, exact, count_unless_taken(counted))
-                        })
-                    });
-            // With a thread beside, the two share BM25's segments and the vectors' parts;
-            // else BM25 may start one of its own.
-            match (&top_search, &beside) {
+        let held = beside.map(|_| self.semantic.read_index());
+        // The query's vector and the vectors' search, by whichever thread comes to it first:
+        // in two parts through the table's lists, or whole.
+        let by_vectors = std::sync::OnceLock::new();
+        let prepare = |embedder: &Embedder, table| {
+            let table: &vectors::VectorIndex = table;
+            let vector =
+                semantic::Semantic::query_vector(embedder, query, context, CONTEXT_VECTOR_WEIGHT);
+            let search = match table.parted(&vector, pool, filter, None) {
+                Some(parted) => Nearest::Parted(parted),
+                None => Nearest::Found(table.nearest(&vector, pool, filter, None)),
+            };
+            (vector, search)
+        };
+        let vector_part = |(_, search): &(vectors::Quantised, Nearest)| {
+            if let Nearest::Parted(parted) = search {
+                parted.work();
+            }
+        };
+        let counted_beside = Mutex::new(None);
+        let beside_work = |embedder: &Embedder, counted, table| {
+            // The first part of the lists, then the segments of BM25 not yet begun, then
+            // the second part unless the other thread took it: at a million entries, the
+            // two threads end about together.
+            let prepared = by_vectors.get_or_init(|| prepare(embedder, table));
+            vector_part(prepared);
+            if let Some(top) = &top_search {
+                top.work();
+            }
+            vector_part(prepared);
+            *counted_beside.lock().unwrap_or_else(|p| p.into_inner()) = count_unless_taken(counted);
+        };
+        let mut generators = Ok(None);
+        let mut counted_here = None;
+        let this_work = || {
+            // With a thread beside, the two share BM25's segments and the vectors' parts,
+            // and this one prepares the vectors' search if the other has not begun it (a
+            // thread woken on the other core may start late); else BM25 may start one of
+            // its own.
+            match (&top_search, beside) {
                 (Some(top), Some(_)) => top.work(),
                 (Some(top), None) => top.work_parted(),
                 (None, _) => {}
             }
-            if let Some(Some(search)) = parted.get() {
-                search.work();
+            if let (Some((embedder, _)), Some(table)) = (beside, held.as_deref()) {
+                let prepared = by_vectors.get_or_init(|| prepare(embedder, table));
+                vector_part(prepared);
+                vector_part(prepared);
             }
-            let generators = counted.map_or(Ok(None), make_generators);
-            let counted_here = counted.and_then(count_unless_taken);
-            let (meaning, counted_beside) = match beside {
-                Some(thread) => {
-                    let (vector, exact, counted) = thread
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    (Some((vector, exact)), counted)
-                }
-                None => (None, None),
-            };
-            let total = counted_here.or(counted_beside).unwrap_or(Ok(0));
-            (total, generators, meaning)
-        });
-        let by_vectors = match by_vectors {
-            Some((vector, exact)) => {
-                let nearest = exact.unwrap_or_else(|| {
-                    parted
-                        .into_inner()
-                        .flatten()
-                        .map_or_else(Vec::new, vectors::Parted::results)
-                });
-                Some((vector, nearest))
-            }
-            None => {
-                drop(parted);
-                None
-            }
+            (
+                counted.map_or(Ok(None), make_generators),
+                counted.and_then(count_unless_taken),
+            )
         };
+        match (beside.zip(held.as_deref()), index::helpers()) {
+            (Some(((embedder, counted), table)), Some(helpers)) => {
+                helpers.in_place_scope(|scope| {
+                    scope.spawn(|_| beside_work(embedder, counted, table));
+                    (generators, counted_here) = this_work();
+                });
+            }
+            (Some(((embedder, counted), table)), None) => {
+                (generators, counted_here) = this_work();
+                beside_work(embedder, counted, table);
+            }
+            (None, _) => (generators, counted_here) = this_work(),
+        }
+        let counted_beside = counted_beside
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner());
+        let total = counted_here.or(counted_beside).unwrap_or(Ok(0));
+        let by_vectors = by_vectors.into_inner().map(|(vector, search)| {
+            let nearest = match search {
+                Nearest::Parted(parted) => parted.results(),
+                Nearest::Found(found) => found,
+            };
+            (vector, nearest)
+        });
         drop(held);
         let by_vectors = by_vectors.or_else(|| embedder.as_deref().map(by_meaning));
         let hits = top_search.map_or(Ok(Vec::new()), index::TopSearch::hits);
