@@ -250,7 +250,14 @@ pub struct MemoryIndex {
     /// behind (~105 MB a half at a million entries). Shared, for the idle merge to hold it
     /// without the index.
     merging: Arc<Mutex<()>>,
+    /// Each segment's `id_hi` and `id_lo` columns, opened once ([`MemoryIndex::hits`]):
+    /// opening them read their headers at every search. Those of segments gone are let go
+    /// (they hold the segment's files) once a search reads fewer segments than they are.
+    id_columns: Mutex<HashMap<SegmentId, IdColumns>>,
 }
+
+/// A segment's `id_hi` and `id_lo` columns.
+type IdColumns = (Column<u64>, Column<u64>);
 
 /// One hit of a search: the entry id and its raw BM25 score.
 #[derive(Debug, Clone)]
@@ -510,6 +517,7 @@ impl MemoryIndex {
             more_writes_until_ms: AtomicU64::new(0),
             epoch: Instant::now(),
             merging: Arc::default(),
+            id_columns: Mutex::default(),
         });
         spawn_idle_committer(Arc::downgrade(&this));
         Ok((this, state))
@@ -1170,13 +1178,18 @@ impl MemoryIndex {
     /// The hits' entry ids, from the `id_hi` and `id_lo` fast fields: each segment's two
     /// columns are opened once for all its hits (opening one reads its block headers).
     fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> tantivy::Result<Vec<Hit>> {
-        let mut columns: HashMap<u32, (Column<u64>, Column<u64>)> = HashMap::new();
+        let mut columns = self.id_columns.lock().unwrap_or_else(|p| p.into_inner());
+        let readers = searcher.segment_readers();
+        if columns.len() > readers.len() {
+            columns.retain(|id, _| readers.iter().any(|r| r.segment_id() == *id));
+        }
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
-            let (hi, lo) = match columns.entry(addr.segment_ord) {
+            let reader = searcher.segment_reader(addr.segment_ord);
+            let (hi, lo) = match columns.entry(reader.segment_id()) {
                 hash_map::Entry::Occupied(open) => open.into_mut(),
                 hash_map::Entry::Vacant(slot) => {
-                    let fast = searcher.segment_reader(addr.segment_ord).fast_fields();
+                    let fast = reader.fast_fields();
                     slot.insert((fast.u64("id_hi")?, fast.u64("id_lo")?))
                 }
             };
@@ -1840,6 +1853,30 @@ mod tests {
         }
         assert_eq!(idx.segment_count(), parts);
         idx
+    }
+
+    /// A search keeps each segment's id columns open, and lets go of those of segments
+    /// merged away (they hold the segments' files).
+    #[test]
+    fn the_id_columns_of_segments_merged_away_are_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = in_parts(dir.path(), 3);
+        let search = |idx: &MemoryIndex| {
+            let searcher = idx.fresh_searcher().unwrap();
+            let terms: Vec<(String, f32)> =
+                idx.terms("entry").into_iter().map(|t| (t, 1.0)).collect();
+            let plan = idx.plan(&terms, None, None);
+            // Every entry: hits in every segment.
+            let hits = idx.top(&searcher, &plan, 150).unwrap();
+            assert_eq!(hits.len(), idx.num_docs(&searcher) as usize);
+            searcher.segment_readers().len()
+        };
+        let columns = |idx: &MemoryIndex| idx.id_columns.lock().unwrap().len();
+        assert_eq!(search(&idx), 3);
+        assert_eq!(columns(&idx), 3);
+        idx.merge_segments().unwrap();
+        assert_eq!(search(&idx), 1);
+        assert_eq!(columns(&idx), 1);
     }
 
     /// The idle merge leaves the segments to a merge under way, which would merge them

@@ -197,7 +197,7 @@ impl Memory {
         // slower). At a million entries, where BM25 reads two halves, the thread beside
         // took the second half after the whole vectors' search, and ended ~0.8 ms after
         // this one (README, Benchmarks: with the halves' shared floor, `index.rs`, hybrid
-        // p99 2.39–2.90 → 2.03–2.15 ms, in turns in one process). The count goes to
+        // p99 2.24 → 2.05 ms, in turns in one process). The count goes to
         // whichever thread is free first, and this one makes the generators.
         let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
         let make_generators =
