@@ -1176,7 +1176,8 @@ impl MemoryIndex {
     }
 
     /// The hits' entry ids, from the `id_hi` and `id_lo` fast fields: each segment's two
-    /// columns are opened once for all its hits (opening one reads its block headers).
+    /// columns are opened once and kept ([`MemoryIndex::id_columns`]; opening one reads
+    /// its block headers).
     fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> tantivy::Result<Vec<Hit>> {
         let mut columns = self.id_columns.lock().unwrap_or_else(|p| p.into_inner());
         let readers = searcher.segment_readers();

@@ -1146,7 +1146,7 @@ impl VectorIndex {
     }
 
     /// [`Self::nearest`] through `lists`, compiled for the machine's vector instructions:
-    /// the lists [`Self::probed`], then their rows the filter keeps.
+    /// the rows the filter keeps in the lists [`Self::probe`] reads.
     #[inline(always)]
     fn nearest_in_lists(
         &self,
@@ -1155,23 +1155,24 @@ impl VectorIndex {
         k: usize,
         kept: &Kept,
     ) -> Vec<(Ulid, f32)> {
-        let (probed, _) = self.probed(lists, query, k, kept);
         let mut best = Best::new(k);
-        self.score_lists(lists, &probed, query, kept, &mut best);
+        self.probe(lists, query, k, |list| {
+            self.score_list(lists, list, query, kept, &mut best)
+        });
         best.into_results(self, query)
     }
 
-    /// The lists a search through `lists` scores: by their centroid's cosine with the
-    /// query, nearest first, until [`Probe`] has enough rows the filter keeps; with the
-    /// rows each brings.
+    /// The lists by their centroid's cosine with the query, nearest first, each given to
+    /// `visit` (which returns how many of its rows the filter keeps) until [`Probe`] has
+    /// enough rows.
     #[inline(always)]
-    fn probed(
+    fn probe(
         &self,
         lists: &Lists,
         query: &Quantised,
         k: usize,
-        kept: &Kept,
-    ) -> (Vec<u32>, Vec<usize>) {
+        mut visit: impl FnMut(u32) -> usize,
+    ) {
         let c = &lists.centroids;
         // Plain loops: iterator adapters such as `collect` may stay calls that the
         // dispatch's instructions do not reach.
@@ -1181,12 +1182,27 @@ impl VectorIndex {
         }
         order.sort_unstable_by(|a, b| b.cmp(a));
         let probe = Probe::new(k, self.len(), c.len());
-        let (mut probed, mut rows) = (Vec::new(), Vec::new());
         let mut scored = 0;
-        for (n, &(_, list)) in order.iter().enumerate() {
-            if probe.done(n, scored) {
+        for (probed, &(_, list)) in order.iter().enumerate() {
+            if probe.done(probed, scored) {
                 break;
             }
+            scored += visit(list);
+        }
+    }
+
+    /// The lists [`Self::probe`] reads, with how many rows the filter keeps in each, none
+    /// scored.
+    #[inline(always)]
+    fn probed(
+        &self,
+        lists: &Lists,
+        query: &Quantised,
+        k: usize,
+        kept: &Kept,
+    ) -> (Vec<u32>, Vec<usize>) {
+        let (mut probed, mut rows) = (Vec::new(), Vec::new());
+        self.probe(lists, query, k, |list| {
             let mut brings = 0;
             if let Some(base) = &self.base {
                 for r in base.list(list as usize) {
@@ -1198,32 +1214,33 @@ impl VectorIndex {
             }
             probed.push(list);
             rows.push(brings);
-            scored += brings;
-        }
+            brings
+        });
         (probed, rows)
     }
 
-    /// Offers the rows of `probed` the filter keeps to `best`.
+    /// Offers the rows of `list` the filter keeps to `best`; returns how many.
     #[inline(always)]
-    fn score_lists(
+    fn score_list(
         &self,
         lists: &Lists,
-        probed: &[u32],
+        list: u32,
         query: &Quantised,
         kept: &Kept,
         best: &mut Best,
-    ) {
-        for &list in probed {
-            if let Some(base) = &self.base {
-                self.offer_base(base, base.list(list as usize), query, kept, best);
-            }
-            for &i in &lists.members[list as usize] {
-                let i = i as usize;
-                if self.keeps(kept, i) {
-                    self.offer(query, i, best);
-                }
+    ) -> usize {
+        let mut scored = 0;
+        if let Some(base) = &self.base {
+            scored += self.offer_base(base, base.list(list as usize), query, kept, best);
+        }
+        for &i in &lists.members[list as usize] {
+            let i = i as usize;
+            if self.keeps(kept, i) {
+                self.offer(query, i, best);
+                scored += 1;
             }
         }
+        scored
     }
 
     /// [`Self::nearest`] through the lists, in two parts of about as many rows for two
@@ -1420,7 +1437,7 @@ impl pulp::WithSimd for Probed<'_> {
     }
 }
 
-/// [`VectorIndex::score_lists`] through [`simd`]'s dispatch.
+/// [`VectorIndex::score_list`] of each of `probed`, through [`simd`]'s dispatch.
 struct ScoreLists<'a> {
     index: &'a VectorIndex,
     lists: &'a Lists,
@@ -1435,8 +1452,10 @@ impl pulp::WithSimd for ScoreLists<'_> {
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _: S) {
-        self.index
-            .score_lists(self.lists, self.probed, self.query, self.kept, self.best);
+        for &list in self.probed {
+            self.index
+                .score_list(self.lists, list, self.query, self.kept, self.best);
+        }
     }
 }
 
