@@ -1146,7 +1146,7 @@ impl VectorIndex {
     }
 
     /// [`Self::nearest`] through `lists`, compiled for the machine's vector instructions:
-    /// the rows the filter keeps in the lists [`Self::probe`] reads.
+    /// the rows the filter keeps in the lists [`Self::probing`] gives.
     #[inline(always)]
     fn nearest_in_lists(
         &self,
@@ -1156,23 +1156,17 @@ impl VectorIndex {
         kept: &Kept,
     ) -> Vec<(Ulid, f32)> {
         let mut best = Best::new(k);
-        self.probe(lists, query, k, |list| {
-            self.score_list(lists, list, query, kept, &mut best)
-        });
+        let mut probing = self.probing(lists, query, k);
+        while let Some(list) = probing.next() {
+            probing.count(self.score_list(lists, list, query, kept, &mut best));
+        }
         best.into_results(self, query)
     }
 
-    /// The lists by their centroid's cosine with the query, nearest first, each given to
-    /// `visit` (which returns how many of its rows the filter keeps) until [`Probe`] has
-    /// enough rows.
+    /// The lists a search through `lists` reads: by their centroid's cosine with the
+    /// query, nearest first, until [`Probe`] has enough rows the filter keeps.
     #[inline(always)]
-    fn probe(
-        &self,
-        lists: &Lists,
-        query: &Quantised,
-        k: usize,
-        mut visit: impl FnMut(u32) -> usize,
-    ) {
+    fn probing(&self, lists: &Lists, query: &Quantised, k: usize) -> Probing {
         let c = &lists.centroids;
         // Plain loops: iterator adapters such as `collect` may stay calls that the
         // dispatch's instructions do not reach.
@@ -1181,18 +1175,16 @@ impl VectorIndex {
             order.push((Score(dot(&query.values, centroid) as f32 * scale), n as u32));
         }
         order.sort_unstable_by(|a, b| b.cmp(a));
-        let probe = Probe::new(k, self.len(), c.len());
-        let mut scored = 0;
-        for (probed, &(_, list)) in order.iter().enumerate() {
-            if probe.done(probed, scored) {
-                break;
-            }
-            scored += visit(list);
+        Probing {
+            order,
+            probe: Probe::new(k, self.len(), c.len()),
+            given: 0,
+            scored: 0,
         }
     }
 
-    /// The lists [`Self::probe`] reads, with how many rows the filter keeps in each, none
-    /// scored.
+    /// The lists [`Self::probing`] gives, with how many rows the filter keeps in each,
+    /// none scored.
     #[inline(always)]
     fn probed(
         &self,
@@ -1202,7 +1194,8 @@ impl VectorIndex {
         kept: &Kept,
     ) -> (Vec<u32>, Vec<usize>) {
         let (mut probed, mut rows) = (Vec::new(), Vec::new());
-        self.probe(lists, query, k, |list| {
+        let mut probing = self.probing(lists, query, k);
+        while let Some(list) = probing.next() {
             let mut brings = 0;
             if let Some(base) = &self.base {
                 for r in base.list(list as usize) {
@@ -1214,8 +1207,8 @@ impl VectorIndex {
             }
             probed.push(list);
             rows.push(brings);
-            brings
-        });
+            probing.count(brings);
+        }
         (probed, rows)
     }
 
@@ -1320,6 +1313,40 @@ impl Probe {
     /// Whether `scored` rows in the `probed` nearest lists are enough.
     fn done(&self, probed: usize, scored: usize) -> bool {
         scored >= self.wanted && (probed >= PROBE_MIN_LISTS || scored >= self.mean_lists)
+    }
+}
+
+/// The lists a search reads, nearest first ([`VectorIndex::probing`]), each told how many
+/// rows it brought. A loop over them, not a closure each list is given to: a closure is
+/// compiled without the dispatch's vector instructions, and the scoring in it called
+/// them one by one (an add's search by meaning at a million entries took 4.5 ms, not
+/// 1.4).
+struct Probing {
+    /// The lists, nearest first.
+    order: Vec<(Score, u32)>,
+    probe: Probe,
+    /// How many lists were given.
+    given: usize,
+    /// The rows they brought.
+    scored: usize,
+}
+
+impl Probing {
+    /// The next list to read; `None` once the lists given brought enough rows.
+    #[inline(always)]
+    fn next(&mut self) -> Option<u32> {
+        if self.probe.done(self.given, self.scored) {
+            return None;
+        }
+        let &(_, list) = self.order.get(self.given)?;
+        self.given += 1;
+        Some(list)
+    }
+
+    /// The rows the filter keeps in the list given last.
+    #[inline(always)]
+    fn count(&mut self, rows: usize) {
+        self.scored += rows;
     }
 }
 
