@@ -31,6 +31,7 @@ use ulid::Ulid;
 
 use super::maxscore;
 use super::model::{Entry, EntryType};
+use super::stages::Flag;
 
 /// Bump when the schema or the analyzer changes: an index of another version is rebuilt.
 /// 3: an entry's title, tags and content in one field (`words`), without positions.
@@ -357,11 +358,23 @@ impl TopSearch<'_> {
             .map(|r| u64::from(r.max_doc()))
             .sum();
         match helpers() {
-            Some(helpers) if self.order.len() >= 2 && entries >= parallel_from() => helpers
-                .in_place_scope(|scope| {
-                    scope.spawn(|_| self.work());
+            Some(helpers)
+                if self.order.len() >= 2
+                    && entries >= parallel_from()
+                    && helpers.current_thread_index().is_none() =>
+            {
+                // Waited for spinning, not on the scope's end: a thread put to sleep there
+                // until the helper is done wakes late (`stages`).
+                let done = Flag::default();
+                helpers.in_place_scope(|scope| {
+                    scope.spawn(|_| {
+                        let _done = done.raise_on_drop();
+                        self.work();
+                    });
                     self.work();
-                }),
+                    done.wait();
+                });
+            }
             _ => self.work(),
         }
     }
@@ -404,10 +417,10 @@ impl TopSearch<'_> {
 
     /// The top hits, once every thread that worked on them is done; the segments none
     /// took are searched on this one.
-    pub fn hits(self) -> tantivy::Result<Vec<Hit>> {
+    pub fn hits(&self) -> tantivy::Result<Vec<Hit>> {
         // The segments no thread took, if any.
         self.work();
-        let found = self.found.into_inner().unwrap_or_else(|p| p.into_inner());
+        let found = std::mem::take(&mut *self.found.lock().unwrap_or_else(|p| p.into_inner()));
         let found: Vec<_> = found.into_iter().collect::<tantivy::Result<_>>()?;
         let top = maxscore::merge(found, self.k);
         self.index.hits(self.searcher, top)
@@ -815,33 +828,30 @@ impl MemoryIndex {
         Ok(present)
     }
 
-    /// Where the entries `ids` are in the index: their live documents (an id the index
-    /// lacks is left out).
-    pub fn docs_of(
+    /// Which of `ids` have a live document in the segment `ord`, and where (an entry
+    /// has one live document in the index: the others, written before, are deleted).
+    pub fn docs_in_segment(
         &self,
         searcher: &Searcher,
+        ord: u32,
         ids: &[Ulid],
-    ) -> tantivy::Result<HashMap<Ulid, DocAddress>> {
-        let mut found = HashMap::with_capacity(ids.len());
-        for (ord, reader) in searcher.segment_readers().iter().enumerate() {
-            let inverted = reader.inverted_index(self.fields.id)?;
-            for id in ids {
-                if found.contains_key(id) {
-                    continue;
+    ) -> tantivy::Result<Vec<(Ulid, DocAddress)>> {
+        let reader = searcher.segment_reader(ord);
+        let inverted = reader.inverted_index(self.fields.id)?;
+        let mut found = Vec::new();
+        for id in ids {
+            let term = Term::from_field_text(self.fields.id, &id.to_string());
+            let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic)?
+            else {
+                continue;
+            };
+            let mut doc = postings.doc();
+            while doc != TERMINATED {
+                if !reader.is_deleted(doc) {
+                    found.push((*id, DocAddress::new(ord, doc)));
+                    break;
                 }
-                let term = Term::from_field_text(self.fields.id, &id.to_string());
-                let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic)?
-                else {
-                    continue;
-                };
-                let mut doc = postings.doc();
-                while doc != TERMINATED {
-                    if !reader.is_deleted(doc) {
-                        found.insert(*id, DocAddress::new(ord as u32, doc));
-                        break;
-                    }
-                    doc = postings.advance();
-                }
+                doc = postings.advance();
             }
         }
         Ok(found)
@@ -1506,9 +1516,15 @@ mod tests {
         idx.upsert(&first).unwrap();
         let searcher = idx.fresh_searcher().unwrap();
         let unknown = ulid::Ulid::new();
-        let docs = idx
-            .docs_of(&searcher, &[first.id, second.id, unknown])
-            .unwrap();
+        let mut docs = std::collections::HashMap::new();
+        for ord in 0..searcher.segment_readers().len() as u32 {
+            for (id, doc) in idx
+                .docs_in_segment(&searcher, ord, &[first.id, second.id, unknown])
+                .unwrap()
+            {
+                assert!(docs.insert(id, doc).is_none(), "one live document: {id}");
+            }
+        }
         assert_eq!(docs.len(), 2, "the unknown id is left out: {docs:?}");
         let terms: Vec<String> = ["timestamps", "safari", "browser", "tablet", "network"]
             .iter()

@@ -18,6 +18,7 @@ mod review;
 mod search;
 mod semantic;
 mod similarity;
+mod stages;
 mod stem;
 mod suggestions;
 mod transfer;

@@ -14,18 +14,19 @@
 //! meaning alone); counting only the lexical score a keyword query earns keeps both.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use tantivy::DocAddress;
 use ulid::Ulid;
 
 use super::embeddings::Embedder;
 use super::index::{self, TextField};
+use super::stages::{Flag, Stage};
 use super::vectors::{self, Filter};
 use super::{
-    Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery, SearchResult, check_range,
-    round2, semantic, similarity, squash,
+    Entry, Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery, SearchResult,
+    check_range, round2, semantic, similarity, squash,
 };
 
 /// Search `limit` bounds and default (spec 003).
@@ -198,7 +199,9 @@ impl Memory {
         // took the second half after the whole vectors' search, and ended ~0.8 ms after
         // this one (README, Benchmarks: with the halves' shared floor, `index.rs`, hybrid
         // p99 2.24 → 2.05 ms, in turns in one process). The count goes to
-        // whichever thread is free first, and this one makes the generators.
+        // whichever thread is free first, and this one makes the generators. This one
+        // waits for the helper spinning, not asleep on the scope's end (woken late), and
+        // the helper stays for the steps after (`stages`).
         let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
         let make_generators =
             |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
@@ -210,7 +213,7 @@ impl Memory {
             .map(|plan| idx.top_search(&searcher, plan, pool))
             .transpose()?;
         // With a thread beside, the table is read once for the search (both threads score
-        // its lists), and let go before the candidates' cosines read it again.
+        // its lists, and the candidates' cosines are read from it).
         let beside = match (&embedder, counted) {
             (Some(embedder), Some(counted)) if self.semantic.is_large() => {
                 Some((embedder, counted))
@@ -220,7 +223,7 @@ impl Memory {
         let held = beside.map(|_| self.semantic.read_index());
         // The query's vector and the vectors' search, by whichever thread comes to it first:
         // in two parts through the table's lists, or whole.
-        let by_vectors = std::sync::OnceLock::new();
+        let by_vectors = OnceLock::new();
         let prepare = |embedder: &Embedder, table| {
             let table: &vectors::VectorIndex = table;
             let vector =
@@ -249,8 +252,6 @@ impl Memory {
             vector_part(prepared);
             *counted_beside.lock().unwrap_or_else(|p| p.into_inner()) = count_unless_taken(counted);
         };
-        let mut generators = Ok(None);
-        let mut counted_here = None;
         let this_work = || {
             // With a thread beside, the two share BM25's segments and the vectors' parts,
             // and this one prepares the vectors' search if the other has not begun it (a
@@ -271,176 +272,276 @@ impl Memory {
                 counted.and_then(count_unless_taken),
             )
         };
-        match (beside.zip(held.as_deref()), index::helpers()) {
-            (Some(((embedder, counted), table)), Some(helpers)) => {
-                helpers.in_place_scope(|scope| {
-                    scope.spawn(|_| beside_work(embedder, counted, table));
-                    (generators, counted_here) = this_work();
-                });
-            }
-            (Some(((embedder, counted), table)), None) => {
-                (generators, counted_here) = this_work();
-                beside_work(embedder, counted, table);
-            }
-            (None, _) => (generators, counted_here) = this_work(),
-        }
-        let counted_beside = counted_beside
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner());
-        let total = counted_here.or(counted_beside).unwrap_or(Ok(0));
-        let by_vectors = by_vectors.into_inner().map(|(vector, search)| {
-            let nearest = match search {
-                Nearest::Parted(parted) => parted.results(),
-                Nearest::Found(found) => found,
-            };
-            (vector, nearest)
-        });
-        drop(held);
-        let by_vectors = by_vectors.or_else(|| embedder.as_deref().map(by_meaning));
-        let hits = top_search.map_or(Ok(Vec::new()), index::TopSearch::hits);
-        let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
-        if let (Some(_), Some(full), Some(counted_full)) = (&narrowed, &full, counted_full)
-            && hits.len() < pool
-        {
-            hits = idx.top(&searcher, full, pool)?;
-            total = count(counted_full)?;
-            generators = make_generators(counted_full)?;
-        }
-        let bm25: HashMap<Ulid, f32> = hits.iter().map(|h| (h.id, h.score)).collect();
-        let top = hits
-            .first()
-            .map(|h| h.score)
-            .unwrap_or(1.0)
-            .max(f32::EPSILON);
-        let mut candidates: Vec<Ulid> = hits.iter().map(|h| h.id).collect();
 
-        let mut cosines: HashMap<Ulid, f32> = HashMap::new();
-        if let Some((vector, nearest)) = by_vectors {
-            for (id, cosine) in nearest {
-                if cosine < SEARCH_COSINE_MIN {
-                    continue;
-                }
-                if !bm25.contains_key(&id) {
-                    total += 1;
-                    candidates.push(id);
-                }
-                cosines.insert(id, cosine);
-            }
-            let lexical_only: Vec<Ulid> = candidates
-                .iter()
-                .filter(|id| !cosines.contains_key(id))
-                .copied()
-                .collect();
-            for (id, cosine) in lexical_only
-                .iter()
-                .zip(self.semantic.cosines(&vector, &lexical_only))
-            {
-                cosines.insert(*id, cosine.unwrap_or(0.0));
-            }
-        }
-        if candidates.is_empty() {
-            let mut o = outcome(total, Vec::new());
-            o.hint = NO_MATCH_HINT.into();
-            return Ok(o);
-        }
-
+        // What follows both searches, in two steps the helper shares too (`stages`): each
+        // candidate's coverage of the query (the index's segments apart) and, for BM25's
+        // candidates the vectors did not bring, its cosine; then the entries shown, read
+        // and given their snippets.
         let query_idf: Vec<(String, f32)> =
             query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
         let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
         let query_words: Vec<&str> = query_terms.iter().map(String::as_str).collect();
-        let score_of = |id: &Ulid, coverage: f32| {
-            let bm25_score = bm25.get(id).copied().unwrap_or(0.0);
-            let lexical = COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (bm25_score / top);
-            let score = match (&embedder, ranking) {
-                (None, _) => lexical,
-                (Some(_), Ranking::Semantic) => meaning(cosines[id]),
-                (Some(_), _) => fuse(lexical, cosines[id]),
-            };
-            // BM25 alone ranks by the score as shown, then by BM25; by meaning, the score
-            // itself decides (rounding it would hand ties to incidental words).
-            let rank = if embedder.is_some() {
-                f64::from(score)
-            } else {
-                round2(score)
-            };
-            (rank, bm25_score, score)
+        let cosines_of = |vector: &vectors::Quantised, ids: &[Ulid]| match held.as_deref() {
+            // The table read for the search is still held: not read again.
+            Some(table) => table.cosines(vector, ids),
+            None => self.semantic.cosines(vector, ids),
         };
-        // Coverage, the idf-weighted share of the query's words an entry contains, from
-        // the index's postings: BM25's hits say where they are, the vectors' are looked
-        // up. Only the entries shown are read.
-        let coverage: HashMap<Ulid, f32> = if idf_total > 0.0 {
-            let mut docs: HashMap<Ulid, DocAddress> = hits.iter().map(|h| (h.id, h.doc)).collect();
-            let unplaced: Vec<Ulid> = candidates
-                .iter()
-                .filter(|id| !docs.contains_key(id))
-                .copied()
-                .collect();
-            if !unplaced.is_empty() {
-                docs.extend(idx.docs_of(&searcher, &unplaced)?);
+        let cover = |item: &Cover| -> Result<Covered> {
+            match item {
+                Cover::Segment {
+                    ord,
+                    placed,
+                    unplaced,
+                } => {
+                    let mut docs = placed.clone();
+                    docs.extend(idx.docs_in_segment(&searcher, *ord, unplaced)?);
+                    let addresses: Vec<DocAddress> = docs.iter().map(|(_, d)| *d).collect();
+                    let present = idx.terms_present(&searcher, &addresses, &query_words)?;
+                    let covered = docs
+                        .into_iter()
+                        .zip(present)
+                        .map(|((id, _), flags)| {
+                            let weight: f32 = flags
+                                .iter()
+                                .zip(&query_idf)
+                                .filter(|(present, _)| **present)
+                                .map(|(_, (_, w))| w)
+                                .sum();
+                            (id, weight / idf_total)
+                        })
+                        .collect();
+                    Ok(Covered::Segment(covered))
+                }
+                Cover::Cosines(vector, ids) => Ok(Covered::Cosines(
+                    ids.iter()
+                        .copied()
+                        .zip(cosines_of(vector, ids))
+                        .map(|(id, cosine)| (id, cosine.unwrap_or(0.0)))
+                        .collect(),
+                )),
             }
-            let (ids, addresses): (Vec<Ulid>, Vec<DocAddress>) = docs.into_iter().unzip();
-            let present = idx.terms_present(&searcher, &addresses, &query_words)?;
-            ids.into_iter()
-                .zip(present)
-                .map(|(id, flags)| {
-                    let weight: f32 = flags
+        };
+        let covering: Stage<Cover, Result<Covered>> = Stage::new();
+        let snippets: OnceLock<Option<index::Snippets>> = OnceLock::new();
+        let show = |&(score, id): &(f32, Ulid)| -> Result<Option<SearchResult>> {
+            let generators = snippets.get().and_then(Option::as_ref);
+            Ok(self.get(&id)?.map(|entry| shown(entry, score, generators)))
+        };
+        let showing: Stage<(f32, Ulid), Result<Option<SearchResult>>> = Stage::new();
+        let ended = Flag::default();
+        let beside_done = Flag::default();
+
+        let finish = |generators: tantivy::Result<Option<index::Snippets>>,
+                      counted_here: Option<tantivy::Result<u64>>|
+         -> Result<SearchOutcome> {
+            let counted_beside =
+                std::mem::take(&mut *counted_beside.lock().unwrap_or_else(|p| p.into_inner()));
+            let total = counted_here.or(counted_beside).unwrap_or(Ok(0));
+            let by_vectors = match by_vectors.get() {
+                Some((vector, Nearest::Parted(parted))) => Some((vector.clone(), parted.results())),
+                Some((vector, Nearest::Found(found))) => Some((vector.clone(), found.clone())),
+                None => embedder.as_deref().map(by_meaning),
+            };
+            let hits = top_search
+                .as_ref()
+                .map_or(Ok(Vec::new()), index::TopSearch::hits);
+            let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
+            if let (Some(_), Some(full), Some(counted_full)) = (&narrowed, &full, counted_full)
+                && hits.len() < pool
+            {
+                hits = idx.top(&searcher, full, pool)?;
+                total = count(counted_full)?;
+                generators = make_generators(counted_full)?;
+            }
+            let _ = snippets.set(generators);
+            let bm25: HashMap<Ulid, f32> = hits.iter().map(|h| (h.id, h.score)).collect();
+            let top = hits
+                .first()
+                .map(|h| h.score)
+                .unwrap_or(1.0)
+                .max(f32::EPSILON);
+            let mut candidates: Vec<Ulid> = hits.iter().map(|h| h.id).collect();
+
+            let mut cosines: HashMap<Ulid, f32> = HashMap::new();
+            let mut items = Vec::new();
+            if let Some((vector, nearest)) = by_vectors {
+                for (id, cosine) in nearest {
+                    if cosine < SEARCH_COSINE_MIN {
+                        continue;
+                    }
+                    if !bm25.contains_key(&id) {
+                        total += 1;
+                        candidates.push(id);
+                    }
+                    cosines.insert(id, cosine);
+                }
+                let lexical_only: Vec<Ulid> = candidates
+                    .iter()
+                    .filter(|id| !cosines.contains_key(id))
+                    .copied()
+                    .collect();
+                if !lexical_only.is_empty() {
+                    items.push(Cover::Cosines(vector, lexical_only));
+                }
+            }
+            if candidates.is_empty() {
+                let mut o = outcome(total, Vec::new());
+                o.hint = NO_MATCH_HINT.into();
+                return Ok(o);
+            }
+            // Coverage, the idf-weighted share of the query's words an entry contains,
+            // from the index's postings: BM25's hits say where they are, the vectors'
+            // are looked up in each segment.
+            if idf_total > 0.0 {
+                let unplaced: Vec<Ulid> = candidates
+                    .iter()
+                    .filter(|id| !bm25.contains_key(id))
+                    .copied()
+                    .collect();
+                for ord in 0..searcher.segment_readers().len() as u32 {
+                    let placed: Vec<(Ulid, DocAddress)> = hits
                         .iter()
-                        .zip(&query_idf)
-                        .filter(|(present, _)| **present)
-                        .map(|(_, (_, w))| w)
-                        .sum();
-                    (id, weight / idf_total)
-                })
-                .collect()
-        } else {
-            HashMap::new()
-        };
-        let mut ranked: Vec<((f64, f32), f32, Ulid)> = candidates
-            .iter()
-            .map(|id| {
-                let (rank, bm25_score, score) =
-                    score_of(id, coverage.get(id).copied().unwrap_or(0.0));
-                ((rank, bm25_score), score, *id)
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
-        let mut results = Vec::with_capacity(limit);
-        for (_, score, id) in ranked {
-            if results.len() == limit {
-                break;
+                        .filter(|h| h.doc.segment_ord == ord)
+                        .map(|h| (h.id, h.doc))
+                        .collect();
+                    if !placed.is_empty() || !unplaced.is_empty() {
+                        items.push(Cover::Segment {
+                            ord,
+                            placed,
+                            unplaced: unplaced.clone(),
+                        });
+                    }
+                }
             }
-            if let Some(entry) = self.get(&id)? {
-                results.push((score, entry));
+            // The segments first, the most entries first; the cosines last.
+            items.reverse();
+            let mut coverage: HashMap<Ulid, f32> = HashMap::new();
+            for covered in covering.run(items, &cover) {
+                match covered? {
+                    // An entry found in two segments (never, live) counts in the first.
+                    Covered::Segment(found) => {
+                        for (id, share) in found {
+                            coverage.entry(id).or_insert(share);
+                        }
+                    }
+                    Covered::Cosines(found) => cosines.extend(found),
+                }
+            }
+            let score_of = |id: &Ulid, coverage: f32| {
+                let bm25_score = bm25.get(id).copied().unwrap_or(0.0);
+                let lexical =
+                    COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (bm25_score / top);
+                let score = match (&embedder, ranking) {
+                    (None, _) => lexical,
+                    (Some(_), Ranking::Semantic) => meaning(cosines[id]),
+                    (Some(_), _) => fuse(lexical, cosines[id]),
+                };
+                // BM25 alone ranks by the score as shown, then by BM25; by meaning, the
+                // score itself decides (rounding it would hand ties to incidental words).
+                let rank = if embedder.is_some() {
+                    f64::from(score)
+                } else {
+                    round2(score)
+                };
+                (rank, bm25_score, score)
+            };
+            let mut ranked: Vec<((f64, f32), f32, Ulid)> = candidates
+                .iter()
+                .map(|id| {
+                    let (rank, bm25_score, score) =
+                        score_of(id, coverage.get(id).copied().unwrap_or(0.0));
+                    ((rank, bm25_score), score, *id)
+                })
+                .collect();
+            ranked.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
+            // The first `limit` read side by side; an entry removed since the search
+            // makes room for the next.
+            let mut ranked = ranked.into_iter().map(|(_, score, id)| (score, id));
+            let first: Vec<(f32, Ulid)> = ranked.by_ref().take(limit).collect();
+            let mut results = Vec::with_capacity(limit);
+            for result in showing.run(first, &show) {
+                results.extend(result?);
+            }
+            for next in ranked {
+                if results.len() == limit {
+                    break;
+                }
+                results.extend(show(&next)?);
+            }
+            Ok(outcome(total, results))
+        };
+        match (beside.zip(held.as_deref()), index::helpers()) {
+            (Some(((embedder, counted), table)), Some(helpers))
+                if helpers.current_thread_index().is_none() =>
+            {
+                helpers.in_place_scope(|scope| {
+                    let _end = ended.raise_on_drop();
+                    scope.spawn(|_| {
+                        {
+                            let _done = beside_done.raise_on_drop();
+                            beside_work(embedder, counted, table);
+                        }
+                        covering.help(&ended, &cover);
+                        showing.help(&ended, &show);
+                    });
+                    let (generators, counted_here) = this_work();
+                    beside_done.wait();
+                    finish(generators, counted_here)
+                })
+            }
+            (Some(((embedder, counted), table)), _) => {
+                let (generators, counted_here) = this_work();
+                beside_work(embedder, counted, table);
+                finish(generators, counted_here)
+            }
+            (None, _) => {
+                let (generators, counted_here) = this_work();
+                finish(generators, counted_here)
             }
         }
-        // Snippets for the results shown only.
-        let results = results
-            .into_iter()
-            .map(|(score, entry)| {
-                let tags = entry.tags.join(" ");
-                // On a tie, content first, then title, context, tags.
-                let texts = [
-                    (TextField::Content, entry.content.as_str()),
-                    (TextField::Title, entry.title.as_str()),
-                    (TextField::Context, entry.context.as_deref().unwrap_or("")),
-                    (TextField::Tags, tags.as_str()),
-                ];
-                let best = generators.as_ref().and_then(|g| g.best(&texts));
-                let snippet = match best {
-                    Some((_, s)) => squash(s.fragment()),
-                    None => lead(&entry.content, &entry.title),
-                };
-                SearchResult {
-                    id: entry.id.to_string(),
-                    entry_type: entry.entry_type.to_string(),
-                    title: entry.title,
-                    score: round2(score),
-                    snippet,
-                    tags: entry.tags,
-                }
-            })
-            .collect();
-        Ok(outcome(total, results))
+    }
+}
+
+/// An item of coverage's step: a segment's candidates (BM25's, already placed, and the
+/// vectors', to look up), or the cosines of BM25's candidates the vectors did not bring.
+enum Cover {
+    Segment {
+        ord: u32,
+        placed: Vec<(Ulid, DocAddress)>,
+        unplaced: Vec<Ulid>,
+    },
+    Cosines(vectors::Quantised, Vec<Ulid>),
+}
+
+/// What a [`Cover`] gives: each candidate's coverage, or its cosine.
+enum Covered {
+    Segment(Vec<(Ulid, f32)>),
+    Cosines(Vec<(Ulid, f32)>),
+}
+
+/// An entry as a search result: its best snippet, or its lead when no word was found in
+/// its texts.
+fn shown(entry: Entry, score: f32, generators: Option<&index::Snippets>) -> SearchResult {
+    let tags = entry.tags.join(" ");
+    // On a tie, content first, then title, context, tags.
+    let texts = [
+        (TextField::Content, entry.content.as_str()),
+        (TextField::Title, entry.title.as_str()),
+        (TextField::Context, entry.context.as_deref().unwrap_or("")),
+        (TextField::Tags, tags.as_str()),
+    ];
+    let best = generators.and_then(|g| g.best(&texts));
+    let snippet = match best {
+        Some((_, s)) => squash(s.fragment()),
+        None => lead(&entry.content, &entry.title),
+    };
+    SearchResult {
+        id: entry.id.to_string(),
+        entry_type: entry.entry_type.to_string(),
+        title: entry.title,
+        score: round2(score),
+        snippet,
+        tags: entry.tags,
     }
 }
 

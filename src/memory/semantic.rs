@@ -529,10 +529,7 @@ impl Semantic {
 
     /// The cosine of `query` with the summary of each of `ids` that has one.
     pub fn cosines(&self, query: &Quantised, ids: &[Ulid]) -> Vec<Option<f32>> {
-        let index = self.read_index();
-        ids.iter()
-            .map(|id| index.get(id).map(|v| query.cosine(&v)))
-            .collect()
+        self.read_index().cosines(query, ids)
     }
 }
 

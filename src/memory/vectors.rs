@@ -1014,6 +1014,13 @@ impl VectorIndex {
     }
 
     /// The summary vector of `id`.
+    /// The cosine of `query` with the summary of each of `ids` that has one.
+    pub fn cosines(&self, query: &Quantised, ids: &[Ulid]) -> Vec<Option<f32>> {
+        ids.iter()
+            .map(|id| self.get(id).map(|v| query.cosine(&v)))
+            .collect()
+    }
+
     pub fn get(&self, id: &Ulid) -> Option<Quantised> {
         if let Some(&i) = self.at.get(id) {
             return Some(self.summary_of(i));
@@ -1434,10 +1441,11 @@ impl Parted<'_> {
 
     /// The entries nearest the query and their cosines, best first, once the parts are
     /// scored (those no thread took, on this one).
-    pub fn results(self) -> Vec<(Ulid, f32)> {
+    pub fn results(&self) -> Vec<(Ulid, f32)> {
         while self.work() {}
         let mut best = Best::new(self.k);
-        for part in self.found.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        let found = std::mem::take(&mut *self.found.lock().unwrap_or_else(|p| p.into_inner()));
+        for part in found {
             for std::cmp::Reverse((score, slot)) in part.heap {
                 best.offer(score, slot);
             }
