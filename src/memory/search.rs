@@ -363,7 +363,7 @@ impl Memory {
             let mut candidates: Vec<Ulid> = hits.iter().map(|h| h.id).collect();
 
             let mut cosines: HashMap<Ulid, f32> = HashMap::new();
-            let mut items = Vec::new();
+            let mut lexical_cosines = None;
             if let Some((vector, nearest)) = by_vectors {
                 for (id, cosine) in nearest {
                     if cosine < SEARCH_COSINE_MIN {
@@ -381,7 +381,7 @@ impl Memory {
                     .copied()
                     .collect();
                 if !lexical_only.is_empty() {
-                    items.push(Cover::Cosines(vector, lexical_only));
+                    lexical_cosines = Some(Cover::Cosines(vector, lexical_only));
                 }
             }
             if candidates.is_empty() {
@@ -391,14 +391,21 @@ impl Memory {
             }
             // Coverage, the idf-weighted share of the query's words an entry contains,
             // from the index's postings: BM25's hits say where they are, the vectors'
-            // are looked up in each segment.
+            // are looked up in each segment. The segments first, the most entries
+            // first, the cosines last.
+            let mut items = Vec::new();
             if idf_total > 0.0 {
                 let unplaced: Vec<Ulid> = candidates
                     .iter()
                     .filter(|id| !bm25.contains_key(id))
                     .copied()
                     .collect();
-                for ord in 0..searcher.segment_readers().len() as u32 {
+                let mut segments: Vec<(u32, u32)> = (0u32..)
+                    .zip(searcher.segment_readers())
+                    .map(|(ord, reader)| (reader.max_doc(), ord))
+                    .collect();
+                segments.sort_unstable_by(|a, b| b.cmp(a));
+                for (_, ord) in segments {
                     let placed: Vec<(Ulid, DocAddress)> = hits
                         .iter()
                         .filter(|h| h.doc.segment_ord == ord)
@@ -413,12 +420,11 @@ impl Memory {
                     }
                 }
             }
-            // The segments first, the most entries first; the cosines last.
-            items.reverse();
+            items.extend(lexical_cosines);
             let mut coverage: HashMap<Ulid, f32> = HashMap::new();
             for covered in covering.run(items, &cover) {
                 match covered? {
-                    // An entry found in two segments (never, live) counts in the first.
+                    // An entry has one live document: in one segment.
                     Covered::Segment(found) => {
                         for (id, share) in found {
                             coverage.entry(id).or_insert(share);
