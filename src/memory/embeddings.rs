@@ -385,7 +385,7 @@ fn indices(view: &TensorView<'_>, name: &str) -> Result<Vec<usize>, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::HashMap;
 
     use safetensors::tensor::{Dtype, TensorView};
@@ -394,7 +394,7 @@ mod tests {
 
     /// The model `scripts/test` builds (`scripts/make-test-model`): all-MiniLM-L6-v2 distilled
     /// into 256 dimensions.
-    fn test_model() -> Embedder {
+    pub(crate) fn test_model() -> Embedder {
         let Some(dir) = std::env::var_os("TANDEM_TEST_MODEL") else {
             panic!(
                 "TANDEM_TEST_MODEL is not set: run scripts/test (it builds the test model into \

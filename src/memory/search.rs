@@ -214,10 +214,11 @@ impl Memory {
             .transpose()?;
         // With a thread beside, the table is read once for the search (both threads score
         // its lists, and the candidates' cosines are read from it).
+        // The unit tests give every table a thread beside, so that what the two threads
+        // share is run by them.
+        let large = cfg!(test) || self.semantic.is_large();
         let beside = match (&embedder, counted) {
-            (Some(embedder), Some(counted)) if self.semantic.is_large() => {
-                Some((embedder, counted))
-            }
+            (Some(embedder), Some(counted)) if large => Some((embedder, counted)),
             _ => None,
         };
         let held = beside.map(|_| self.semantic.read_index());
@@ -586,5 +587,98 @@ fn lead(content: &str, title: &str) -> String {
     match cut.rfind(' ') {
         Some(i) if i > LEAD_MIN_CHARS => format!("{}…", &cut[..i]),
         _ => format!("{cut}…"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::memory::embeddings::tests::test_model;
+    use crate::memory::{EntryType, Memory, NewEntry, NoProgress, SearchQuery};
+    use crate::store::Store;
+
+    /// Hybrid searches on several threads at once, each sharing its steps with the one
+    /// helper thread (every table has one in the unit tests), find what each finds alone:
+    /// ids, scores, snippets and totals, with a filter, a context and limits.
+    #[test]
+    fn hybrid_searches_side_by_side_find_what_each_finds_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let memory = Memory::open(store, &NoProgress).unwrap();
+        let topics = [
+            (
+                "Safari date parsing",
+                "Safari rejects ISO dates without a T",
+                "browser",
+            ),
+            (
+                "Postgres deadlock",
+                "update rows in primary key order",
+                "database",
+            ),
+            (
+                "nginx upload timeout",
+                "raise proxy_read_timeout for slow uploads",
+                "proxy",
+            ),
+            (
+                "retry with backoff",
+                "capped exponential backoff with jitter",
+                "network",
+            ),
+        ];
+        for i in 0..40 {
+            let (title, content, tag) = topics[i % topics.len()];
+            let entry_type = [EntryType::Bug, EntryType::Pattern][i % 2];
+            memory
+                .add(NewEntry {
+                    entry_type: Some(entry_type),
+                    title: format!("{title} {i}"),
+                    content: format!("{content}, seen in build {}", i * 7 % 13),
+                    tags: vec![tag.into()],
+                    ..NewEntry::default()
+                })
+                .unwrap();
+        }
+        memory.use_embedder(test_model()).unwrap();
+        let search = |query: &str| SearchQuery {
+            query: query.into(),
+            ..SearchQuery::default()
+        };
+        let queries = [
+            search("the Apple web browser rejects our timestamp format"),
+            search("nginx timeout"),
+            SearchQuery {
+                limit: Some(20),
+                ..search("backoff build 7")
+            },
+            SearchQuery {
+                context: Some("two jobs updated the same rows and both waited".into()),
+                ..search("postgres deadlock")
+            },
+            SearchQuery {
+                entry_type: Some(EntryType::Bug),
+                limit: Some(3),
+                ..search("dates")
+            },
+        ];
+        let alone: Vec<_> = queries.iter().map(|q| memory.search(q).unwrap()).collect();
+        for found in &alone {
+            assert!(!found.results.is_empty(), "{found:#?}");
+        }
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let (memory, queries, alone) = (&memory, &queries, &alone);
+                scope.spawn(move || {
+                    for _ in 0..10 {
+                        for i in (0..queries.len()).map(|i| (i + t) % queries.len()) {
+                            let found = memory.search(&queries[i]).unwrap();
+                            assert_eq!(found, alone[i], "{:?}", queries[i].query);
+                        }
+                    }
+                });
+            }
+        });
     }
 }

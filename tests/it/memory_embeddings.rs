@@ -335,12 +335,9 @@ fn the_same_knowledge_in_other_words_is_similar_and_suggested_as_a_link() {
     );
 }
 
-/// More entries than the vector table searches exactly (4,096): the table is cut into lists
-/// on a thread of the memory's, and searched whole until it is (search and similarity then
-/// give the vectors a thread of their own beside the words). Both find by meaning.
-#[test]
-fn a_large_memory_finds_by_meaning_beside_the_words() {
-    let home = TestHome::new();
+/// 5,000 entries of numbers and `knowledge()`, embedded: more than the vector table
+/// searches exactly (4,096), so it is cut into lists on a thread of the memory's.
+fn large_memory(home: &TestHome) -> Memory {
     let memory = home.memory();
     let mut jsonl = String::new();
     for i in 0..5000 {
@@ -360,6 +357,88 @@ fn a_large_memory_finds_by_meaning_beside_the_words() {
         memory.add(e).unwrap();
     }
     assert_eq!(memory.use_embedder(test_model()).unwrap(), 5004);
+    memory
+}
+
+/// Hybrid searches of a large memory on several threads at once, each finding what the
+/// same search finds alone: ids, scores, snippets and totals, with filters, a context and
+/// limits. First as soon as the model is in use (the table may not be cut into lists yet:
+/// searched whole, it is searched beside the words on the helper thread,
+/// `index::helpers`, which the threads contend for), then through the lists. The unit
+/// tests hold the helper's share to this (`search.rs`).
+#[test]
+fn searches_side_by_side_find_what_each_finds_alone() {
+    let home = TestHome::new();
+    let memory = large_memory(&home);
+    let queries: Vec<SearchQuery> = vec![
+        search(PARAPHRASE),
+        search("nginx timeout"),
+        SearchQuery {
+            limit: Some(20),
+            ..search("retry backoff 613 89")
+        },
+        SearchQuery {
+            context: Some("the deploy failed when two jobs updated the same rows".into()),
+            ..search("postgres deadlock")
+        },
+        SearchQuery {
+            entry_type: Some(EntryType::Reference),
+            limit: Some(3),
+            ..search("7919 31")
+        },
+        search("Safari dates"),
+    ];
+    let alone = || -> Vec<_> { queries.iter().map(|q| memory.search(q).unwrap()).collect() };
+    // Each thread starts at another query, ten rounds.
+    let side_by_side = || {
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4)
+                .map(|t| {
+                    let (memory, queries) = (&memory, &queries);
+                    scope.spawn(move || {
+                        let mut found = Vec::new();
+                        for _ in 0..10 {
+                            for i in (0..queries.len()).map(|i| (i + t) % queries.len()) {
+                                found.push((i, memory.search(&queries[i]).unwrap()));
+                            }
+                        }
+                        found
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect::<Vec<_>>()
+        })
+    };
+    let before = alone();
+    let found_before = side_by_side();
+    memory.wait_for_vector_lists();
+    let after = alone();
+    assert_eq!(after[0].results[0].title, SAFARI, "{:#?}", after[0]);
+    // The table may have been cut meanwhile: each search found what one alone found,
+    // before the cut or after.
+    for (i, found) in &found_before {
+        assert!(
+            *found == before[*i] || *found == after[*i],
+            "{found:#?} is neither {:#?} nor {:#?}",
+            before[*i],
+            after[*i]
+        );
+    }
+    for (i, found) in side_by_side() {
+        assert_eq!(found, after[i], "{:?}", queries[i].query);
+    }
+}
+
+/// More entries than the vector table searches exactly (4,096): the table is cut into lists
+/// on a thread of the memory's, and searched whole until it is (search and similarity then
+/// give the vectors a thread of their own beside the words). Both find by meaning.
+#[test]
+fn a_large_memory_finds_by_meaning_beside_the_words() {
+    let home = TestHome::new();
+    let memory = large_memory(&home);
 
     // Before the lists are made (most likely: they take a while), and through them.
     let found = memory.search(&search(PARAPHRASE)).unwrap();
