@@ -427,6 +427,15 @@ impl TopSearch<'_> {
     }
 }
 
+/// The ordinals of `searcher`'s segments, the most entries first: the order threads take
+/// a search's segments in, so that the largest are not left to the end.
+pub fn largest_first(searcher: &Searcher) -> Vec<u32> {
+    let readers = searcher.segment_readers();
+    let mut order: Vec<u32> = (0..readers.len() as u32).collect();
+    order.sort_by_key(|&ord| std::cmp::Reverse(readers[ord as usize].max_doc()));
+    order
+}
+
 /// A flag raised while this lives, lowered when it is dropped: on a panic too, or the
 /// index would skip its commits for good ([`MemoryIndex::commit`]).
 struct Raised<'a>(&'a AtomicBool);
@@ -1170,9 +1179,7 @@ impl MemoryIndex {
             }
             _ => How::Tantivy(weight(plan.query.as_ref())?),
         };
-        let readers = searcher.segment_readers();
-        let mut order: Vec<u32> = (0..readers.len() as u32).collect();
-        order.sort_by_key(|&ord| std::cmp::Reverse(readers[ord as usize].max_doc()));
+        let order = largest_first(searcher);
         Ok(TopSearch {
             index: self,
             searcher,

@@ -401,12 +401,7 @@ impl Memory {
                     .filter(|id| !bm25.contains_key(id))
                     .copied()
                     .collect();
-                let mut segments: Vec<(u32, u32)> = (0u32..)
-                    .zip(searcher.segment_readers())
-                    .map(|(ord, reader)| (reader.max_doc(), ord))
-                    .collect();
-                segments.sort_unstable_by(|a, b| b.cmp(a));
-                for (_, ord) in segments {
+                for ord in index::largest_first(&searcher) {
                     let placed: Vec<(Ulid, DocAddress)> = hits
                         .iter()
                         .filter(|h| h.doc.segment_ord == ord)
