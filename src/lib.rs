@@ -22,6 +22,7 @@ pub mod limits;
 pub mod lsp;
 pub mod mcp;
 pub mod memory;
+pub mod pack;
 pub mod render;
 pub mod store;
 pub mod tasks;

@@ -152,9 +152,10 @@ fn compact_on_idle(home: &Path) {
             c.before
         ),
         Ok(c) if c.counted => tracing::info!(
-            "the database holds {} B of records in {} B of files: not worth compacting",
+            "the database holds {} B of records in {} B of files, a copy would take ~{} B: not worth compacting",
             c.record_bytes,
-            c.before
+            c.before,
+            c.expected
         ),
         Ok(c) => tracing::info!(
             "the database's files ({} B) have not grown enough since its last count ({} B of records) for a compaction to be worth it",

@@ -8,6 +8,7 @@
 //! the first as it copies (`store.rs`).
 
 use crate::codec::{Codec, FIRST_TRAINING, TRAINING_SAMPLES, ZSTD_MAGIC};
+use crate::store::Store;
 
 use super::{Entry, Memory, NoProgress, Progress, Result, encode};
 
@@ -40,13 +41,14 @@ impl Memory {
             let _ = done.join();
         }
         if first {
-            let samples = newest_records(&self.writes, &self.entries, &self.codec)?;
+            let samples = newest_records(&self.store, &self.writes, &self.entries, &self.codec)?;
             return self.train_dictionary(&samples, count, progress);
         }
         // The samples are read on the thread too (2,000 records read and decoded). The
         // dictionary is in sled before a record is encoded with it, so a flush that makes
         // such a record durable makes the dictionary durable too.
-        let (writes, entries, codec) = (
+        let (store, writes, entries, codec) = (
+            self.store.clone(),
             self.writes.clone(),
             self.entries.clone(),
             self.codec.clone(),
@@ -55,7 +57,7 @@ impl Memory {
             .name("tandem-dictionary".into())
             .spawn(move || {
                 let started = std::time::Instant::now();
-                let trained = newest_records(&writes, &entries, &codec)
+                let trained = newest_records(&store, &writes, &entries, &codec)
                     .and_then(|samples| Ok((codec.train(&samples, count)?, samples.len())));
                 match trained {
                     Ok((true, samples)) => tracing::info!(
@@ -136,12 +138,15 @@ impl Memory {
         }
         let (mut seen, mut encoded) = (0u64, 0u64);
         for item in self.entries.iter() {
-            let (key, record) = item?;
+            let (key, value) = item?;
+            // A packed record is written into sled again, compressed: the next compaction
+            // packs it so.
+            let record = self.store.record(&value)?;
             if !record.starts_with(&ZSTD_MAGIC) {
-                let compressed = self.codec.encode(record.to_vec());
+                let compressed = self.codec.encode(record.into_owned());
                 if self
                     .entries
-                    .compare_and_swap(&key, Some(&record), Some(compressed))?
+                    .compare_and_swap(&key, Some(&value), Some(compressed))?
                     .is_ok()
                 {
                     encoded += 1;
@@ -162,14 +167,15 @@ impl Memory {
 /// The JSON of the newest [`TRAINING_SAMPLES`] entries written, which a dictionary is
 /// trained on.
 fn newest_records(
+    store: &Store,
     writes: &sled::Tree,
     entries: &sled::Tree,
     codec: &Codec,
 ) -> Result<Vec<Vec<u8>>> {
     let mut samples = Vec::with_capacity(TRAINING_SAMPLES);
     for id in super::writes::newest_first(writes).take(TRAINING_SAMPLES) {
-        if let Some(record) = entries.get(id?.to_string())? {
-            samples.push(codec.decode(&record)?.into_owned());
+        if let Some(value) = entries.get(id?.to_string())? {
+            samples.push(codec.decode(&store.record(&value)?)?.into_owned());
         }
     }
     Ok(samples)

@@ -96,6 +96,12 @@ impl From<crate::codec::CodecError> for MemoryError {
     }
 }
 
+impl From<crate::pack::PackError> for MemoryError {
+    fn from(e: crate::pack::PackError) -> Self {
+        MemoryError::Corrupt(format!("an entry's record {e}"))
+    }
+}
+
 impl From<sled::transaction::TransactionError<MemoryError>> for MemoryError {
     fn from(e: sled::transaction::TransactionError<MemoryError>) -> Self {
         match e {

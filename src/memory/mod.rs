@@ -282,8 +282,10 @@ impl Memory {
         self.codec.encode(encode(entry))
     }
 
-    fn decode_entry(&self, record: &[u8]) -> Result<Entry> {
-        decode(&self.codec.decode(record)?)
+    /// The entry a value of the entries' tree holds: its record, or a pointer to it in the
+    /// pack ([`crate::pack`]).
+    fn decode_entry(&self, value: &[u8]) -> Result<Entry> {
+        decode(&self.codec.decode(&self.store.record(value)?)?)
     }
 
     fn iter_entries(&self) -> impl Iterator<Item = Result<Entry>> + '_ {

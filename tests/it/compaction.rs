@@ -4,7 +4,7 @@
 use serde_json::json;
 use tandem::store::{Store, dir_size};
 
-use crate::util::{DaemonGuard, TestHome, daemon_pid, is_alive, poll, succeeds_json};
+use crate::util::{DaemonGuard, TestHome, daemon_pid, is_alive, poll, succeeds, succeeds_json};
 
 const CHURN: &str = "test.churn";
 
@@ -209,4 +209,107 @@ async fn a_client_that_comes_while_the_idle_daemon_compacts_is_served() {
     assert!(stop.status().unwrap().success());
     gone(second, "the second daemon stops");
     assert_eq!(churned_tree(&home), kept);
+}
+
+/// A compaction packs the entries' records (`src/pack.rs`): every way a user reads them
+/// gives what it gave before; an entry written after lives in sled until the next
+/// compaction packs it too; a record damaged in the pack is an error that says so, and
+/// the other entries still read.
+#[test]
+fn memory_compact_packs_the_entries_and_they_read_back() {
+    let home = TestHome::new();
+    {
+        let store = std::sync::Arc::new(Store::open(&home.tandem_home()).unwrap());
+        let memory = tandem::memory::Memory::open(store, &tandem::memory::NoProgress).unwrap();
+        // Past the first dictionary's training: plain and compressed records both.
+        memory
+            .import(&mut crate::memory_codec::jsonl(0, 1_500).as_bytes())
+            .unwrap();
+    }
+    let run = |args: &[&str]| {
+        let mut cmd = home.std_command();
+        cmd.args(args);
+        cmd
+    };
+    let export = || succeeds(run(&["memory", "export"]));
+    let before = export();
+    let pack = home.tandem_home().join("db").join(tandem::pack::FILE);
+    assert!(!pack.exists());
+
+    let c = succeeds_json(run(&["memory", "compact"]));
+    assert_eq!(c["rewritten"], true, "{c}");
+    assert!(pack.exists());
+    assert!(
+        c["after"].as_u64().unwrap() < c["before"].as_u64().unwrap(),
+        "{c}"
+    );
+    assert_eq!(export(), before);
+    let found = succeeds_json(run(&["memory", "search", "parser drops writes (43)"]));
+    let hit = &found["results"][0];
+    assert_eq!(
+        hit["title"], "The parser drops writes under load (43)",
+        "{found}"
+    );
+    let id = hit["id"].as_str().unwrap().to_string();
+    // Shown: its access is counted, and the entry written into sled again, whole.
+    let shown = succeeds_json(run(&["memory", "show", &id]));
+    assert!(
+        shown["content"].as_str().unwrap().contains("build 43"),
+        "{shown}"
+    );
+    let added = succeeds_json(run(&[
+        "memory",
+        "add",
+        "-t",
+        "decision",
+        "--title",
+        "Packed after the first compaction",
+        "--content",
+        "Written into sled, packed by the next compaction.",
+    ]));
+    let between = export();
+    assert_ne!(between, before);
+    assert_eq!(
+        succeeds_json(run(&["memory", "show", &id]))["access_count"],
+        2
+    );
+
+    let again = succeeds_json(run(&["memory", "compact"]));
+    assert_eq!(again["rewritten"], true, "{again}");
+    // Each shown again above counted one more access; nothing else changed.
+    let after = export();
+    assert_eq!(after.lines().count(), 1_501, "1,500 imported and one added");
+    assert_eq!(
+        after
+            .lines()
+            .filter(|l| !l.contains(&id))
+            .collect::<Vec<_>>(),
+        between
+            .lines()
+            .filter(|l| !l.contains(&id))
+            .collect::<Vec<_>>()
+    );
+    let shown = succeeds_json(run(&["memory", "show", added["id"].as_str().unwrap()]));
+    assert_eq!(shown["title"], "Packed after the first compaction");
+
+    // A byte of a record changed on disk: that entry is an error naming the pack.
+    let pointer = {
+        let store = Store::open(&home.tandem_home()).unwrap();
+        let entries = store.db().open_tree("memory.entries").unwrap();
+        let value = entries.get(&id).unwrap().unwrap();
+        assert!(tandem::pack::is_pointer(&value));
+        u64::from_le_bytes(value[1..9].try_into().unwrap())
+    };
+    let mut bytes = std::fs::read(&pack).unwrap();
+    bytes[pointer as usize + 5] ^= 0x20;
+    std::fs::write(&pack, &bytes).unwrap();
+    let out = run(&["memory", "show", &id]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fails its checksum in entries.pack"),
+        "{stderr}"
+    );
+    let shown = succeeds_json(run(&["memory", "show", added["id"].as_str().unwrap()]));
+    assert_eq!(shown["title"], "Packed after the first compaction");
 }

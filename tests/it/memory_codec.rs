@@ -35,7 +35,7 @@ fn records(store: &Store) -> Vec<(String, Option<u32>)> {
 }
 
 /// `n` entries of the export format, their words varied as a knowledge base's are.
-fn jsonl(from: usize, n: usize) -> String {
+pub(crate) fn jsonl(from: usize, n: usize) -> String {
     let things = ["cache", "parser", "socket", "migration", "token", "index"];
     let failures = [
         "times out",
