@@ -71,9 +71,9 @@ pub const COMPACTION_WAIT: std::time::Duration = std::time::Duration::from_secs(
 /// tenths...
 const COPY_TENTHS: u64 = 22;
 /// ...while the entries' records go to the pack, once. A compaction is worth its copy
-/// when the copy would take at most three quarters of the files (a database of records
-/// only at three times their bytes)...
-const WORTH_COMPACTING: (u64, u64) = (3, 4);
+/// when the copy would take at most five sixths of the files (a million imported entries:
+/// 528 → 440 MB, 13 s)...
+const WORTH_COMPACTING: (u64, u64) = (5, 6);
 /// ...and at least this much less.
 const COMPACTION_MIN_GAIN: u64 = 16 * 1024 * 1024;
 /// sled's page cache (its default is 1 GiB): a long-running daemon that once read every
@@ -313,19 +313,22 @@ impl Counted {
         }
     }
 
-    /// Whether a compaction cannot be `worth` it with sled's files at `files`: not with
-    /// the records counted, and records only grow, unless some were removed (counted
-    /// again after [`RECOUNT_AFTER`]).
+    /// Whether a compaction cannot be `worth` it with the files at `files`: they have not
+    /// grown by a twentieth since the count (a copy then would be the copy made, or not
+    /// made, then: what a copy takes is an estimate), or not with the records counted,
+    /// and records only grow, unless some were removed (counted again after
+    /// [`RECOUNT_AFTER`]).
     fn rules_out(&self, files: u64, worth: impl Fn(&Compaction) -> bool) -> bool {
         let age = unix_seconds().checked_sub(self.at);
         age.is_some_and(|age| age < RECOUNT_AFTER.as_secs())
             && self.expected > 0
-            && !worth(&Compaction {
-                before: files,
-                record_bytes: self.record_bytes,
-                expected: self.expected,
-                ..Compaction::default()
-            })
+            && (files <= self.files + self.files / 20
+                || !worth(&Compaction {
+                    before: files,
+                    record_bytes: self.record_bytes,
+                    expected: self.expected,
+                    ..Compaction::default()
+                }))
     }
 }
 
@@ -1210,8 +1213,12 @@ mod tests {
             (first.records, first.record_bytes)
         );
         assert!(!is_compacting(dir));
-        // Counted when the files take more than the rule asks of the last count...
+        // Counted when the files take more than the rule asks of the last count and grew
+        // since (a copy the count misjudged is not tried again while the files stay what
+        // that count found)...
         recorded(dir, |c| c.expected /= 2);
+        assert!(!idle_exit().counted);
+        recorded(dir, |c| (c.files, c.expected) = (0, c.expected / 2));
         let grown = idle_exit();
         assert!(grown.counted && !grown.rewritten, "{grown:?}");
         assert_eq!(grown.record_bytes, first.record_bytes);
