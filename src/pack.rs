@@ -205,10 +205,13 @@ impl<'a> Writer<'a> {
         Ok(pointer)
     }
 
-    /// Makes the pack durable (before a database pointing into it is).
+    /// Makes the pack durable, its name in the folder too (before a database pointing
+    /// into it is).
     pub fn finish(self) -> io::Result<()> {
         if let Some(file) = self.file {
             file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            #[cfg(unix)]
+            File::open(self.db)?.sync_all()?;
         }
         Ok(())
     }
