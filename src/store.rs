@@ -124,6 +124,13 @@ pub enum StoreError {
 
     #[error("database error: an entry's record {0}")]
     Pack(#[from] PackError),
+
+    #[error("database error: the record of entry {id} {source}")]
+    PackedEntry {
+        id: String,
+        #[source]
+        source: PackError,
+    },
 }
 
 /// sled's error, said plainly: a full disk (or a file-size limit) by name, other I/O errors
@@ -773,7 +780,12 @@ fn copy_trees(
         for item in source.iter() {
             let (key, value) = item?;
             let value = match entries {
-                true => pack::resolve(packed, &value)?,
+                true => {
+                    pack::resolve(packed, &value).map_err(|source| StoreError::PackedEntry {
+                        id: String::from_utf8_lossy(&key).into_owned(),
+                        source,
+                    })?
+                }
                 false => Cow::Borrowed(value.as_ref()),
             };
             let value = match &codec {

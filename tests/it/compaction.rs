@@ -312,4 +312,16 @@ fn memory_compact_packs_the_entries_and_they_read_back() {
     );
     let shown = succeeds_json(run(&["memory", "show", added["id"].as_str().unwrap()]));
     assert_eq!(shown["title"], "Packed after the first compaction");
+    // A compaction reads every record: it names the damaged one and changes nothing.
+    let out = run(&["memory", "compact"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("the record of entry {id} fails its checksum")),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&pack).unwrap(), bytes);
+    assert!(!home.tandem_home().join("db.compacting").exists());
+    let shown = succeeds_json(run(&["memory", "show", added["id"].as_str().unwrap()]));
+    assert_eq!(shown["title"], "Packed after the first compaction");
 }
