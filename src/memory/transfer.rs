@@ -101,7 +101,8 @@ impl Memory {
 
     /// Reads JSON Lines written by [`Self::export`]. The whole input is checked before
     /// anything is written: one bad line imports nothing and names its line number. An
-    /// entry that exists is replaced only when the incoming one was updated later.
+    /// entry that exists is replaced only when the incoming one was updated later, or when
+    /// its stored record cannot be read (an export is the repair of a damaged record).
     pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
         self.import_part(input, ImportPart::Last)
     }
@@ -143,12 +144,33 @@ impl Memory {
                 }
                 continue;
             }
-            let existing = self.get(&incoming.id)?;
-            match &existing {
-                Some(old) if old.updated_at >= incoming.updated_at => {
+            let replaces_seq = match self.get(&incoming.id) {
+                Ok(Some(old)) if old.updated_at >= incoming.updated_at => {
                     report.entries_unchanged += 1;
                     continue;
                 }
+                Ok(Some(old)) => Some(old.seq),
+                Ok(None) => None,
+                // A stored record that cannot be read (a damaged pack, a bad frame) is
+                // replaced whatever its time: the import is how it is repaired.
+                Err(MemoryError::Corrupt(why)) => {
+                    tracing::warn!(
+                        "entry {} could not be read ({why}); the import replaces it",
+                        incoming.id
+                    );
+                    Some(
+                        super::writes::seq_of(&self.writes, incoming.id)?.ok_or_else(|| {
+                            MemoryError::Corrupt(format!(
+                                "entry {} is stored but not in {}",
+                                incoming.id,
+                                super::writes::TREE
+                            ))
+                        })?,
+                    )
+                }
+                Err(e) => return Err(e),
+            };
+            match replaces_seq {
                 Some(_) => report.entries_updated += 1,
                 None => {
                     report.entries_added += 1;
@@ -160,7 +182,7 @@ impl Memory {
             written.insert(incoming.id, writes.len());
             writes.push(Pending {
                 entry: incoming,
-                replaces_seq: existing.map(|o| o.seq),
+                replaces_seq,
                 count,
             });
         }

@@ -121,6 +121,18 @@ pub(super) fn after(tree: &sled::Tree, seq: u64) -> Result<Vec<Ulid>> {
     Ok(out)
 }
 
+/// The sequence number `id` was last written under, read record by record from the
+/// newest: for an entry whose own record cannot be read to say it (a damaged pack).
+pub(super) fn seq_of(tree: &sled::Tree, id: Ulid) -> Result<Option<u64>> {
+    for item in tree.iter().rev() {
+        let (key, record) = item?;
+        if let Some((seq, _)) = ids(&key, &record)?.into_iter().find(|(_, i)| *i == id) {
+            return Ok(Some(seq));
+        }
+    }
+    Ok(None)
+}
+
 /// Moves a format 3 data dir's `memory.by_seq` (a record a write: the seq, then the id as
 /// text) into [`TREE`], then drops it. Run again after a crash, it writes the same records.
 pub(super) fn convert_by_seq(db: &sled::Db) -> Result<()> {
@@ -219,6 +231,9 @@ mod tests {
             [ids[68], ids[69], ids[2], ids[64]]
         );
         assert_eq!(after(&tree, 72).unwrap(), []);
+        assert_eq!(seq_of(&tree, ids[2]).unwrap(), Some(71));
+        assert_eq!(seq_of(&tree, ids[5]).unwrap(), Some(6));
+        assert_eq!(seq_of(&tree, Ulid::from_parts(1, 1)).unwrap(), None);
     }
 
     /// Format 3's `memory.by_seq` (a record a write, the id as text) becomes this tree and

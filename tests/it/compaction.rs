@@ -324,4 +324,35 @@ fn memory_compact_packs_the_entries_and_they_read_back() {
     assert!(!home.tandem_home().join("db.compacting").exists());
     let shown = succeeds_json(run(&["memory", "show", added["id"].as_str().unwrap()]));
     assert_eq!(shown["title"], "Packed after the first compaction");
+
+    // The repair: the entry imported again from an export made before, whatever its time.
+    let line: String = after.lines().find(|l| l.contains(&id)).unwrap().into();
+    let file = home.path().join("repair.jsonl");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    let imported = succeeds_json(run(&["memory", "import", file.to_str().unwrap()]));
+    assert_eq!(imported["entries_updated"], 1, "{imported}");
+    let shown = succeeds_json(run(&["memory", "show", &id]));
+    assert!(
+        shown["content"].as_str().unwrap().contains("build 43"),
+        "{shown}"
+    );
+    let found = succeeds_json(run(&["memory", "search", "parser drops writes (43)"]));
+    assert_eq!(found["results"][0]["id"], id.as_str(), "{found}");
+    let hits = found["results"].as_array().unwrap();
+    assert_eq!(
+        hits.iter().filter(|h| h["id"] == id.as_str()).count(),
+        1,
+        "one document for the entry: {found}"
+    );
+    let log = home.log();
+    assert!(
+        log.contains(&format!("entry {id} could not be read")),
+        "{log}"
+    );
+    // Its level is logged (the compactions said so), and the index was not found short.
+    assert!(log.contains("compacted the database"), "{log}");
+    assert!(!log.contains("rebuilding the search index"), "{log}");
+    let again = succeeds_json(run(&["memory", "compact"]));
+    assert_eq!(again["rewritten"], true, "{again}");
+    assert_eq!(export().lines().count(), 1_501);
 }
