@@ -139,8 +139,8 @@ impl Memory {
         let (mut seen, mut encoded) = (0u64, 0u64);
         for item in self.entries.iter() {
             let (key, value) = item?;
-            // A packed record is written into sled again, compressed: the next compaction
-            // packs it so.
+            // A plain record in the pack (packed before the first dictionary) is written
+            // into sled compressed; the next compaction packs it so.
             let record = self.store.record(&value)?;
             if !record.starts_with(&ZSTD_MAGIC) {
                 let compressed = self.codec.encode(record.into_owned());
