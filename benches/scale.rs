@@ -6,7 +6,9 @@
 //!   second;
 //! - with `TANDEM_TEST_MODEL` (a model folder), `tandem memory reindex --embeddings`:
 //!   entries embedded a second;
-//! - the data dir on disk per entry: sled's files, the search index, the vectors, in all;
+//! - the data dir on disk per entry, as imported, then at rest after what the daemon's idle
+//!   exit does (`store::compact`: the entries' records packed): the database (sled and
+//!   the pack), the search index, the vectors, in all;
 //! - cold start: `tandem mcp --standalone` spawned to its first answered search (the
 //!   median of three), and the same through a daemon already running;
 //! - the idle daemon's resident memory after a session's search (its own, and the pages
