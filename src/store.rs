@@ -122,9 +122,6 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Codec(#[from] crate::codec::CodecError),
 
-    #[error("database error: an entry's record {0}")]
-    Pack(#[from] PackError),
-
     #[error("database error: the record of entry {id} {source}")]
     PackedEntry {
         id: String,

@@ -1013,7 +1013,6 @@ impl VectorIndex {
         Some(self.base.as_ref()?.entry_type(self.base_row(id)?))
     }
 
-    /// The summary vector of `id`.
     /// The cosine of `query` with the summary of each of `ids` that has one.
     pub fn cosines(&self, query: &Quantised, ids: &[Ulid]) -> Vec<Option<f32>> {
         ids.iter()
@@ -1021,6 +1020,7 @@ impl VectorIndex {
             .collect()
     }
 
+    /// The summary vector of `id`.
     pub fn get(&self, id: &Ulid) -> Option<Quantised> {
         if let Some(&i) = self.at.get(id) {
             return Some(self.summary_of(i));
