@@ -83,6 +83,18 @@ pub fn init_logging(config: &Config) -> std::io::Result<PathBuf> {
         Ok(f) => (f, None),
         Err(e) => (EnvFilter::new("info"), Some(e)),
     };
+    // rmcp logs each HTTP session's id as it opens one, at info. Whoever holds an id can
+    // speak in that session (anyone, on loopback without tokens), so no line holds one
+    // unless the filter asks for rmcp by name.
+    let filter = if config.log_filter.contains("rmcp") {
+        filter
+    } else {
+        filter.add_directive(
+            "rmcp::transport::streamable_http_server::session=warn"
+                .parse()
+                .expect("a valid directive"),
+        )
+    };
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)

@@ -3,6 +3,12 @@
 //! `initialize`, and the stateless `2026-07-28` requests), beside the daemon's socket, on the
 //! daemon's core.
 //!
+//! A connection is accepted only while the face holds fewer than its limits, in total and
+//! from the peer's address, both kept below the process's open-files limit so the daemon's
+//! socket, store and downstream servers always have files left. A connection has
+//! [`HEADER_TIMEOUT`] to send each request's headers, and may idle between requests no
+//! longer than that.
+//!
 //! Every request passes [`Guard`] before rmcp sees it, in this order:
 //! 1. `Host` and `Origin` against the allow-lists (403): a page in a browser cannot reach a
 //!    local server by rebinding a name to 127.0.0.1. A request without `Origin` (not a
@@ -11,24 +17,27 @@
 //!    (which [`check_bind`] refuses to start while no token exists). A token's name becomes
 //!    the request's [`Caller`]: the author of what it writes, and whether it is read-only.
 //! 3. The rate limit per token (429 with `Retry-After`).
+//! 4. A session (`Mcp-Session-Id`) only for the token that opened it; another's is not
+//!    found (404).
 //!
 //! Then rmcp: the body limit (413, while streaming), the protocol. Nothing here logs a
-//! request's headers or a token; a refusal is logged with its reason and the token's name.
+//! header's value, a token or a session id; a refusal is logged with its reason and the
+//! token's name, at most [`REFUSALS_LOGGED_PER_SEC`] a second (the rest are counted).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::LazyCore;
@@ -44,6 +53,22 @@ pub const ENDPOINT: &str = "/mcp";
 pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
 /// Requests a minute per token (or for everyone together, without tokens).
 pub const DEFAULT_RATE_PER_MINUTE: u32 = 1200;
+/// Connections held at once, from everyone.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// Connections held at once from one address. Behind a reverse proxy every client has the
+/// proxy's address: raise it there, and let the proxy bound each client.
+pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 64;
+/// How long a client has to send a request's headers, and how long a connection may wait
+/// for its next request: a peer that sends half a header, or nothing, lets go of its
+/// connection after this.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Open files the HTTP face leaves to the rest of the daemon (its socket and clients, the
+/// store, the index, downstream servers' pipes), whatever its connections.
+const FILES_KEPT_FOR_THE_DAEMON: u64 = 256;
+/// Refusals logged a second; the rest are counted, and the count logged.
+pub const REFUSALS_LOGGED_PER_SEC: u32 = 10;
+/// The session header of the Streamable HTTP transport.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The face's settings.
 #[derive(Debug, Clone)]
@@ -56,6 +81,8 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
     pub rate_per_minute: u32,
+    pub max_connections: usize,
+    pub max_connections_per_peer: usize,
     /// The workspace the HTTP sessions track tasks in.
     pub workspace: PathBuf,
 }
@@ -67,19 +94,24 @@ pub enum HttpError {
         "refusing to listen on {0} without a token: anyone who can reach it could read and write the knowledge base. Make one with `tandem token add NAME`, or bind to loopback (127.0.0.1)"
     )]
     PublicWithoutToken(SocketAddr),
-    #[error("cannot read the tokens: {0}")]
+    #[error(
+        "cannot read the tokens, so no request could be authenticated: {0}. Fix the file, or remove it and make the tokens again with `tandem token add NAME`"
+    )]
     Tokens(#[from] crate::tokens::TokenError),
 }
 
-/// A non-loopback address is refused while no token exists.
+/// A non-loopback address is refused while no token exists; a tokens file that cannot be
+/// read is refused on any address.
 pub fn check_bind(addr: SocketAddr, home: &Path) -> Result<(), HttpError> {
-    if !addr.ip().is_loopback() && crate::tokens::list(home)?.is_empty() {
+    let tokens = crate::tokens::list(home)?;
+    if !addr.ip().is_loopback() && tokens.is_empty() {
         return Err(HttpError::PublicWithoutToken(addr));
     }
     Ok(())
 }
 
 type Body = BoxBody<Bytes, Infallible>;
+type Service = StreamableHttpService<TandemServer, LocalSessionManager>;
 
 /// Serves MCP on `listener` until `stop` resolves.
 pub async fn serve(
@@ -98,12 +130,17 @@ pub async fn serve(
         .with_max_request_body_bytes(config.max_body_bytes)
         .with_cancellation_token(cancel.child_token());
     let workspace = config.workspace.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || Ok(TandemServer::new(core.clone(), workspace.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         rmcp_config,
     );
-    let guard = Arc::new(Guard::new(&config, addr, home));
+    let guard = Arc::new(Guard::new(&config, addr, home, sessions));
+    let connections = Arc::new(Connections::new(
+        connection_cap(config.max_connections),
+        config.max_connections_per_peer.max(1),
+    ));
     tracing::info!("serving MCP over HTTP at http://{addr}{ENDPOINT}");
     tokio::pin!(stop);
     loop {
@@ -111,20 +148,37 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    tracing::warn!("http accept failed: {e}");
+                    // Out of files (or another passing failure): wait, so as not to spin.
+                    if guard.log.allow() {
+                        tracing::warn!("http accept failed: {e}");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
             _ = &mut stop => break,
         };
+        let Some(permit) = connections.admit(peer.ip()) else {
+            refuse_connection(&stream);
+            if guard.log.allow() {
+                tracing::warn!(
+                    "http connection refused: the face holds its limit of connections ({} in all, {} from one address)",
+                    connections.total,
+                    connections.per_peer
+                );
+            }
+            continue;
+        };
         let (service, guard, cancel) = (service.clone(), guard.clone(), cancel.clone());
         tokio::spawn(async move {
+            let _permit = permit;
             let handler = hyper::service::service_fn(move |request| {
                 let (service, guard) = (service.clone(), guard.clone());
                 async move { Ok::<_, Infallible>(handle(&guard, &service, request).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), handler);
             tokio::pin!(connection);
             tokio::select! {
@@ -141,9 +195,105 @@ pub async fn serve(
     Ok(())
 }
 
+/// Says 503 to a connection past the limits, if its socket takes it at once, and closes it.
+fn refuse_connection(stream: &TcpStream) {
+    let _ = stream.try_write(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n",
+    );
+}
+
+/// `wanted` connections, or fewer when the open-files limit could not hold them beside
+/// what the daemon keeps. The soft limit is raised to the hard one first.
+fn connection_cap(wanted: usize) -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.maximum != limit.current {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::debug!("could not raise the open-files limit: {e}");
+        }
+    }
+    let Some(files) = getrlimit(Resource::Nofile).current else {
+        return wanted.max(1);
+    };
+    let room = files.saturating_sub(FILES_KEPT_FOR_THE_DAEMON);
+    let cap = usize::try_from(room)
+        .unwrap_or(usize::MAX)
+        .min(wanted)
+        .max(1);
+    if cap < wanted {
+        tracing::warn!(
+            "the HTTP face holds at most {cap} connections, not {wanted}: the open-files limit is {files}"
+        );
+    }
+    cap
+}
+
+/// The connections the face holds, in total and by peer address.
+struct Connections {
+    total: usize,
+    per_peer: usize,
+    held: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+/// One held connection; dropping it lets go of its place.
+struct Held {
+    connections: Arc<Connections>,
+    peer: IpAddr,
+}
+
+impl Connections {
+    fn new(total: usize, per_peer: usize) -> Connections {
+        Connections {
+            total,
+            per_peer,
+            held: Mutex::new((0, HashMap::new())),
+        }
+    }
+
+    fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Held> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let (all, by_peer) = &mut *held;
+        let mine = by_peer.entry(peer).or_insert(0);
+        if *all >= self.total || *mine >= self.per_peer {
+            if *mine == 0 {
+                by_peer.remove(&peer);
+            }
+            return None;
+        }
+        *mine += 1;
+        *all += 1;
+        Some(Held {
+            connections: self.clone(),
+            peer,
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut held = self
+            .connections
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let (all, by_peer) = &mut *held;
+        *all -= 1;
+        if let Some(mine) = by_peer.get_mut(&self.peer) {
+            *mine -= 1;
+            if *mine == 0 {
+                by_peer.remove(&self.peer);
+            }
+        }
+    }
+}
+
 async fn handle(
     guard: &Guard,
-    service: &StreamableHttpService<TandemServer, LocalSessionManager>,
+    service: &Service,
     mut request: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     if request.uri().path() != ENDPOINT {
@@ -154,10 +304,37 @@ async fn handle(
     }
     let caller = match guard.admit(request.headers()) {
         Ok(caller) => caller,
-        Err(refused) => return refused.response(),
+        Err(refused) => return refused.response(&guard.log),
     };
-    request.extensions_mut().insert(caller);
-    service.handle(request).await
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if let Some(id) = &session
+        && !guard.owners.is_owner(id, &caller)
+    {
+        // Another token's session, or none: not found either way, so that a session's
+        // existence is not told to anyone but its owner.
+        return Refusal::new(
+            StatusCode::NOT_FOUND,
+            "Not found: no such session for this token".to_string(),
+        )
+        .response(&guard.log);
+    }
+    let method = request.method().clone();
+    request.extensions_mut().insert(caller.clone());
+    let response = service.handle(request).await;
+    match (&session, response.headers().get(SESSION_HEADER)) {
+        (None, Some(opened)) => {
+            let opened = String::from_utf8_lossy(opened.as_bytes()).into_owned();
+            guard.owners.opened(opened, caller).await;
+        }
+        (Some(id), _) if method == Method::DELETE && response.status().is_success() => {
+            guard.owners.closed(id);
+        }
+        _ => {}
+    }
+    response
 }
 
 /// Why the guard refused a request: its status, a message for people, and the header
@@ -172,7 +349,6 @@ struct Refusal {
 
 impl Refusal {
     fn new(status: StatusCode, message: String) -> Refusal {
-        tracing::warn!("http request refused ({}): {message}", status.as_u16());
         Refusal {
             status,
             message,
@@ -180,7 +356,16 @@ impl Refusal {
         }
     }
 
-    fn response(self) -> Response<Body> {
+    /// The answer, the refusal logged when the budget allows. The message holds no
+    /// header's value, so the log does not either.
+    fn response(self, log: &LogBudget) -> Response<Body> {
+        if log.allow() {
+            tracing::warn!(
+                "http request refused ({}): {}",
+                self.status.as_u16(),
+                self.message
+            );
+        }
         let mut response = refusal(self.status, &self.message);
         let headers = response.headers_mut();
         if self.status == StatusCode::UNAUTHORIZED {
@@ -206,15 +391,22 @@ fn refusal(status: StatusCode, message: &str) -> Response<Body> {
     response
 }
 
-/// What every request passes before rmcp: Host and Origin, the token, the rate limit.
+/// What every request passes before rmcp: Host and Origin, the token, the rate limit, the
+/// session's owner.
 struct Guard {
-    hosts: Vec<String>,
+    /// Names allowed with any port (`--allow-host NAME`).
+    any_port: Vec<String>,
+    /// `name:port` allowed (loopback's names and the bound address with the bound port;
+    /// `--allow-host NAME:PORT`).
+    with_port: Vec<String>,
     origins: Vec<String>,
     tokens: TokenSet,
     /// Bound to a non-loopback address: a token is needed even if the file empties.
     public: bool,
     rate_per_minute: u32,
     buckets: Mutex<HashMap<String, Bucket>>,
+    owners: Owners,
+    log: LogBudget,
 }
 
 /// A token bucket: a minute's requests at most, refilled continuously.
@@ -224,16 +416,27 @@ struct Bucket {
 }
 
 impl Guard {
-    fn new(config: &HttpConfig, addr: SocketAddr, home: &Path) -> Guard {
-        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
-            .into_iter()
-            .map(String::from)
-            .collect();
-        if !addr.ip().is_unspecified() {
-            hosts.push(addr.ip().to_string());
-        }
-        hosts.extend(config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+    fn new(
+        config: &HttpConfig,
+        addr: SocketAddr,
+        home: &Path,
+        sessions: Arc<LocalSessionManager>,
+    ) -> Guard {
         let port = addr.port();
+        let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+        if !addr.ip().is_unspecified() {
+            names.push(addr.ip().to_string());
+        }
+        let mut with_port: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+        let mut any_port = Vec::new();
+        for host in &config.allowed_hosts {
+            let host = host.to_ascii_lowercase();
+            match parse_host(&host) {
+                Ok((name, Some(port))) => with_port.push(format!("{name}:{port}")),
+                Ok((name, None)) => any_port.push(name),
+                Err(why) => tracing::warn!("--allow-host '{host}' is ignored: {why}"),
+            }
+        }
         let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
             .iter()
             .map(|h| format!("http://{h}:{port}"))
@@ -245,12 +448,15 @@ impl Guard {
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase()),
         );
         Guard {
-            hosts,
+            any_port,
+            with_port,
             origins,
             tokens: TokenSet::new(home),
             public: !addr.ip().is_loopback(),
             rate_per_minute: config.rate_per_minute.max(1),
             buckets: Mutex::new(HashMap::new()),
+            owners: Owners::new(sessions),
+            log: LogBudget::new("the HTTP face", REFUSALS_LOGGED_PER_SEC),
         }
     }
 
@@ -279,36 +485,34 @@ impl Guard {
         Ok(caller)
     }
 
+    /// `Host` must be an allowed name and port, exactly; `Origin`, when sent, an allowed
+    /// origin. What is refused is said without the header's value.
     fn check_host_origin(&self, headers: &HeaderMap) -> Result<(), String> {
         let host = headers
             .get(http::header::HOST)
             .and_then(|h| h.to_str().ok())
             .ok_or("no readable Host header")?;
-        let authority: http::uri::Authority = host
-            .parse()
-            .map_err(|_| format!("malformed Host header '{host}'"))?;
-        let name = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
-        let with_port = authority
-            .port_u16()
-            .map(|p| format!("{name}:{p}"))
-            .unwrap_or_else(|| name.clone());
-        if !self.hosts.iter().any(|h| *h == name || *h == with_port) {
-            return Err(format!(
-                "Host '{host}' is not allowed (add it with --allow-host)"
-            ));
+        let (name, port) = parse_host(&host.to_ascii_lowercase())
+            .map_err(|why| format!("the Host header {why}"))?;
+        let allowed = match port {
+            Some(port) => {
+                self.any_port.contains(&name) || self.with_port.contains(&format!("{name}:{port}"))
+            }
+            // No port: the scheme's default, which only a name allowed with any port covers.
+            None => self.any_port.contains(&name),
+        };
+        if !allowed {
+            return Err("the Host header names a host this server does not serve (add it with --allow-host)".to_string());
         }
         if let Some(origin) = headers.get(http::header::ORIGIN) {
-            let origin = origin
+            let allowed = origin
                 .to_str()
-                .map_err(|_| "unreadable Origin header".to_string())?;
-            if !self.origins.contains(&origin.to_ascii_lowercase()) {
-                return Err(format!(
-                    "Origin '{origin}' is not allowed (add it with --allow-origin)"
-                ));
+                .is_ok_and(|o| self.origins.contains(&o.to_ascii_lowercase()));
+            if !allowed {
+                return Err(
+                    "the Origin header names an origin this server does not serve (add it with --allow-origin)"
+                        .to_string(),
+                );
             }
         }
         Ok(())
@@ -321,7 +525,17 @@ impl Guard {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer ").or(v.strip_prefix("bearer ")))
             .map(str::trim);
-        let tokens = self.tokens.current();
+        let tokens = match self.tokens.current() {
+            Ok(tokens) => tokens,
+            Err(e) => {
+                return Err(Refusal::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "Service unavailable: the server cannot read its tokens, so it refuses every request until its owner fixes them ({e})"
+                    ),
+                ));
+            }
+        };
         if !self.public && tokens.is_empty() {
             return Ok(Caller::default());
         }
@@ -368,6 +582,134 @@ impl Guard {
     }
 }
 
+/// A `Host` value as a name and its port, or why it is not one: no user info, a port of
+/// digits that fits, an IPv6 address in brackets.
+fn parse_host(host: &str) -> Result<(String, Option<u16>), &'static str> {
+    if host.contains(['@', '/', '?', '#', ' ']) {
+        return Err("is not a host and port");
+    }
+    let (name, port) = match host.strip_prefix('[') {
+        Some(v6) => {
+            let (address, rest) = v6.split_once(']').ok_or("has an unclosed '['")?;
+            let port = match rest {
+                "" => None,
+                _ => Some(rest.strip_prefix(':').ok_or("is not a host and port")?),
+            };
+            (address, port)
+        }
+        None => match host.rsplit_once(':') {
+            Some((_, _)) if host.matches(':').count() > 1 => {
+                return Err("has an IPv6 address without brackets");
+            }
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        },
+    };
+    if name.is_empty() {
+        return Err("has no host");
+    }
+    let port = match port {
+        None => None,
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(p.parse::<u16>().map_err(|_| "has a port out of range")?)
+        }
+        Some(_) => return Err("has a port that is not a number"),
+    };
+    Ok((name.to_string(), port))
+}
+
+/// Which token opened each session. A session answers only its owner; the ids rmcp has
+/// let go of are forgotten when the map has grown.
+struct Owners {
+    sessions: Arc<LocalSessionManager>,
+    owners: Mutex<(HashMap<String, Option<String>>, usize)>,
+}
+
+impl Owners {
+    /// The map is pruned of ended sessions when it reaches this many, then at twice what
+    /// is left.
+    const PRUNE_FROM: usize = 1024;
+
+    fn new(sessions: Arc<LocalSessionManager>) -> Owners {
+        Owners {
+            sessions,
+            owners: Mutex::new((HashMap::new(), Self::PRUNE_FROM)),
+        }
+    }
+
+    fn is_owner(&self, id: &str, caller: &Caller) -> bool {
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.0.get(id).is_some_and(|owner| *owner == caller.user)
+    }
+
+    async fn opened(&self, id: String, caller: Caller) {
+        let prune = {
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            owners.0.insert(id, caller.user);
+            owners.0.len() >= owners.1
+        };
+        if prune {
+            let live: Vec<String> = {
+                let sessions = self.sessions.sessions.read().await;
+                sessions.keys().map(|id| id.to_string()).collect()
+            };
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            owners.0.retain(|id, _| live.contains(id));
+            owners.1 = (owners.0.len() * 2).max(Self::PRUNE_FROM);
+        }
+    }
+
+    fn closed(&self, id: &str) {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.0.remove(id);
+    }
+}
+
+/// Lines a second, the rest counted: what an unauthenticated peer can make the face log is
+/// bounded, whatever it sends.
+pub struct LogBudget {
+    /// What the lines are about, for the count of those not logged.
+    what: &'static str,
+    per_second: u32,
+    window: Mutex<(Instant, u32, u64)>,
+}
+
+impl LogBudget {
+    pub fn new(what: &'static str, per_second: u32) -> LogBudget {
+        LogBudget {
+            what,
+            per_second,
+            window: Mutex::new((Instant::now(), 0, 0)),
+        }
+    }
+
+    /// Whether a line may be logged now. The first line of a second says how many were
+    /// not logged before it.
+    pub fn allow(&self) -> bool {
+        let mut window = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        let (start, logged, skipped) = &mut *window;
+        if start.elapsed() >= Duration::from_secs(1) {
+            if *skipped > 0 {
+                tracing::warn!(
+                    "{skipped} more lines of {} were not logged (at most {} a second)",
+                    self.what,
+                    self.per_second
+                );
+            }
+            *start = Instant::now();
+            *logged = 0;
+            *skipped = 0;
+        }
+        if *logged < self.per_second {
+            *logged += 1;
+            true
+        } else {
+            *skipped += 1;
+            false
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,12 +720,15 @@ mod tests {
             allowed_origins: extra_origins.iter().map(|s| s.to_string()).collect(),
             max_body_bytes: DEFAULT_MAX_BODY,
             rate_per_minute: 3,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
             workspace: PathBuf::from("/"),
         };
         Guard::new(
             &config,
             "127.0.0.1:8000".parse().unwrap(),
             Path::new("/nonexistent"),
+            Arc::new(LocalSessionManager::default()),
         )
     }
 
@@ -409,6 +754,76 @@ mod tests {
         assert!(!ok("localhost:8000", Some("http://evil.example")));
         assert!(!ok("localhost:8000", Some("http://localhost:9999")));
         assert!(!ok("localhost:8000", Some("null")));
+        assert!(
+            !ok("localhost:9000", None),
+            "loopback only on the bound port"
+        );
+        assert!(
+            !ok("localhost", None),
+            "no port is port 80, not the bound one"
+        );
+    }
+
+    #[test]
+    fn host_is_parsed_as_an_authority() {
+        let g = guard(&["team.example.com"], &[]);
+        let ok = |host| g.check_host_origin(&headers(host, None)).is_ok();
+        assert!(ok("team.example.com"), "a name allowed with any port");
+        assert!(ok("team.example.com:8443"));
+        for bad in [
+            "evil.com@127.0.0.1:8000",
+            "127.0.0.1:99999",
+            "127.0.0.1:8000:8000",
+            "127.0.0.1:",
+            "127.0.0.1:+8000",
+            "[::1:8000",
+            "::1:8000",
+            ":8000",
+        ] {
+            assert!(!ok(bad), "{bad} must be refused");
+        }
+        assert_eq!(
+            parse_host("[::1]:8000"),
+            Ok(("::1".to_string(), Some(8000)))
+        );
+        assert_eq!(
+            parse_host("Example.com"),
+            Ok(("Example.com".to_string(), None))
+        );
+    }
+
+    #[test]
+    fn refusals_hold_no_header_value() {
+        let g = guard(&[], &[]);
+        let long = format!("{}.example:8000", "h".repeat(300_000));
+        let why = g.check_host_origin(&headers(&long, None)).unwrap_err();
+        assert!(why.len() < 200 && !why.contains("hhhh"), "{why}");
+        let why = g
+            .check_host_origin(&headers("127.0.0.1:8000", Some("http://evil.example")))
+            .unwrap_err();
+        assert!(!why.contains("evil"), "{why}");
+    }
+
+    #[test]
+    fn connections_are_bounded_in_all_and_by_peer() {
+        let c = Arc::new(Connections::new(3, 2));
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let a1 = c.admit(a).unwrap();
+        let _a2 = c.admit(a).unwrap();
+        assert!(c.admit(a).is_none(), "two from one address");
+        let _b1 = c.admit(b).unwrap();
+        assert!(c.admit(b).is_none(), "three in all");
+        drop(a1);
+        let _b2 = c.admit(b).expect("a place let go is taken again");
+        assert!(c.admit(a).is_none());
+    }
+
+    #[test]
+    fn log_budget_counts_what_it_does_not_log() {
+        let budget = LogBudget::new("a test", 3);
+        let allowed = (0..10).filter(|_| budget.allow()).count();
+        assert_eq!(allowed, 3);
+        assert_eq!(budget.window.lock().unwrap().2, 7);
     }
 
     #[test]

@@ -178,9 +178,10 @@ impl TokenSet {
         }
     }
 
-    /// The current tokens, read once a request. A file that cannot be read keeps the last
-    /// good set (and logs why), so a half-edited file never opens the server.
-    pub fn current(&self) -> Tokens {
+    /// The current tokens, read once a request; an error when the file exists but cannot
+    /// be read (a hand edit that broke it, say). The face then refuses every request: a
+    /// broken file must not read as "no tokens", which on loopback means no authentication.
+    pub fn current(&self) -> Result<Tokens, TokenError> {
         let stamp = fs::metadata(&self.path)
             .ok()
             .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
@@ -190,15 +191,12 @@ impl TokenSet {
             .expect("the token cache is never poisoned");
         if cached.stamp != stamp || stamp.is_none() {
             let home = self.path.parent().unwrap_or(Path::new("."));
-            match list(home) {
-                Ok(tokens) => {
-                    cached.tokens = tokens;
-                    cached.stamp = stamp;
-                }
-                Err(e) => tracing::error!("keeping the previous tokens: {e}"),
-            }
+            // Until it reads, it is read again at each request: a fix applies at once.
+            cached.stamp = None;
+            cached.tokens = list(home)?;
+            cached.stamp = stamp;
         }
-        Tokens(cached.tokens.clone())
+        Ok(Tokens(cached.tokens.clone()))
     }
 }
 
@@ -226,7 +224,7 @@ mod tests {
     fn add_verify_revoke() {
         let dir = tempfile::tempdir().unwrap();
         let set = TokenSet::new(dir.path());
-        assert!(set.current().is_empty());
+        assert!(set.current().unwrap().is_empty());
         let token = add(dir.path(), "ada", false).unwrap();
         assert!(token.starts_with(TOKEN_PREFIX) && token.len() == TOKEN_PREFIX.len() + 64);
         let stored = fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap();
@@ -234,8 +232,8 @@ mod tests {
             !stored.contains(&token),
             "the secret itself is never stored"
         );
-        assert_eq!(set.current().verify(&token).unwrap().name, "ada");
-        assert!(set.current().verify("tdm_wrong").is_none());
+        assert_eq!(set.current().unwrap().verify(&token).unwrap().name, "ada");
+        assert!(set.current().unwrap().verify("tdm_wrong").is_none());
         assert!(matches!(
             add(dir.path(), "ada", true),
             Err(TokenError::Exists(_))
@@ -245,9 +243,9 @@ mod tests {
             Err(TokenError::BadName(_))
         ));
         let reader = add(dir.path(), "bob", true).unwrap();
-        assert!(set.current().verify(&reader).unwrap().read_only);
+        assert!(set.current().unwrap().verify(&reader).unwrap().read_only);
         revoke(dir.path(), "ada").unwrap();
-        assert!(set.current().verify(&token).is_none());
+        assert!(set.current().unwrap().verify(&token).is_none());
         assert!(matches!(
             revoke(dir.path(), "ada"),
             Err(TokenError::NotFound(_))
@@ -260,5 +258,23 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["bob"]
         );
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_is_an_error_until_fixed() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = TokenSet::new(dir.path());
+        let token = add(dir.path(), "ada", false).unwrap();
+        assert!(set.current().unwrap().verify(&token).is_some());
+        let path = dir.path().join(TOKENS_FILE);
+        let good = fs::read_to_string(&path).unwrap();
+        fs::write(&path, good.replacen('}', "},", 1)).unwrap();
+        assert!(matches!(set.current(), Err(TokenError::Corrupt { .. })));
+        assert!(
+            set.current().is_err(),
+            "still an error at the next request, not the last good set"
+        );
+        fs::write(&path, &good).unwrap();
+        assert!(set.current().unwrap().verify(&token).is_some());
     }
 }

@@ -31,6 +31,13 @@ pub struct ServeArgs {
     /// Requests a minute per token (more get 429).
     #[arg(long, default_value_t = http::DEFAULT_RATE_PER_MINUTE)]
     rate_limit: u32,
+    /// Connections held at once, from everyone (more are answered 503 and closed).
+    #[arg(long, default_value_t = http::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Connections held at once from one address. Behind a reverse proxy, every client
+    /// has the proxy's address: raise it, and let the proxy bound each client.
+    #[arg(long, default_value_t = http::DEFAULT_MAX_CONNECTIONS_PER_PEER)]
+    max_connections_per_peer: usize,
     /// The workspace the HTTP sessions track tasks in (default: the current directory's git
     /// toplevel, else the current directory).
     #[arg(long)]
@@ -76,6 +83,8 @@ pub fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
                 allowed_origins: args.allow_origins,
                 max_body_bytes: args.max_body,
                 rate_per_minute: args.rate_limit,
+                max_connections: args.max_connections,
+                max_connections_per_peer: args.max_connections_per_peer,
                 workspace,
             },
         };

@@ -434,3 +434,306 @@ async fn a_public_bind_needs_a_token() {
     assert_eq!(server.raw(&[], 0).await, 401, "no token file opens nothing");
     server.stop(&home).await;
 }
+
+impl Server {
+    /// The port the server listens on.
+    fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.strip_suffix("/mcp"))
+            .and_then(|p| p.parse().ok())
+            .expect("the url has a port")
+    }
+
+    /// A raw `initialize` POST: its status and the session it opened, if any.
+    async fn open_session(&self, token: &str) -> (reqwest::StatusCode, Option<String>) {
+        let response = self
+            .post(
+                token,
+                None,
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"}}}),
+            )
+            .await;
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_string());
+        (response.status(), session)
+    }
+
+    /// A POST of `body` with `token` and, when given, a session.
+    async fn post(&self, token: &str, session: Option<&str>, body: Value) -> reqwest::Response {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut request = reqwest::Client::new()
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("Authorization", format!("Bearer {token}"))
+            .json(&body);
+        if let Some(session) = session {
+            request = request
+                .header("Mcp-Session-Id", session)
+                .header("Mcp-Protocol-Version", "2025-11-25");
+        }
+        request.send().await.unwrap()
+    }
+}
+
+/// The size of the data dir's logs, all files together.
+fn log_bytes(home: &TestHome) -> u64 {
+    std::fs::read_dir(home.tandem_home().join("logs"))
+        .map(|dir| {
+            dir.filter_map(|f| f.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// A connection from `from` (a loopback address of its own) to the server.
+async fn connect_from(from: &str, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(format!("{from}:0").parse().unwrap())?;
+    socket
+        .connect(format!("127.0.0.1:{port}").parse().unwrap())
+        .await
+}
+
+/// The audit's starvation: hundreds of connections held open, sending half a header or
+/// nothing, took every file of the daemon. Now a peer holds at most its share, the rest are
+/// answered 503 and closed, a held one is let go once its header is late, and a valid
+/// request and a CLI command are answered at once meanwhile.
+#[tokio::test]
+async fn idle_connections_do_not_starve_the_daemon() {
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(&home, &[]).await;
+    let port = server.port();
+    // The attacker's address is a loopback address of its own (Linux routes 127/8 there).
+    let mut held = Vec::new();
+    for i in 0..400 {
+        let Ok(mut stream) = connect_from("127.0.0.2", port).await else {
+            continue;
+        };
+        if i % 2 == 0 {
+            use tokio::io::AsyncWriteExt;
+            let _ = stream
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ")
+                .await;
+        }
+        held.push(stream);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Past its share, the attacker's connections were closed by the server.
+    let mut closed = 0;
+    for stream in &mut held {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 256];
+        if let Ok(Ok(n)) =
+            tokio::time::timeout(Duration::from_millis(5), stream.read(&mut buf)).await
+        {
+            assert!(
+                n == 0 || buf.starts_with(b"HTTP/1.1 503"),
+                "{:?}",
+                String::from_utf8_lossy(&buf[..n])
+            );
+            closed += 1;
+        }
+    }
+    assert!(held.len() >= 300, "only {} connections made", held.len());
+    assert!(
+        closed >= held.len() - tandem::http::DEFAULT_MAX_CONNECTIONS_PER_PEER,
+        "only {closed} of {} connections from one address were refused",
+        held.len()
+    );
+
+    let started = std::time::Instant::now();
+    assert_eq!(server.raw(&[], 0).await, 200, "a valid request is served");
+    let out = tandem(&home, &["memory", "search", "anything"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered while the connections are held"
+    );
+
+    // The held ones are closed once their header is late.
+    tokio::time::sleep(tandem::http::HEADER_TIMEOUT).await;
+    for stream in &mut held {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 256];
+        let read = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(_)) | Ok(Err(_))),
+            "a connection is still held past the header timeout"
+        );
+    }
+    drop(held);
+    server.stop(&home).await;
+}
+
+/// The audit filled the disk through refusals that copied the `Host` in. Now no header's
+/// value reaches the log, and refusals are logged at a bounded rate: a flood of 300 KB
+/// `Host` headers and of plain 401s grows the log by little.
+#[tokio::test]
+async fn a_refusal_flood_grows_the_log_by_little() {
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(&home, &[]).await;
+    add_token(&home, "ada", false);
+    let before = log_bytes(&home);
+    let huge = format!("{}.example", "h".repeat(300 * 1024));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    for _ in 0..200 {
+        let status = client
+            .post(&server.url)
+            .header("Host", &huge)
+            .body("{}")
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0);
+        assert_ne!(status, 200);
+    }
+    for _ in 0..1000 {
+        assert_eq!(server.raw(&[], 0).await, 401);
+    }
+    let grown = log_bytes(&home) - before;
+    server.stop(&home).await;
+    // 1,200 refusals over a few seconds: ten lines a second and a count of the rest.
+    assert!(grown < 64 * 1024, "the log grew by {grown} bytes");
+    let logs = home.tandem_home().join("logs");
+    for log in std::fs::read_dir(&logs).unwrap() {
+        let text = std::fs::read_to_string(log.unwrap().path()).unwrap_or_default();
+        assert!(!text.contains("hhhhhhhh"), "a Host header in the log");
+    }
+}
+
+/// A hand edit left `tokens.json` broken: the server used to start and serve everyone on
+/// loopback. Now it does not start, and one already running refuses every request until
+/// the file is fixed.
+#[tokio::test]
+async fn a_broken_tokens_file_closes_the_door() {
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let token = add_token(&home, "ada", false);
+    let file = home.tandem_home().join("tokens.json");
+    let good = std::fs::read_to_string(&file).unwrap();
+    let broken = good.replacen('}', "},", 1);
+    std::fs::write(&file, &broken).unwrap();
+    let workspace = home.path().join("work");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let out = tandem(
+        &home,
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--workspace",
+            workspace.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read the tokens") && err.contains("tokens.json"),
+        "{err}"
+    );
+
+    std::fs::write(&file, &good).unwrap();
+    let server = Server::start(&home, &[]).await;
+    let auth = format!("Bearer {token}");
+    assert_eq!(server.raw(&[("Authorization", &auth)], 0).await, 200);
+    std::fs::write(&file, &broken).unwrap();
+    assert_eq!(server.raw(&[], 0).await, 503, "no token: closed");
+    assert_eq!(
+        server.raw(&[("Authorization", &auth)], 0).await,
+        503,
+        "not even a valid token can be checked"
+    );
+    std::fs::write(&file, "").unwrap();
+    assert_eq!(
+        server.raw(&[], 0).await,
+        503,
+        "an emptied file is broken too"
+    );
+    std::fs::write(&file, &good).unwrap();
+    assert_eq!(server.raw(&[("Authorization", &auth)], 0).await, 200);
+    assert_eq!(server.raw(&[], 0).await, 401);
+    server.stop(&home).await;
+}
+
+/// The audit's read-only token searched in another user's session, then deleted it. Now a
+/// session answers only the token that opened it: to any other it does not exist.
+#[tokio::test]
+async fn a_session_answers_only_its_token() {
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(&home, &[]).await;
+    let ada = add_token(&home, "ada", false);
+    let bob = add_token(&home, "bob", true);
+    let (status, session) = server.open_session(&ada).await;
+    assert_eq!(status, 200);
+    let session = session.expect("initialize opens a session");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        server
+            .post(&ada, Some(&session), initialized.clone())
+            .await
+            .status(),
+        202
+    );
+    let search = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "rekall_search", "arguments": {"query": "anything"}}});
+    let stolen = server.post(&bob, Some(&session), search.clone()).await;
+    assert_eq!(stolen.status(), 404, "another token's session is not found");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let deleted = reqwest::Client::new()
+        .delete(&server.url)
+        .header("Authorization", format!("Bearer {bob}"))
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 404);
+    // Ada's session is still hers, and serves her.
+    let own = server.post(&ada, Some(&session), search).await;
+    assert_eq!(own.status(), 200);
+    let text = own.text().await.unwrap();
+    assert!(text.contains("\"id\":2"), "{text}");
+    server.stop(&home).await;
+    let logs = home.tandem_home().join("logs");
+    for log in std::fs::read_dir(&logs).unwrap() {
+        let text = std::fs::read_to_string(log.unwrap().path()).unwrap_or_default();
+        assert!(!text.contains(&session), "a session id in the log");
+    }
+}
+
+/// `Host` is read as an authority: user info and a port out of range are refused, and
+/// loopback's names only with the bound port.
+#[tokio::test]
+async fn host_quirks_are_refused() {
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(&home, &[]).await;
+    let port = server.port();
+    for host in [
+        format!("evil.com@127.0.0.1:{port}"),
+        "evil.com@127.0.0.1".to_string(),
+        "127.0.0.1:99999".to_string(),
+        format!("127.0.0.1:{}", if port == 1 { 2 } else { port - 1 }),
+    ] {
+        let status = server.raw(&[("Host", &host)], 0).await;
+        assert!(status == 403 || status == 400, "Host {host}: {status}");
+    }
+    assert_eq!(
+        server
+            .raw(&[("Host", &format!("localhost:{port}"))], 0)
+            .await,
+        200
+    );
+    server.stop(&home).await;
+}
