@@ -6,8 +6,8 @@
 //! A connection is accepted only while the face holds fewer than its limits, in total and
 //! from the peer's address, both kept below the process's open-files limit so the daemon's
 //! socket, store and downstream servers always have files left. A connection has
-//! [`HEADER_TIMEOUT`] to send each request's headers, and may idle between requests no
-//! longer than that.
+//! [`HEADER_TIMEOUT`] to send each request's headers and [`BODY_TIMEOUT`] for its body, and
+//! may idle between requests no longer than the first.
 //!
 //! Every request passes [`Guard`] before rmcp sees it, in this order:
 //! 1. `Host` and `Origin` against the allow-lists (403): a page in a browser cannot reach a
@@ -62,6 +62,9 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 64;
 /// for its next request: a peer that sends half a header, or nothing, lets go of its
 /// connection after this.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client has to send a request's body, once its headers are in: a peer that
+/// trickles a body lets go of its connection after this.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Open files the HTTP face leaves to the rest of the daemon (its socket and clients, the
 /// store, the index, downstream servers' pipes), whatever its connections.
 const FILES_KEPT_FOR_THE_DAEMON: u64 = 256;
@@ -323,7 +326,7 @@ async fn handle(
     }
     let method = request.method().clone();
     request.extensions_mut().insert(caller.clone());
-    let response = service.handle(request).await;
+    let response = service.handle(request.map(BodyDeadline::new)).await;
     match (&session, response.headers().get(SESSION_HEADER)) {
         (None, Some(opened)) => {
             let opened = String::from_utf8_lossy(opened.as_bytes()).into_owned();
@@ -335,6 +338,48 @@ async fn handle(
         _ => {}
     }
     response
+}
+
+/// A request's body that fails once [`BODY_TIMEOUT`] has passed.
+struct BodyDeadline {
+    body: hyper::body::Incoming,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl BodyDeadline {
+    fn new(body: hyper::body::Incoming) -> BodyDeadline {
+        BodyDeadline {
+            body,
+            deadline: Box::pin(tokio::time::sleep(BODY_TIMEOUT)),
+        }
+    }
+}
+
+impl hyper::body::Body for BodyDeadline {
+    type Data = Bytes;
+    type Error = String;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, String>>> {
+        use std::future::Future;
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            let why = format!("the body did not come within {} s", BODY_TIMEOUT.as_secs());
+            return std::task::Poll::Ready(Some(Err(why)));
+        }
+        std::pin::Pin::new(&mut self.body)
+            .poll_frame(cx)
+            .map_err(|e| e.to_string())
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Why the guard refused a request: its status, a message for people, and the header

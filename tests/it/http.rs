@@ -737,3 +737,34 @@ async fn host_quirks_are_refused() {
     );
     server.stop(&home).await;
 }
+
+/// A body trickled after its headers holds its connection no longer than the body's time
+/// limit: the request is answered with an error, and the connection let go.
+#[tokio::test]
+async fn a_trickled_body_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let home = TestHome::new();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(&home, &[]).await;
+    let mut stream = connect_from("127.0.0.3", server.port()).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{{",
+        server.port()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        tandem::http::BODY_TIMEOUT + Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the connection is still held");
+    assert!(started.elapsed() >= tandem::http::BODY_TIMEOUT - Duration::from_secs(1));
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || !answer.starts_with("HTTP/1.1 200"),
+        "{answer}"
+    );
+    server.stop(&home).await;
+}
