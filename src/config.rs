@@ -83,17 +83,13 @@ pub fn init_logging(config: &Config) -> std::io::Result<PathBuf> {
         Ok(f) => (f, None),
         Err(e) => (EnvFilter::new("info"), Some(e)),
     };
-    // rmcp logs each HTTP session's id as it opens one, at info. Whoever holds an id can
-    // speak in that session (anyone, on loopback without tokens), so no line holds one
-    // unless the filter asks for rmcp by name.
+    // At info, rmcp logs each HTTP session's id as it opens one (whoever holds an id
+    // speaks in that session) and each client's `clientInfo` whole (as long as a body may
+    // be). So rmcp logs from warn, unless the filter names it.
     let filter = if config.log_filter.contains("rmcp") {
         filter
     } else {
-        filter.add_directive(
-            "rmcp::transport::streamable_http_server::session=warn"
-                .parse()
-                .expect("a valid directive"),
-        )
+        filter.add_directive("rmcp=warn".parse().expect("a valid directive"))
     };
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
