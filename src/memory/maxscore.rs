@@ -5,7 +5,7 @@
 //! left before they are read. A query of a distinctive word and common ones then reads the
 //! distinctive word's postings and looks the others up, where tantivy's block-max WAND over
 //! the union moved every posting list to every candidate (at a million entries, 2.4–3.8 ms
-//! for ten hits that this finds in a fraction: README, Benchmarks).
+//! for ten hits that this finds in a fraction: docs/benchmarks.md).
 //!
 //! [`WithOptional`] serves words required beside optional ones (a search's context
 //! beside words most entries hold): it reads the optional words' postings and looks up the

@@ -197,7 +197,7 @@ impl Memory {
         // cores: BM25's own second thread beside the vectors' made its slowest searches
         // slower). At a million entries, where BM25 reads two halves, the thread beside
         // took the second half after the whole vectors' search, and ended ~0.8 ms after
-        // this one (README, Benchmarks: with the halves' shared floor, `index.rs`, hybrid
+        // this one (docs/benchmarks.md: with the halves' shared floor, `index.rs`, hybrid
         // p99 2.24 → 2.05 ms, in turns in one process). The count goes to
         // whichever thread is free first, and this one makes the generators. This one
         // waits for the helper spinning, not asleep on the scope's end (woken late), and
