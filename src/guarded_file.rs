@@ -40,6 +40,8 @@ pub enum FileProblem {
         "is a {0}, not a regular file: Tandem reads only a regular file (or a symlink to one) there"
     )]
     NotRegular(&'static str),
+    #[error("is not UTF-8 text; save it as UTF-8")]
+    NotUtf8,
     #[error(
         "is larger than {limit} bytes, far more than a configuration file needs: Tandem did not read it"
     )]
@@ -71,6 +73,11 @@ pub fn read_regular(path: &Path, max_bytes: u64) -> Result<Option<Vec<u8>>, Guar
 /// group or others may write it.
 pub fn read_private(path: &Path, max_bytes: u64) -> Result<Option<Vec<u8>>, GuardedFileError> {
     read(path, max_bytes, true)
+}
+
+/// A file's content as text.
+pub fn utf8(bytes: Vec<u8>) -> Result<String, FileProblem> {
+    String::from_utf8(bytes).map_err(|_| FileProblem::NotUtf8)
 }
 
 fn read(path: &Path, max_bytes: u64, private: bool) -> Result<Option<Vec<u8>>, GuardedFileError> {

@@ -424,10 +424,7 @@ fn read_text(file: &Path, read: guarded_file::Reader) -> Result<Option<String>, 
     let bytes =
         read(file, CONFIG_MAX_BYTES).map_err(|e| file_error(file, e.problem.to_string()))?;
     bytes
-        .map(|b| {
-            String::from_utf8(b)
-                .map_err(|_| file_error(file, "is not UTF-8 text; save it as UTF-8".into()))
-        })
+        .map(|b| guarded_file::utf8(b).map_err(|e| file_error(file, e.to_string())))
         .transpose()
 }
 

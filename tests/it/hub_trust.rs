@@ -300,11 +300,11 @@ async fn no_expanded_value_is_shown_or_logged() {
     assert!(!log.contains(SECRET) && !log.contains(TOKEN), "{log}");
 }
 
-/// Runs `tandem servers --json` in `ws`, which must answer within `limit`.
-fn servers_within(home: &TestHome, ws: &Path, limit: Duration) -> Value {
+/// Runs `tandem ARGS` in `ws`, which must answer (JSON) within `limit`.
+fn within(home: &TestHome, ws: &Path, args: &[&str], limit: Duration) -> Value {
     let mut child = home
         .std_command()
-        .args(["servers", "--json"])
+        .args(args)
         .current_dir(ws)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -315,7 +315,7 @@ fn servers_within(home: &TestHome, ws: &Path, limit: Duration) -> Value {
         if started.elapsed() > limit {
             child.kill().unwrap();
             child.wait().unwrap();
-            panic!("`tandem servers` in {} did not answer", ws.display());
+            panic!("`tandem {args:?}` in {} did not answer", ws.display());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -366,8 +366,9 @@ fn a_workspace_file_that_is_no_file_stalls_nothing() {
     let before = peak_kib(pid);
     let limit = Duration::from_secs(20);
 
+    let servers = ["servers", "--json"];
     for (ws, what) in [(&zero, "a device"), (&pipe, "a named pipe")] {
-        let report = servers_within(&home, ws, limit);
+        let report = within(&home, ws, &servers, limit);
         let errors = report["errors"].to_string();
         assert!(
             errors.contains(&format!(".mcp.json: is {what}, not a regular file")),
@@ -379,8 +380,21 @@ fn a_workspace_file_that_is_no_file_stalls_nothing() {
             "{report:#}"
         );
     }
+    // `tandem servers import` reads the repository's file the same way.
+    let import = within(
+        &home,
+        &pipe,
+        &["servers", "import", "--dry-run", "--json"],
+        limit,
+    );
+    assert!(
+        import["sources"]
+            .to_string()
+            .contains(".mcp.json: is a named pipe, not a regular file"),
+        "{import:#}"
+    );
     // Another workspace, on the same daemon, is served at once.
-    let report = servers_within(&home, &plain, limit);
+    let report = within(&home, &plain, &servers, limit);
     assert!(
         report["errors"].as_array().unwrap().is_empty(),
         "{report:#}"
