@@ -923,12 +923,12 @@ pub const HUB_TRUST: Method<TrustParams, crate::hub::trust::TrustReport> =
         };
         match core.hub.trust_workspace(ws, action) {
             Ok(report) => Ok(report),
-            Err(e @ TrustError::Changed { .. }) => Err(CallError::new(
-                "FILE_CHANGED",
+            Err(TrustError::Store(e)) => Err(e.into()),
+            Err(e) => Err(CallError::new(
+                e.code(),
                 e.to_string(),
                 Value::Object(Default::default()),
             )),
-            Err(TrustError::Store(e)) => Err(e.into()),
         }
     });
 

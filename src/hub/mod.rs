@@ -457,14 +457,14 @@ impl Workspace {
         })
     }
 
-    /// Keeps what a ready server says now as what it said last.
+    /// Keeps what a ready server says now as what it said last, under its command line as
+    /// written (what the data dir keeps carries no expanded credential).
     fn remember(&self, name: &str) {
         let (Some(hub), Ok(s)) = (self.hub.upgrade(), self.server(name)) else {
             return;
         };
-        if let (Status::Ready, Some(runs)) = (s.status(), &s.config.transport) {
-            hub.remembered
-                .remember(&self.root, name, &runs.describe(), s.said());
+        if let (Status::Ready, Some(runs)) = (s.status(), &s.config.runs) {
+            hub.remembered.remember(&self.root, name, runs, s.said());
         }
     }
 
@@ -474,10 +474,9 @@ impl Workspace {
         if s.status() == Status::Ready {
             return Some((s.said(), false));
         }
-        let (hub, runs) = (self.hub.upgrade()?, s.config.transport.as_ref()?);
-        let said = hub
-            .remembered
-            .recall(&self.root, s.name(), &runs.describe())?;
+        s.config.transport.as_ref()?;
+        let (hub, runs) = (self.hub.upgrade()?, s.config.runs.as_ref()?);
+        let said = hub.remembered.recall(&self.root, s.name(), runs)?;
         Some((said, true))
     }
 

@@ -52,6 +52,9 @@ pub enum TrustError {
         shown: String,
         now: String,
     },
+    /// There is a workspace file, and it cannot be read (not a regular file, too large).
+    #[error("{0}")]
+    Unreadable(config::ConfigProblem),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -79,6 +82,17 @@ pub struct TrustedServer {
     pub error: Option<String>,
 }
 
+impl TrustError {
+    /// The error code of the error object.
+    pub fn code(&self) -> &'static str {
+        match self {
+            TrustError::Changed { .. } => "FILE_CHANGED",
+            TrustError::Unreadable(_) => "CONFIG_INVALID",
+            TrustError::Store(_) => "INTERNAL_ERROR",
+        }
+    }
+}
+
 impl Hub {
     /// Shows the workspace file at `root` and its servers, approving or revoking it first
     /// as `action` says; a change applies at once in this process.
@@ -90,6 +104,12 @@ impl Hub {
         let env = |var: &str| std::env::var(var).ok();
         let trusted = |file: &Path, content: &str| self.trust.is_trusted(file, content);
         let config = config::load(self.user_file(), root, &env, &trusted);
+        let workspace_file = root.join(config::WORKSPACE_FILE);
+        if let Some(e) = config.errors.iter().find(|e| e.file == workspace_file)
+            && config.workspace_file.is_none()
+        {
+            return Err(TrustError::Unreadable(e.clone()));
+        }
         let Some((file, content)) = config.workspace_file.clone() else {
             return Ok(TrustReport {
                 file: None,
@@ -103,6 +123,7 @@ impl Hub {
             .servers
             .values()
             .filter(|s| matches!(s.origin, Origin::Workspace(_)))
+            .chain(&config.held_back)
             .map(|s| TrustedServer {
                 name: s.name.clone(),
                 runs: s.runs.clone(),

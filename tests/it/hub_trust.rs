@@ -191,6 +191,40 @@ fn trust_approves_only_the_file_it_showed() {
     assert_eq!(server(&report, "swapped")["state"], "ready", "{report:#}");
 }
 
+/// An untrusted `.mcp.json` with an entry named like one of the user's took its place
+/// (and the user's server stopped). The user's runs until the file is approved; `tandem
+/// trust` shows what would replace it.
+#[test]
+fn an_untrusted_file_replaces_none_of_the_users_servers() {
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {"fx": fixture_entry(&["--name", "fx-of-the-repo"])}}),
+    );
+    user_config(
+        &home,
+        &json!({"mcpServers": {"fx": fixture_entry(&["--name", "fx", "--prompts", "1"])}}),
+    );
+    let report = ok(&home, &ws, &["servers", "--json", "--wait", "10"]);
+    let fx = server(&report, "fx");
+    assert_eq!(
+        (&fx["origin"]["kind"], &fx["state"]),
+        (&json!("user"), &json!("ready")),
+        "{report:#}"
+    );
+    let shown = ok(&home, &ws, &["trust", "--json"]);
+    assert!(
+        server(&shown, "fx")["runs"]
+            .as_str()
+            .unwrap()
+            .ends_with("--name fx-of-the-repo"),
+        "{shown:#}"
+    );
+    ok(&home, &ws, &["trust", "--yes"]);
+    let report = ok(&home, &ws, &["servers", "--json"]);
+    assert_eq!(server(&report, "fx")["origin"]["kind"], "workspace");
+}
+
 /// The injection's source for `server`'s prompt, as `tandem inject --json` gives it.
 fn injected(inj: &Value, server: &str) -> Option<String> {
     let at = inj["sources"]
@@ -392,6 +426,12 @@ fn a_workspace_file_that_is_no_file_stalls_nothing() {
             .to_string()
             .contains(".mcp.json: is a named pipe, not a regular file"),
         "{import:#}"
+    );
+    // So does `tandem trust`, which says why it cannot show the file.
+    let (shown, _, stderr) = tandem(&home, &pipe, &["trust", "--json"]);
+    assert!(
+        !shown && stderr.contains(".mcp.json: is a named pipe, not a regular file"),
+        "{stderr}"
     );
     // Another workspace, on the same daemon, is served at once.
     let report = within(&home, &plain, &servers, limit);
