@@ -902,14 +902,34 @@ pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::Conven
 pub const HUB_TRUST: Method<TrustParams, crate::hub::trust::TrustReport> =
     Method::new("hub/trust", |core, workspace, p| {
         let ws = workspace_of(workspace)?;
-        let name = p.action.as_deref().unwrap_or("show");
-        let action = crate::hub::trust::TrustAction::from_name(name).ok_or_else(|| {
-            CallError::invalid_argument(
-                "action",
-                format!("unknown action '{name}' (show, approve or revoke)"),
-            )
-        })?;
-        Ok(core.hub.trust_workspace(ws, action)?)
+        use crate::hub::trust::{TrustAction, TrustError};
+        let action = match (p.action.as_deref().unwrap_or("show"), p.sha256) {
+            ("show", _) => TrustAction::Show,
+            ("revoke", _) => TrustAction::Revoke,
+            ("approve", Some(shown)) => TrustAction::Approve { shown },
+            ("approve", None) => {
+                return Err(CallError::invalid_argument(
+                    "sha256",
+                    "approving needs the sha256 of the file as it was shown (`show` gives it), \
+                     so that a file changed since is not approved",
+                ));
+            }
+            (name, _) => {
+                return Err(CallError::invalid_argument(
+                    "action",
+                    format!("unknown action '{name}' (show, approve or revoke)"),
+                ));
+            }
+        };
+        match core.hub.trust_workspace(ws, action) {
+            Ok(report) => Ok(report),
+            Err(TrustError::Store(e)) => Err(e.into()),
+            Err(e) => Err(CallError::new(
+                e.code(),
+                e.to_string(),
+                Value::Object(Default::default()),
+            )),
+        }
     });
 
 /// Imports servers into the user's `config.json`, through the hub so that it never races

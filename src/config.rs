@@ -91,6 +91,14 @@ pub fn init_logging(config: &Config) -> std::io::Result<PathBuf> {
     } else {
         filter.add_directive("rmcp=warn".parse().expect("a valid directive"))
     };
+    // rmcp's transport worker logs its failure with the URL it requested, which may carry
+    // a credential from the environment; the hub logs the same failure with the URL as the
+    // config file has it.
+    let filter = filter.add_directive(
+        "rmcp::transport::worker=off"
+            .parse()
+            .expect("a valid directive"),
+    );
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)

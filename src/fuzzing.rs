@@ -421,7 +421,7 @@ pub fn config(harness: &Harness, data: &[u8]) {
     std::fs::write(dir.join(crate::tokens::TOKENS_FILE), user).expect("writing tokens.json");
 
     let env = |name: &str| (name == "SET").then(|| "value".to_string());
-    let _ = hub_config::load(&user_file, &ws, &env);
+    let _ = hub_config::load(&user_file, &ws, &env, &|_, _| true);
     let _ = crate::tokens::list(&dir);
     let settings = crate::config::Config {
         home: dir.clone(),

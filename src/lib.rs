@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod events;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod guarded_file;
 pub mod http;
 pub mod hub;
 pub mod learn;

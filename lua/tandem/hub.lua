@@ -448,12 +448,15 @@ end
 
 -- Trust ----------------------------------------------------------------------------------------
 
---- `tandem.trust` with `action` (`show`, `approve`, `revoke`): `cb(err, TrustReport)`.
+--- `tandem.trust` with `action` (`show`, `approve`, `revoke`): `cb(err, TrustReport)`. An
+--- approval carries `sha256`, the digest of the file as it was shown: a file changed since
+--- is not approved.
 ---@param action "show"|"approve"|"revoke"
 ---@param cb tandem.Callback
 ---@param opts? tandem.RequestOpts
-function M.trust_request(action, cb, opts)
-  lsp.execute("tandem.trust", { { action = action } }, cb, opts)
+---@param sha256? string
+function M.trust_request(action, cb, opts, sha256)
+  lsp.execute("tandem.trust", { { action = action, sha256 = sha256 } }, cb, opts)
 end
 
 --- What a trust report's servers would run, one line each.
@@ -497,7 +500,7 @@ function M.trust(opts)
       opts.on_result(err, report)
     end
   end
-  local function act(action, client)
+  local function act(action, client, sha256)
     M.trust_request(action, function(err, report, c)
       if err then
         vim.notify(("tandem: cannot %s: %s"):format(action, err), vim.log.levels.ERROR)
@@ -510,7 +513,7 @@ function M.trust(opts)
         after_change(c)
       end
       done(err, report)
-    end, { client_id = client and client.id or ropts.client_id, bufnr = ropts.bufnr })
+    end, { client_id = client and client.id or ropts.client_id, bufnr = ropts.bufnr }, sha256)
   end
   M.trust_request("show", function(err, report, client)
     if err then
@@ -529,7 +532,7 @@ function M.trust(opts)
       return done(nil, report)
     end
     if opts.yes then
-      return act("approve", client)
+      return act("approve", client, report.sha256)
     end
     local runs = M.trust_lines(report)
     vim.ui.select({ "Trust", "Cancel" }, {
@@ -540,7 +543,7 @@ function M.trust(opts)
       kind = "tandem.trust",
     }, function(choice)
       if choice == "Trust" then
-        act("approve", client)
+        act("approve", client, report.sha256)
       else
         done(nil, report)
       end
@@ -585,6 +588,7 @@ function M.on_show_message_request(_, params, ctx)
   vim.schedule(function()
     ask(function(choice)
       if type(choice) == "table" and choice.title == "Trust" then
+        -- The question's Trust action carries the digest of the file it showed.
         M.trust_request("approve", function(err, report, client)
           if err then
             vim.notify("tandem: cannot trust: " .. err, vim.log.levels.ERROR)
@@ -592,7 +596,7 @@ function M.on_show_message_request(_, params, ctx)
             vim.notify(("tandem: trusted %s; its servers are starting"):format(report.file or ".mcp.json"))
             after_change(client)
           end
-        end, { client_id = ctx.client_id })
+        end, { client_id = ctx.client_id }, choice.sha256)
       end
     end)
   end)

@@ -451,6 +451,10 @@ pub struct TrustParams {
     /// `show` (default), `approve` or `revoke`.
     #[serde(default)]
     pub action: Option<String>,
+    /// For `approve`: the `sha256` the file had when it was shown. A file that has another
+    /// now is not approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// `hub/import`: servers read from an agent's config files (`tandem servers import`),

@@ -184,6 +184,10 @@ pub struct TrustArgs {
     /// Approve without asking.
     #[arg(long, short)]
     yes: bool,
+    /// With --yes: approve only if the file still has this SHA-256, the one shown by an
+    /// earlier `tandem trust --json` (what a script reviewed).
+    #[arg(long, requires = "yes", value_name = "HEX")]
+    sha256: Option<String>,
     /// Withdraw the approval.
     #[arg(long, conflicts_with = "yes")]
     revoke: bool,
@@ -195,7 +199,13 @@ pub struct TrustArgs {
 /// `tandem trust`: shows what the workspace's `.mcp.json` would run, and approves it.
 pub fn trust(config: &Config, args: TrustArgs) -> anyhow::Result<()> {
     let mut backend = Backend::open(config)?;
-    let show = backend.call(&calls::HUB_TRUST, &TrustParams { action: None })?;
+    let show = backend.call(
+        &calls::HUB_TRUST,
+        &TrustParams {
+            action: None,
+            sha256: None,
+        },
+    )?;
     let Some(file) = show.file.clone() else {
         bail!("this workspace has no .mcp.json");
     };
@@ -220,6 +230,11 @@ pub fn trust(config: &Config, args: TrustArgs) -> anyhow::Result<()> {
             }
         }
         if !std::io::stdin().is_terminal() {
+            if args.json {
+                // What a script reviews before `--yes --sha256`.
+                println!("{}", serde_json::to_string_pretty(&show)?);
+                return Ok(());
+            }
             bail!("not approved: run `tandem trust --yes` to approve {file} as it is now");
         }
         print!("Trust this file and run these commands? [y/N] ");
@@ -232,10 +247,12 @@ pub fn trust(config: &Config, args: TrustArgs) -> anyhow::Result<()> {
         Some("approve")
     };
     let report = match action {
+        // What is approved is what was shown (or named): not a file changed since.
         Some(a) => backend.call(
             &calls::HUB_TRUST,
             &TrustParams {
                 action: Some(a.into()),
+                sha256: args.sha256.clone().or_else(|| show.sha256.clone()),
             },
         )?,
         None => show,

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use tandem::calls::{self, CallError, params::HubImportParams};
 use tandem::config::Config;
+use tandem::guarded_file;
 use tandem::hub::config::{self, ConfigProblem};
 use tandem::hub::import::{self, AGENTS, Action, Format, Found, Location, Places, Plan, Skipped};
 
@@ -225,12 +226,17 @@ fn read_all(locations: &[Location], places: &Places) -> (Vec<Source>, Vec<Found>
     (sources, found, skipped)
 }
 
-/// One location's servers; `None` when the file does not exist.
+/// The most an agent's file may hold: Claude Code's user file keeps the history of every
+/// project, far past a config file's size.
+const AGENT_FILE_MAX_BYTES: u64 = 64 << 20;
+
+/// One location's servers; `None` when the file does not exist. A workspace's files are
+/// the repository's: read only as a regular file, of bounded size ([`guarded_file`]).
 fn read_one(location: &Location, places: &Places) -> Result<Option<import::Read>, String> {
-    let text = match std::fs::read_to_string(&location.path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read it: {e}")),
+    let text = match guarded_file::read_regular(&location.path, AGENT_FILE_MAX_BYTES) {
+        Ok(Some(bytes)) => guarded_file::utf8(bytes).map_err(|e| e.to_string())?,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e.problem.to_string()),
     };
     let location = if location.agent == "file" {
         &Location {

@@ -186,9 +186,16 @@ impl Hub {
     /// The workspace's hub, loaded (and its autostart servers started) on first use. Must
     /// be called within a tokio runtime.
     pub fn workspace(self: &Arc<Self>, root: &Path) -> Arc<Workspace> {
+        let known = |all: &HashMap<PathBuf, Arc<Workspace>>| all.get(root).cloned();
+        if let Some(w) = known(&self.workspaces.lock().unwrap_or_else(|p| p.into_inner())) {
+            return w;
+        }
+        // The files are read before the lock every workspace takes: a file that is slow
+        // to read holds up this workspace only.
+        let read = Workspace::read(self, root);
         let mut all = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(w) = all.get(root) {
-            return w.clone();
+        if let Some(w) = known(&all) {
+            return w;
         }
         let w = Arc::new(Workspace {
             root: root.to_path_buf(),
@@ -198,7 +205,7 @@ impl Hub {
             conventional: Arc::new(Mutex::new(None)),
             holders: Default::default(),
         });
-        w.apply(self);
+        w.install(self, read);
         let watch = Arc::downgrade(&w);
         tokio::spawn(async move { watch_config(watch).await });
         all.insert(root.to_path_buf(), w.clone());
@@ -242,6 +249,19 @@ pub struct Workspace {
     holders: gateway::Holders,
 }
 
+/// What a workspace's config was read from: the files and their stamps when read.
+struct Read {
+    config: HubConfig,
+    stamps: Vec<Option<(SystemTime, u64)>>,
+}
+
+fn stamps(hub: &Hub, root: &Path) -> Vec<Option<(SystemTime, u64)>> {
+    vec![
+        stamp(&hub.user_file),
+        stamp(&root.join(config::WORKSPACE_FILE)),
+    ]
+}
+
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.modified().ok()?, m.len()))
@@ -268,10 +288,7 @@ impl Workspace {
     }
 
     fn stamps_now(&self, hub: &Hub) -> Vec<Option<(SystemTime, u64)>> {
-        vec![
-            stamp(&hub.user_file),
-            stamp(&self.root.join(config::WORKSPACE_FILE)),
-        ]
+        stamps(hub, &self.root)
     }
 
     fn servers_now(&self) -> Vec<Arc<Downstream>> {
@@ -287,16 +304,26 @@ impl Workspace {
     /// (Re)reads both files and brings the servers in line: unchanged entries keep their
     /// connection, changed ones restart, removed ones stop, new ones start.
     fn apply(self: &Arc<Self>, hub: &Hub) {
-        let stamps = self.stamps_now(hub);
+        let read = Workspace::read(hub, &self.root);
+        self.install(hub, read);
+    }
+
+    /// Both files of the workspace at `root`, read and resolved (no lock held).
+    fn read(hub: &Hub, root: &Path) -> Read {
+        let stamps = stamps(hub, root);
         let env = |var: &str| std::env::var(var).ok();
-        let config = config::load(&hub.user_file, &self.root, &env);
+        let trusted = |file: &Path, content: &str| hub.trust.is_trusted(file, content);
+        let config = config::load(&hub.user_file, root, &env, &trusted);
         for e in &config.errors {
             tracing::warn!("MCP server config: {e}");
         }
-        let workspace_trusted = config
-            .workspace_file
-            .as_ref()
-            .is_some_and(|(file, content)| hub.trust.is_trusted(file, content));
+        Read { config, stamps }
+    }
+
+    /// Brings the servers in line with what was read.
+    fn install(self: &Arc<Self>, hub: &Hub, read: Read) {
+        let Read { config, stamps } = read;
+        let workspace_trusted = config.workspace_trusted;
         let bus = hub.bus.clone();
         let root = self.root.clone();
         let cache = self.conventional.clone();
@@ -430,14 +457,14 @@ impl Workspace {
         })
     }
 
-    /// Keeps what a ready server says now as what it said last.
+    /// Keeps what a ready server says now as what it said last, under its command line as
+    /// written (what the data dir keeps carries no expanded credential).
     fn remember(&self, name: &str) {
         let (Some(hub), Ok(s)) = (self.hub.upgrade(), self.server(name)) else {
             return;
         };
-        if let (Status::Ready, Some(runs)) = (s.status(), &s.config.transport) {
-            hub.remembered
-                .remember(&self.root, name, &runs.describe(), s.said());
+        if let (Status::Ready, Some(runs)) = (s.status(), &s.config.runs) {
+            hub.remembered.remember(&self.root, name, runs, s.said());
         }
     }
 
@@ -447,10 +474,9 @@ impl Workspace {
         if s.status() == Status::Ready {
             return Some((s.said(), false));
         }
-        let (hub, runs) = (self.hub.upgrade()?, s.config.transport.as_ref()?);
-        let said = hub
-            .remembered
-            .recall(&self.root, s.name(), &runs.describe())?;
+        s.config.transport.as_ref()?;
+        let (hub, runs) = (self.hub.upgrade()?, s.config.runs.as_ref()?);
+        let said = hub.remembered.recall(&self.root, s.name(), runs)?;
         Some((said, true))
     }
 

@@ -10,6 +10,10 @@
 //! [`super::stdio`], which bounds what its process may write: one that writes lines that
 //! are not MCP on stdout is `failed` at once (starting it again would not help), one that
 //! writes a message past the size limit is restarted like a crash.
+//!
+//! A failure's message is shown and logged with the entry's values as written
+//! ([`ServerConfig::redact`]): a connect error quotes the URL, and an expanded URL or
+//! command line may carry a credential.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -423,7 +427,7 @@ impl Downstream {
             name: self.config.name.clone(),
             status,
             origin: self.config.origin.clone(),
-            runs: self.config.transport.as_ref().map(Transport::describe),
+            runs: self.config.runs.clone(),
             prompts: inner.lists.prompts.len(),
             tools: inner.lists.tools.len(),
             last_error: inner
@@ -632,7 +636,7 @@ impl Downstream {
                 if let Some((failed, error)) = &inner.failed
                     && *failed == generation
                 {
-                    inner.last_error = Some(with_tail(error, &inner.stderr));
+                    inner.last_error = Some(this.config.redact(&with_tail(error, &inner.stderr)));
                 }
             })
             .await;
@@ -726,7 +730,7 @@ impl Downstream {
             }
             inner.generation += 1;
             inner.failures += 1;
-            let shown = with_tail(&error, &inner.stderr);
+            let shown = self.config.redact(&with_tail(&error, &inner.stderr));
             tracing::warn!("downstream server {}: {shown}", self.config.name);
             inner.last_error = Some(shown);
             inner.failed = Some((generation, error));
@@ -885,10 +889,10 @@ impl Downstream {
             Ok(Err(e)) => {
                 // The transport may have said why first (an exit, a message past the limit).
                 let cause = self.failure_of(generation).unwrap_or_else(|| e.to_string());
-                let message = format!(
+                let message = self.config.redact(&format!(
                     "server '{}' failed during {method}: {cause}",
                     self.config.name
-                );
+                ));
                 self.fail(generation, message.clone());
                 Err(HubError::Unavailable(message))
             }

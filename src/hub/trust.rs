@@ -1,6 +1,9 @@
 //! Workspace trust: a cloned repository's `.mcp.json` is somebody else's code. Its servers
 //! run only once the user has approved that file's exact content (a SHA-256 of it, kept in
 //! the data dir); an edited file needs approval again. The user's own config is trusted.
+//!
+//! An approval names the digest of the content the user was shown: the file is read again
+//! when the answer comes, and if it changed meanwhile nothing is approved.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,23 +29,34 @@ pub struct Trust {
 }
 
 /// What a trust request does besides showing the workspace file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TrustAction {
     Show,
-    Approve,
+    /// Approve the file if its content still has this SHA-256 (hex): the digest of what
+    /// the user was shown.
+    Approve {
+        shown: String,
+    },
     Revoke,
 }
 
-impl TrustAction {
-    /// The action by its name (`show`, `approve`, `revoke`).
-    pub fn from_name(name: &str) -> Option<TrustAction> {
-        match name {
-            "show" => Some(TrustAction::Show),
-            "approve" => Some(TrustAction::Approve),
-            "revoke" => Some(TrustAction::Revoke),
-            _ => None,
-        }
-    }
+/// Why a trust request did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// The file is not what the user was shown: nothing was approved.
+    #[error(
+        "{file} changed since it was shown (it was sha256 {shown}, it is now {now}): nothing was approved; review it again, then approve what you see"
+    )]
+    Changed {
+        file: String,
+        shown: String,
+        now: String,
+    },
+    /// There is a workspace file, and it cannot be read (not a regular file, too large).
+    #[error("{0}")]
+    Unreadable(config::ConfigProblem),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// A workspace's `.mcp.json` as trust sees it: what `tandem trust` shows and does.
@@ -68,6 +82,17 @@ pub struct TrustedServer {
     pub error: Option<String>,
 }
 
+impl TrustError {
+    /// The error code of the error object.
+    pub fn code(&self) -> &'static str {
+        match self {
+            TrustError::Changed { .. } => "FILE_CHANGED",
+            TrustError::Unreadable(_) => "CONFIG_INVALID",
+            TrustError::Store(_) => "INTERNAL_ERROR",
+        }
+    }
+}
+
 impl Hub {
     /// Shows the workspace file at `root` and its servers, approving or revoking it first
     /// as `action` says; a change applies at once in this process.
@@ -75,9 +100,16 @@ impl Hub {
         self: &Arc<Self>,
         root: &Path,
         action: TrustAction,
-    ) -> Result<TrustReport, StoreError> {
+    ) -> Result<TrustReport, TrustError> {
         let env = |var: &str| std::env::var(var).ok();
-        let config = config::load(self.user_file(), root, &env);
+        let trusted = |file: &Path, content: &str| self.trust.is_trusted(file, content);
+        let config = config::load(self.user_file(), root, &env, &trusted);
+        let workspace_file = root.join(config::WORKSPACE_FILE);
+        if let Some(e) = config.errors.iter().find(|e| e.file == workspace_file)
+            && config.workspace_file.is_none()
+        {
+            return Err(TrustError::Unreadable(e.clone()));
+        }
         let Some((file, content)) = config.workspace_file.clone() else {
             return Ok(TrustReport {
                 file: None,
@@ -91,9 +123,10 @@ impl Hub {
             .servers
             .values()
             .filter(|s| matches!(s.origin, Origin::Workspace(_)))
+            .chain(&config.held_back)
             .map(|s| TrustedServer {
                 name: s.name.clone(),
-                runs: s.transport.as_ref().map(|t| t.describe()),
+                runs: s.runs.clone(),
                 env: match &s.transport {
                     Some(Transport::Stdio { env, .. }) => env.keys().cloned().collect(),
                     _ => Vec::new(),
@@ -103,7 +136,15 @@ impl Hub {
             .collect();
         let done = match action {
             TrustAction::Show => None,
-            TrustAction::Approve => {
+            TrustAction::Approve { shown } => {
+                let now = digest(&content);
+                if !shown.eq_ignore_ascii_case(&now) {
+                    return Err(TrustError::Changed {
+                        file: file.display().to_string(),
+                        shown,
+                        now,
+                    });
+                }
                 self.trust.approve(&file, &content)?;
                 Some("approved".to_string())
             }

@@ -211,9 +211,15 @@ impl TandemLsp {
                 MessageType::WARNING,
                 message,
                 Some(vec![
+                    // The digest shown travels with the answer: a client that approves by
+                    // itself (Neovim's, outside a coroutine) approves what was shown.
                     MessageActionItem {
                         title: "Trust".into(),
-                        properties: Default::default(),
+                        properties: [(
+                            "sha256".to_string(),
+                            MessageActionItemProperty::String(sha.to_string()),
+                        )]
+                        .into(),
                     },
                     MessageActionItem {
                         title: "Not now".into(),
@@ -227,7 +233,10 @@ impl TandemLsp {
         {
             match self
                 .session
-                .call(calls::HUB_TRUST.name, json!({"action": "approve"}))
+                .call(
+                    calls::HUB_TRUST.name,
+                    json!({"action": "approve", "sha256": sha}),
+                )
                 .await
             {
                 Ok(_) => {

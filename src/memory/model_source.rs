@@ -354,12 +354,14 @@ fn read_setting(file: &Path) -> Result<Option<String>, ModelSourceError> {
         path: file.to_path_buf(),
         reason,
     };
-    let text = match fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(problem(format!("cannot read it: {e}"))),
+    // The hub's file too: read as it is (a regular file the user owns, of bounded size).
+    let bytes = match crate::guarded_file::read_private(file, crate::guarded_file::CONFIG_MAX_BYTES)
+    {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(problem(e.problem.to_string())),
     };
-    let root: Value = serde_json::from_str(&text).map_err(|e| {
+    let root: Value = serde_json::from_slice(&bytes).map_err(|e| {
         problem(format!(
             "not valid JSON ({e}); {SETTING_KEY} cannot be read"
         ))

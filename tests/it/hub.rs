@@ -208,14 +208,18 @@ fn user_config_is_trusted_and_expands_the_environment() {
             .contains("hello world"),
         "{run}"
     );
+    // The user's servers run in the home, not in the workspace (`hub_trust` has why).
+    let user_home = home.path().join("home");
+    std::fs::create_dir_all(&user_home).unwrap();
     let cwd = ok(&home, &ws, &["prompt", "/fx:cwd", "--json"]);
     let text = cwd["messages"][0]["content"]["text"]
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        text.contains(ws.canonicalize().unwrap().to_str().unwrap()),
-        "servers run in the workspace: {text}"
+    assert_eq!(
+        text,
+        user_home.canonicalize().unwrap().display().to_string(),
+        "servers run in the home"
     );
 }
 

@@ -14,6 +14,7 @@ mod fuzz_regressions;
 mod gateway;
 mod http;
 mod hub;
+mod hub_trust;
 mod mcp_stdio;
 mod memory_codec;
 mod memory_core;

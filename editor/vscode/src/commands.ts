@@ -195,7 +195,8 @@ async function trust(ctx: Ctx): Promise<void> {
         action,
     );
     if (answer !== action) return;
-    const done = await ctx.exec<TrustReport>(Cmd.trust, { action: answer === "Trust" ? "approve" : "revoke" });
+    // An approval names the digest of what was shown: a file changed since is not approved.
+    const done = await ctx.exec<TrustReport>(Cmd.trust, answer === "Trust" ? { action: "approve", sha256: report.sha256 } : { action: "revoke" });
     void vscode.window.showInformationMessage(`Tandem: ${done.done ?? (done.trusted ? "trusted" : "not trusted")}.`);
 }
 
