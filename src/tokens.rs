@@ -22,6 +22,8 @@ const LOCK_FILE: &str = "tokens.lock";
 pub const TOKEN_PREFIX: &str = "tdm_";
 /// The longest token name (it is the user's name in entries and tasks).
 const MAX_NAME: usize = 64;
+/// The most `tokens.json` may hold: some hundred thousand tokens.
+const MAX_FILE_BYTES: u64 = 32 << 20;
 
 /// One token as stored: its name (the user), the hash of its secret, its rights.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +48,8 @@ pub enum TokenError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Unsafe(#[from] crate::guarded_file::GuardedFileError),
     #[error("{} is not a valid tokens file: {source}", path.display())]
     Corrupt {
         path: PathBuf,
@@ -68,13 +72,13 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> TokenError + '_ {
     }
 }
 
-/// The tokens of data dir `home`, in the order made (none when the file is absent).
+/// The tokens of data dir `home`, in the order made (none when the file is absent). A file
+/// that another user owns, or that group or others may write, is refused: whoever could
+/// write it could let themselves in.
 pub fn list(home: &Path) -> Result<Vec<TokenRecord>, TokenError> {
     let path = home.join(TOKENS_FILE);
-    let text = match fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error(&path)(e)),
+    let Some(text) = crate::guarded_file::read_private(&path, MAX_FILE_BYTES)? else {
+        return Ok(Vec::new());
     };
     let file: TokensFile =
         serde_json::from_slice(&text).map_err(|source| TokenError::Corrupt { path, source })?;
@@ -258,6 +262,23 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["bob"]
         );
+    }
+
+    #[test]
+    fn a_file_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let set = TokenSet::new(dir.path());
+        add(dir.path(), "ada", false).unwrap();
+        let path = dir.path().join(TOKENS_FILE);
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+        let refused = set
+            .current()
+            .err()
+            .expect("a world-writable file is refused");
+        assert!(refused.to_string().contains("chmod go-w"), "{refused}");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(!set.current().unwrap().is_empty());
     }
 
     #[test]
