@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use tracing_subscriber::EnvFilter;
 
+use crate::log_file::{RotatingFile, Rotation};
+
 /// The environment variable that names the data dir.
 pub const HOME_ENV: &str = "TANDEM_HOME";
 /// The environment variable that holds the log filter (`tracing` directives).
@@ -71,14 +73,15 @@ impl Config {
     }
 }
 
-/// Sends `tracing` output to the log file in the data dir (appending), never to stdout.
-/// Returns the path written to. A bad filter falls back to `info` and says so in the log.
+/// Sends `tracing` output to the log file in the data dir (appending, rotated by size:
+/// [`Rotation::LOG`]), never to stdout. Returns the path written to. A bad filter falls back
+/// to `info` and says so in the log.
 pub fn init_logging(config: &Config) -> std::io::Result<PathBuf> {
     let dir = config.log_dir();
     crate::store::create_private_dir(&config.home)?;
     std::fs::create_dir_all(&dir)?;
     let path = config.log_file();
-    let file = open_log(&path)?;
+    let file = RotatingFile::open(&path, Rotation::LOG)?;
     let (filter, bad) = match EnvFilter::try_new(&config.log_filter) {
         Ok(f) => (f, None),
         Err(e) => (EnvFilter::new("info"), Some(e)),
@@ -102,7 +105,7 @@ pub fn init_logging(config: &Config) -> std::io::Result<PathBuf> {
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file))
+        .with_writer(file)
         .finish();
     // A second init in one process (tests) keeps the first subscriber.
     let _ = tracing::subscriber::set_global_default(subscriber);
@@ -113,13 +116,6 @@ pub fn init_logging(config: &Config) -> std::io::Result<PathBuf> {
         );
     }
     Ok(path)
-}
-
-fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
 }
 
 /// A workspace is a canonical root: the git toplevel of `dir` where there is one, else `dir`

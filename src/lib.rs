@@ -20,6 +20,8 @@ pub mod http;
 pub mod hub;
 pub mod learn;
 pub mod limits;
+pub mod log_file;
+pub mod log_rate;
 pub mod lsp;
 pub mod mcp;
 pub mod memory;

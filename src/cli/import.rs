@@ -291,6 +291,18 @@ fn print_plan(plan: &Plan) {
         ]);
     }
     println!("{t}");
+    // Outside the table, whole: a repository may define a server under the name of the
+    // user's own, to have its command run instead.
+    for r in &plan.servers {
+        for file in &r.differs_in {
+            println!(
+                "{}: yours, from {}, is the one imported; {} (this project's) defines a different server of that name, not imported",
+                r.name,
+                tilde(&r.from),
+                tilde(file)
+            );
+        }
+    }
 }
 
 /// `N server(s)`.

@@ -87,8 +87,10 @@ pub struct Places {
     pub workspace: PathBuf,
 }
 
-/// The known places of `agent` (every agent's when `None`): the workspace's files first,
-/// then the user's, so that a project's definition is the one a name gets.
+/// The known places of `agent` (every agent's when `None`): the user's files first, then
+/// the workspace's. A project's files are the repository's to write (and Claude Code's
+/// servers for one project run there), so where both define a name, the user's is the one
+/// imported ([`plan`]).
 pub fn locations(places: &Places, agent: Option<&str>) -> Vec<Location> {
     let ws = &places.workspace;
     let at = |agent: &str, format, path: PathBuf, project: bool| Location {
@@ -98,19 +100,6 @@ pub fn locations(places: &Places, agent: Option<&str>) -> Vec<Location> {
         project: project.then(|| ws.clone()),
     };
     let all = [
-        at(
-            "claude-project",
-            Format::McpJson,
-            ws.join(".mcp.json"),
-            true,
-        ),
-        at("vscode", Format::VsCode, ws.join(".vscode/mcp.json"), true),
-        at(
-            "gemini",
-            Format::Gemini,
-            ws.join(".gemini/settings.json"),
-            true,
-        ),
         at(
             "claude",
             Format::ClaudeUser,
@@ -134,6 +123,19 @@ pub fn locations(places: &Places, agent: Option<&str>) -> Vec<Location> {
             Format::VsCode,
             places.config_dir.join("Code/User/mcp.json"),
             false,
+        ),
+        at(
+            "claude-project",
+            Format::McpJson,
+            ws.join(".mcp.json"),
+            true,
+        ),
+        at("vscode", Format::VsCode, ws.join(".vscode/mcp.json"), true),
+        at(
+            "gemini",
+            Format::Gemini,
+            ws.join(".gemini/settings.json"),
+            true,
         ),
     ];
     all.into_iter()
@@ -210,12 +212,27 @@ impl Entry {
     }
 }
 
+/// Whose definition a server is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The user's own, for every project: `~/.claude.json`'s user scope, Codex, Gemini CLI's
+    /// and VS Code's user settings, a file named with `--from`.
+    #[default]
+    User,
+    /// One project's: a file in the workspace (the repository's), or Claude Code's servers
+    /// for this project in `~/.claude.json`. Its command runs in the project.
+    Project,
+}
+
 /// A server found in an agent's file, translated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Found {
     pub name: String,
     /// The file (and for `~/.claude.json`'s projects, which one) it comes from.
     pub from: String,
+    #[serde(default)]
+    pub scope: Scope,
     pub entry: Entry,
     /// What the translation changed or could not carry over (no values).
     #[serde(default)]
@@ -402,6 +419,10 @@ fn read_servers(
                 read.found.push(Found {
                     name: name.clone(),
                     from: from.to_string(),
+                    scope: match ctx.project {
+                        Some(_) => Scope::Project,
+                        None => Scope::User,
+                    },
                     entry,
                     notes,
                 });
@@ -736,6 +757,10 @@ pub struct PlanRow {
     /// Why it is skipped or in conflict, and what the translation changed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The user's own server: the project files defining a different server of this name,
+    /// which are not imported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differs_in: Vec<String>,
 }
 
 /// The plan of an import into the user's `config.json`, and whether it was written.
@@ -759,9 +784,14 @@ impl Plan {
 
 /// The plan of merging `found` into the user's config (`config_text`, `None` when it does
 /// not exist yet): each server added, unchanged (the same server is there), in conflict (a
-/// different one is: kept unless `overwrite`), or skipped (`skipped`, and a name already
-/// taken by a server found earlier). Also answers the entries to write, by name. A file
-/// that is not a JSON object, or whose `mcpServers` is not one, is refused.
+/// different one is: kept unless `overwrite`), or skipped (`skipped`, and every other
+/// definition of a name imported from elsewhere). Also answers the entries to write, by
+/// name. A file that is not a JSON object, or whose `mcpServers` is not one, is refused.
+///
+/// Where several files define one name, the first of the user's own definitions is the one
+/// imported, else the first found: a project's never wins over the user's, whose row names
+/// the files of the projects' that differ ([`PlanRow::differs_in`]). A project's definition that would replace an entry of
+/// `config.json` says so.
 pub fn plan(
     file: &Path,
     config_text: Option<&str>,
@@ -770,9 +800,12 @@ pub fn plan(
     overwrite: bool,
 ) -> Result<(Plan, Vec<(String, Entry)>), ConfigProblem> {
     let existing = existing_servers(file, config_text)?;
+    let mut by_name: BTreeMap<&str, Vec<&Found>> = BTreeMap::new();
+    for f in found {
+        by_name.entry(&f.name).or_default().push(f);
+    }
     let mut rows = Vec::new();
     let mut write: Vec<(String, Entry)> = Vec::new();
-    let mut taken: BTreeMap<&str, &Found> = BTreeMap::new();
     for f in found {
         let mut row = PlanRow {
             name: f.name.clone(),
@@ -782,39 +815,46 @@ pub fn plan(
             env: f.entry.env.keys().cloned().collect(),
             headers: f.entry.headers.keys().cloned().collect(),
             notes: f.notes.clone(),
+            differs_in: Vec::new(),
         };
-        if let Some(first) = taken.get(f.name.as_str()) {
+        let same_name = &by_name[f.name.as_str()];
+        let chosen = same_name
+            .iter()
+            .find(|o| o.scope == Scope::User)
+            .unwrap_or(&same_name[0]);
+        if !std::ptr::eq(*chosen, f) {
             row.action = Action::Skipped;
-            row.notes.insert(
-                0,
-                if first.entry.same_server(&f.entry) {
-                    format!("the same server as in {}", first.from)
-                } else {
-                    format!(
-                        "a different server of this name, from {}, is the one imported (rename one of them to have both)",
-                        first.from
-                    )
-                },
-            );
+            row.notes.insert(0, not_imported(f, chosen));
             rows.push(row);
             continue;
         }
-        taken.insert(&f.name, f);
+        if f.scope == Scope::User {
+            row.differs_in = same_name
+                .iter()
+                .filter(|o| o.scope == Scope::Project && !o.entry.same_server(&f.entry))
+                .map(|o| o.from.clone())
+                .collect();
+        }
+        let by_project = match f.scope {
+            Scope::User => "",
+            Scope::Project => " with this project's definition",
+        };
         match existing.get(&f.name) {
             None => write.push((f.name.clone(), f.entry.clone())),
             Some(Some(there)) if there.same_server(&f.entry) => row.action = Action::Unchanged,
             Some(_) if overwrite => {
                 row.action = Action::Replaced;
                 row.notes
-                    .insert(0, "replaces the entry in config.json".into());
+                    .insert(0, format!("replaces the entry in config.json{by_project}"));
                 write.push((f.name.clone(), f.entry.clone()));
             }
             Some(_) => {
                 row.action = Action::Conflict;
                 row.notes.insert(
                     0,
-                    "config.json has a different server of this name: kept (--overwrite replaces it)"
-                        .into(),
+                    format!(
+                        "config.json has a different server of this name: kept (--overwrite replaces it{by_project})"
+                    ),
                 );
             }
         }
@@ -828,6 +868,7 @@ pub fn plan(
         env: Vec::new(),
         headers: Vec::new(),
         notes: vec![s.reason.clone()],
+        differs_in: Vec::new(),
     }));
     let plan = Plan {
         file: file.display().to_string(),
@@ -835,6 +876,23 @@ pub fn plan(
         written: false,
     };
     Ok((plan, write))
+}
+
+/// Why `f` is not imported, `chosen` being the definition of its name that is.
+fn not_imported(f: &Found, chosen: &Found) -> String {
+    if chosen.entry.same_server(&f.entry) {
+        format!("the same server as in {}", chosen.from)
+    } else if (f.scope, chosen.scope) == (Scope::Project, Scope::User) {
+        format!(
+            "the user's own definition of this name, from {}, is the one imported: a project's never replaces it",
+            chosen.from
+        )
+    } else {
+        format!(
+            "a different server of this name, from {}, is the one imported (rename one of them to have both)",
+            chosen.from
+        )
+    }
 }
 
 /// The servers in the user's config by name, each as an [`Entry`] (`None`: an entry Tandem
@@ -1160,6 +1218,7 @@ args = ["mcp"]
         Found {
             name: name.into(),
             from: from.into(),
+            scope: Scope::User,
             entry: Entry {
                 command: Some(command.into()),
                 env: [("TOKEN".to_string(), "s3cret".to_string())].into(),
@@ -1187,26 +1246,12 @@ args = ["mcp"]
             from: "c".into(),
             reason: "SSE".into(),
         }];
-        let file = Path::new("/t/config.json");
-        let summary = |overwrite| {
-            let (plan, write) = plan(file, Some(config), &servers, &skipped, overwrite).unwrap();
-            let rows: Vec<String> = plan
-                .servers
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} {} {:?} {}",
-                        r.name,
-                        r.from,
-                        r.action,
-                        r.notes.join("; ")
-                    )
-                })
-                .collect();
+        let run = |overwrite| {
+            let (rows, write, plan) = summary(config, &servers, &skipped, overwrite);
             let written: Vec<String> = write.into_iter().map(|(n, _)| n).collect();
             (rows, written, plan)
         };
-        let (rows, written, plan) = summary(false);
+        let (rows, written, plan) = run(false);
         assert_eq!(
             rows,
             [
@@ -1227,9 +1272,112 @@ args = ["mcp"]
             "{json}"
         );
 
-        let (rows, written, _) = summary(true);
+        let (rows, written, _) = run(true);
         assert!(rows[2].starts_with("differs a Replaced"), "{}", rows[2]);
         assert_eq!(written, ["new", "differs"]);
+    }
+
+    /// The plan of importing `servers` into `config`, its rows rendered as `name from action
+    /// notes`, and the entries it writes.
+    fn summary(
+        config: &str,
+        servers: &[Found],
+        skipped: &[Skipped],
+        overwrite: bool,
+    ) -> (Vec<String>, Vec<(String, Entry)>, Plan) {
+        let file = Path::new("/t/config.json");
+        let (plan, write) = plan(file, Some(config), servers, skipped, overwrite).unwrap();
+        let rows = plan
+            .servers
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {:?} {}",
+                    r.name,
+                    r.from,
+                    r.action,
+                    r.notes.join("; ")
+                )
+            })
+            .collect();
+        (rows, write, plan)
+    }
+
+    #[test]
+    fn the_users_own_definition_wins_over_a_projects() {
+        let project = |name, command| Found {
+            scope: Scope::Project,
+            ..found(name, "/ws/.mcp.json", command)
+        };
+        let servers = [
+            project("notes", "./node_modules/.bin/x"),
+            found("notes", "~/.claude.json", "notes-server"),
+            project("same", "same"),
+            found("same", "~/.codex/config.toml", "same"),
+            project("only", "./only"),
+        ];
+        let config = r#"{"mcpServers": {"only": {"command": "mine"}}}"#;
+        let (rows, write, plan) = summary(config, &servers, &[], false);
+        let differs: Vec<&[String]> = plan.servers.iter().map(|r| &r.differs_in[..]).collect();
+        let (none, repo): (&[String], &[String]) = (&[], &["/ws/.mcp.json".to_string()]);
+        assert_eq!(differs, [none, repo, none, none, none]);
+        assert_eq!(
+            rows,
+            [
+                "notes /ws/.mcp.json Skipped the user's own definition of this name, from ~/.claude.json, is the one imported: a project's never replaces it",
+                "notes ~/.claude.json Added ",
+                "same /ws/.mcp.json Skipped the same server as in ~/.codex/config.toml",
+                "same ~/.codex/config.toml Added ",
+                "only /ws/.mcp.json Conflict config.json has a different server of this name: kept (--overwrite replaces it with this project's definition)",
+            ]
+        );
+        let written: Vec<(&str, &str)> = write
+            .iter()
+            .map(|(n, e)| (n.as_str(), e.command.as_deref().unwrap()))
+            .collect();
+        assert_eq!(written, [("notes", "notes-server"), ("same", "same")]);
+
+        // Replacing the user's entry with a project's definition is said.
+        let (rows, write, _) = summary(config, &servers, &[], true);
+        assert_eq!(
+            rows[4],
+            "only /ws/.mcp.json Replaced replaces the entry in config.json with this project's definition"
+        );
+        assert_eq!(write.len(), 3);
+    }
+
+    #[test]
+    fn project_files_and_claude_codes_project_servers_are_a_projects() {
+        let location = |format, project: bool| Location {
+            agent: "test".into(),
+            format,
+            path: "/f".into(),
+            project: project.then(|| "/work/app".into()),
+        };
+        let claude = r#"{"mcpServers": {"a": {"command": "a"}},
+            "projects": {"/work/app": {"mcpServers": {"b": {"command": "b"}}}}}"#;
+        let cases = [
+            (
+                location(Format::ClaudeUser, false),
+                claude,
+                vec![Scope::User, Scope::Project],
+            ),
+            (
+                location(Format::McpJson, true),
+                r#"{"mcpServers": {"c": {"command": "c"}}}"#,
+                vec![Scope::Project],
+            ),
+            (
+                location(Format::Gemini, false),
+                r#"{"mcpServers": {"d": {"command": "d"}}}"#,
+                vec![Scope::User],
+            ),
+        ];
+        for (location, text, want) in cases {
+            let read = read(&location, text, &places()).unwrap();
+            let scopes: Vec<Scope> = read.found.iter().map(|f| f.scope).collect();
+            assert_eq!(scopes, want, "{text}");
+        }
     }
 
     #[test]

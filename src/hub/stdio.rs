@@ -25,6 +25,8 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
+use crate::log_rate::LogBudget;
+
 /// The longest line (one JSON-RPC message) a server may write on stdout: 16 MiB, as rmcp's
 /// HTTP client allows for one event.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -296,7 +298,11 @@ pub async fn read_stderr(
     mut line: impl FnMut(String),
 ) {
     let mut buf = BytesMut::new();
-    let mut window = Window::new(name);
+    let mut window = Window::new();
+    let logged = LogBudget::new(STDERR_LOGGED_PER_SEC);
+    let not_logged = |n: u64| {
+        tracing::info!(target: "tandem::downstream", "{name}: {n} lines of stderr not logged");
+    };
     loop {
         buf.reserve(READ_CHUNK);
         let read = match stderr.read_buf(&mut buf).await {
@@ -307,8 +313,11 @@ pub async fn read_stderr(
             let raw = buf.split_to(at + 1);
             let text = String::from_utf8_lossy(trim_line(&raw));
             let text = cut(text.trim_end(), STDERR_LINE_CHARS);
-            if window.log() {
+            if logged.allow() {
                 tracing::info!(target: "tandem::downstream", "{name}: {text}");
+            }
+            if let Some(n) = logged.suppressed() {
+                not_logged(n);
             }
             line(text);
         }
@@ -319,53 +328,29 @@ pub async fn read_stderr(
         }
         window.read(read).await;
     }
-    window.note_skipped();
+    if let Some(n) = logged.flush() {
+        not_logged(n);
+    }
 }
 
-/// The stderr budget of the current second.
-struct Window<'a> {
-    name: &'a str,
+/// The stderr bytes read in the current second.
+struct Window {
     start: Instant,
     bytes: usize,
-    logged: u32,
-    /// Lines not logged in this second.
-    skipped: u64,
 }
 
-impl Window<'_> {
-    fn new(name: &str) -> Window<'_> {
+impl Window {
+    fn new() -> Window {
         Window {
-            name,
             start: Instant::now(),
             bytes: 0,
-            logged: 0,
-            skipped: 0,
         }
     }
 
     /// Starts the next second when this one is over.
     fn roll(&mut self) {
         if self.start.elapsed() >= Duration::from_secs(1) {
-            self.note_skipped();
-            *self = Window::new(self.name);
-        }
-    }
-
-    fn note_skipped(&self) {
-        if self.skipped > 0 {
-            tracing::info!(target: "tandem::downstream", "{}: {} lines of stderr not logged", self.name, self.skipped);
-        }
-    }
-
-    /// Whether one more line may be logged now.
-    fn log(&mut self) -> bool {
-        self.roll();
-        if self.logged < STDERR_LOGGED_PER_SEC {
-            self.logged += 1;
-            true
-        } else {
-            self.skipped += 1;
-            false
+            *self = Window::new();
         }
     }
 

@@ -185,6 +185,41 @@ fn export_import_and_reindex_between_homes() {
     assert_eq!(json(&bob, &["memory", "search", "deadlocks"])["total"], 1);
 }
 
+/// Finding 3 of the security audit: whoever can make Tandem log could fill the disk. A log
+/// at its limit is rotated by the next line, and the oldest rotated file dropped. The full
+/// files are sparse: their size costs no disk.
+#[test]
+fn a_full_log_is_rotated_and_the_oldest_dropped() {
+    let home = TestHome::new();
+    let logs = home.tandem_home().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let full = tandem::log_file::Rotation::LOG.max_bytes;
+    let names = ["tandem.log", "tandem.log.1", "tandem.log.2", "tandem.log.3"];
+    for name in names {
+        std::fs::write(logs.join(name), format!("{name}\n")).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(logs.join(name))
+            .unwrap();
+        file.set_len(full).unwrap();
+    }
+    let mut cmd = command(&home, &["memory", "search", "anything"]);
+    cmd.env("TANDEM_LOG", "debug");
+    succeeds(cmd);
+
+    let log = home.log();
+    assert!(log.starts_with(|c: char| c.is_ascii_digit()) && log.contains("logging to"));
+    assert!((log.len() as u64) < full);
+    // Each older file moved one place on; the oldest is gone.
+    for (n, was) in names.iter().take(3).enumerate() {
+        let path = logs.join(format!("tandem.log.{}", n + 1));
+        let text = std::fs::read(&path).unwrap();
+        assert!(text.starts_with(format!("{was}\n").as_bytes()), "{path:?}");
+        assert_eq!(text.len() as u64, full);
+    }
+    assert!(!logs.join("tandem.log.4").exists());
+}
+
 #[test]
 fn data_dir_is_private_and_has_a_format_version() {
     let home = TestHome::new();

@@ -1,7 +1,7 @@
 //! `tandem servers import` through the real binary: an agent's servers (Claude Code's
 //! `.mcp.json`, Codex's `config.toml`) brought into the user's `config.json` of a hermetic
-//! home, then listed and run by the hub; conflicts, the dry run and the refusal to write
-//! without a confirmation.
+//! home, then listed and run by the hub; conflicts, a repository's definition of a name the
+//! user defines too, the dry run and the refusal to write without a confirmation.
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +51,24 @@ fn config_file(home: &TestHome) -> PathBuf {
     home.tandem_home().join("config.json")
 }
 
+/// The user's `config.json`, read.
+fn config(home: &TestHome) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(config_file(home)).unwrap()).unwrap()
+}
+
+/// What `tandem servers import --dry-run` prints for people in `ws`.
+fn dry_run(home: &TestHome, ws: &Path) -> String {
+    let out = home
+        .std_command()
+        .args(["servers", "import", "--dry-run"])
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}");
+    stdout
+}
+
 /// A directory with no agent config of its own, to see the user's servers alone.
 fn elsewhere(home: &TestHome) -> PathBuf {
     let dir = home.path().join("elsewhere");
@@ -84,7 +102,7 @@ fn claude_and_codex_servers_are_imported_then_served() {
     assert_eq!(stdout["written"], true);
     assert_eq!(
         actions(&stdout),
-        ["fx added", "ctx added", "legacy skipped", "tandem skipped"]
+        ["ctx added", "fx added", "legacy skipped", "tandem skipped"]
     );
     let ctx = stdout["servers"]
         .as_array()
@@ -104,7 +122,7 @@ fn claude_and_codex_servers_are_imported_then_served() {
         .map(|s| (s["agent"].as_str().unwrap(), s["present"] == true))
         .filter(|(_, present)| *present)
         .collect();
-    assert_eq!(sources, [("claude-project", true), ("codex", true)]);
+    assert_eq!(sources, [("codex", true), ("claude-project", true)]);
 
     // The user's servers, listed and run from any workspace: the project's server runs in
     // its project, the Codex server with its environment.
@@ -127,7 +145,7 @@ fn claude_and_codex_servers_are_imported_then_served() {
     let before = std::fs::read_to_string(config_file(&home)).unwrap();
     let again = ok(&home, &ws, &["servers", "import", "--yes", "--json"]);
     assert_eq!(again["written"], false);
-    assert_eq!(&actions(&again)[..2], ["fx unchanged", "ctx unchanged"]);
+    assert_eq!(&actions(&again)[..2], ["ctx unchanged", "fx unchanged"]);
     assert_eq!(std::fs::read_to_string(config_file(&home)).unwrap(), before);
 }
 
@@ -195,14 +213,7 @@ fn a_dry_run_or_no_confirmation_writes_nothing() {
     let home = TestHome::new();
     let ws = agents(&home, json!({}), &codex_fixture("ctx", "s3cret"));
 
-    let out = home
-        .std_command()
-        .args(["servers", "import", "--dry-run"])
-        .current_dir(&ws)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let stdout = dry_run(&home, &ws);
     assert!(
         stdout.contains("~/.codex/config.toml (codex): 1 server"),
         "{stdout}"
@@ -235,4 +246,79 @@ fn a_dry_run_or_no_confirmation_writes_nothing() {
         let report = ok(&home, &ws, args);
         assert_eq!(report["servers"], json!([]), "{args:?}");
     }
+}
+
+/// Finding 11 of the security audit: a cloned repository's `.mcp.json` defines a server
+/// under the name of one of the user's own (here a command of the repository's, run in it);
+/// importing everything must take the user's, and say that the repository's differs.
+#[test]
+fn the_users_own_definition_wins_over_the_repositorys() {
+    let home = TestHome::new();
+    let fixture = fixture_bin().display().to_string();
+    let ws = agents(
+        &home,
+        json!({
+            "notes": {"command": "./node_modules/.bin/x", "args": ["--serve"]},
+            "only-here": {"command": "./node_modules/.bin/y"}
+        }),
+        "",
+    );
+    let claude = json!({"mcpServers": {
+        "notes": {"command": fixture, "args": ["--name", "notes"]}
+    }});
+    std::fs::write(home.path().join("home/.claude.json"), claude.to_string()).unwrap();
+    let repo_file = ws.join(".mcp.json").display().to_string();
+
+    // The plan as people read it names the repository's file beside the user's server.
+    let stdout = dry_run(&home, &ws);
+    let said = format!(
+        "notes: yours, from ~/.claude.json, is the one imported; {repo_file} (this project's) defines a different server of that name, not imported"
+    );
+    assert!(stdout.contains(&said), "{stdout}");
+
+    let plan = ok(&home, &ws, &["servers", "import", "--yes", "--json"]);
+    assert_eq!(
+        actions(&plan),
+        ["notes added", "notes skipped", "only-here added"]
+    );
+    let rows = plan["servers"].as_array().unwrap();
+    let claude_file = home.path().join("home/.claude.json");
+    assert_eq!(rows[0]["from"], claude_file.display().to_string());
+    assert_eq!(rows[0]["differs_in"], json!([repo_file]));
+    assert_eq!(rows[1]["from"], repo_file);
+    assert_eq!(rows[1]["runs"], "./node_modules/.bin/x --serve");
+    assert!(
+        rows[1]["notes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("the user's own definition of this name"),
+        "{plan:#}"
+    );
+    assert_eq!(
+        config(&home)["mcpServers"]["notes"]["command"],
+        json!(fixture)
+    );
+
+    // Even --overwrite never puts the repository's definition over the user's own, and it
+    // replaces an entry of config.json with a repository's only saying so.
+    let mut mine = config(&home);
+    mine["mcpServers"]["only-here"] = json!({"command": "my-own"});
+    std::fs::write(config_file(&home), mine.to_string()).unwrap();
+    let plan = ok(
+        &home,
+        &ws,
+        &["servers", "import", "--yes", "--overwrite", "--json"],
+    );
+    assert_eq!(
+        actions(&plan),
+        ["notes unchanged", "notes skipped", "only-here replaced"]
+    );
+    assert_eq!(
+        plan["servers"][2]["notes"][0],
+        "replaces the entry in config.json with this project's definition"
+    );
+    assert_eq!(
+        config(&home)["mcpServers"]["notes"]["command"],
+        json!(fixture)
+    );
 }
