@@ -41,6 +41,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::LazyCore;
+use crate::log_rate::LogBudget;
 use crate::mcp::{Caller, TandemServer};
 use crate::tokens::TokenSet;
 
@@ -152,9 +153,7 @@ pub async fn serve(
                 Ok(a) => a,
                 Err(e) => {
                     // Out of files (or another passing failure): wait, so as not to spin.
-                    if guard.log.allow() {
-                        tracing::warn!("http accept failed: {e}");
-                    }
+                    warn_bounded(&guard.log, format_args!("http accept failed: {e}"));
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -163,13 +162,13 @@ pub async fn serve(
         };
         let Some(permit) = connections.admit(peer.ip()) else {
             refuse_connection(&stream);
-            if guard.log.allow() {
-                tracing::warn!(
+            warn_bounded(
+                &guard.log,
+                format_args!(
                     "http connection refused: the face holds its limit of connections ({} in all, {} from one address)",
-                    connections.total,
-                    connections.per_peer
-                );
-            }
+                    connections.total, connections.per_peer
+                ),
+            );
             continue;
         };
         let (service, guard, cancel) = (service.clone(), guard.clone(), cancel.clone());
@@ -404,13 +403,14 @@ impl Refusal {
     /// The answer, the refusal logged when the budget allows. The message holds no
     /// header's value, so the log does not either.
     fn response(self, log: &LogBudget) -> Response<Body> {
-        if log.allow() {
-            tracing::warn!(
+        warn_bounded(
+            log,
+            format_args!(
                 "http request refused ({}): {}",
                 self.status.as_u16(),
                 self.message
-            );
-        }
+            ),
+        );
         let mut response = refusal(self.status, &self.message);
         let headers = response.headers_mut();
         if self.status == StatusCode::UNAUTHORIZED {
@@ -501,7 +501,7 @@ impl Guard {
             rate_per_minute: config.rate_per_minute.max(1),
             buckets: Mutex::new(HashMap::new()),
             owners: Owners::new(sessions),
-            log: LogBudget::new("the HTTP face", REFUSALS_LOGGED_PER_SEC),
+            log: LogBudget::new(REFUSALS_LOGGED_PER_SEC),
         }
     }
 
@@ -710,48 +710,16 @@ impl Owners {
     }
 }
 
-/// Lines a second, the rest counted: what an unauthenticated peer can make the face log is
-/// bounded, whatever it sends.
-pub struct LogBudget {
-    /// What the lines are about, for the count of those not logged.
-    what: &'static str,
-    per_second: u32,
-    window: Mutex<(Instant, u32, u64)>,
-}
-
-impl LogBudget {
-    pub fn new(what: &'static str, per_second: u32) -> LogBudget {
-        LogBudget {
-            what,
-            per_second,
-            window: Mutex::new((Instant::now(), 0, 0)),
-        }
+/// Logs `line` as a warning if the face's budget allows, after a count of the lines it
+/// did not allow in the seconds before.
+fn warn_bounded(log: &LogBudget, line: std::fmt::Arguments<'_>) {
+    if let Some(n) = log.suppressed() {
+        tracing::warn!(
+            "{n} more lines of the HTTP face were not logged (at most {REFUSALS_LOGGED_PER_SEC} a second)"
+        );
     }
-
-    /// Whether a line may be logged now. The first line of a second says how many were
-    /// not logged before it.
-    pub fn allow(&self) -> bool {
-        let mut window = self.window.lock().unwrap_or_else(|p| p.into_inner());
-        let (start, logged, skipped) = &mut *window;
-        if start.elapsed() >= Duration::from_secs(1) {
-            if *skipped > 0 {
-                tracing::warn!(
-                    "{skipped} more lines of {} were not logged (at most {} a second)",
-                    self.what,
-                    self.per_second
-                );
-            }
-            *start = Instant::now();
-            *logged = 0;
-            *skipped = 0;
-        }
-        if *logged < self.per_second {
-            *logged += 1;
-            true
-        } else {
-            *skipped += 1;
-            false
-        }
+    if log.allow() {
+        tracing::warn!("{line}");
     }
 }
 
@@ -861,14 +829,6 @@ mod tests {
         drop(a1);
         let _b2 = c.admit(b).expect("a place let go is taken again");
         assert!(c.admit(a).is_none());
-    }
-
-    #[test]
-    fn log_budget_counts_what_it_does_not_log() {
-        let budget = LogBudget::new("a test", 3);
-        let allowed = (0..10).filter(|_| budget.allow()).count();
-        assert_eq!(allowed, 3);
-        assert_eq!(budget.window.lock().unwrap().2, 7);
     }
 
     #[test]

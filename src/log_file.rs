@@ -28,6 +28,10 @@ pub struct Rotation {
     pub max_bytes: u64,
     /// How many rotated files (`.1`, `.2`, ...) are kept.
     pub keep: u32,
+    /// The longest line kept whole: a longer one is cut there, and marked. A line can hold
+    /// what a peer sent (a downstream server's message, a client's field in rmcp's
+    /// warnings), which no one reads at a megabyte.
+    pub max_line: usize,
 }
 
 impl Rotation {
@@ -35,6 +39,7 @@ impl Rotation {
     pub const LOG: Rotation = Rotation {
         max_bytes: 10 * 1024 * 1024,
         keep: 3,
+        max_line: 16 * 1024,
     };
 }
 
@@ -81,6 +86,13 @@ impl RotatingFile {
     /// Appends `line` (cut at the file's limit) to the file the path names now, rotating
     /// first when it would pass the limit. Called with the lock held.
     fn write_line(&self, open: &mut Open, line: &[u8]) -> io::Result<()> {
+        let cut;
+        let line = if line.len() > self.rotation.max_line {
+            cut = cut_line(line, self.rotation.max_line);
+            &cut[..]
+        } else {
+            line
+        };
         let line = &line[..line.len().min(self.rotation.max_bytes as usize)];
         if !same_file(&open.file, &self.path) {
             open.file = append(&self.path)?;
@@ -145,6 +157,25 @@ impl<'a> MakeWriter<'a> for RotatingFile {
     }
 }
 
+/// What marks a line cut at [`Rotation::max_line`].
+const CUT: &[u8] = " [line cut]\n".as_bytes();
+
+/// `line` cut to at most `max` bytes, at a character's start, and marked.
+fn cut_line(line: &[u8], max: usize) -> Vec<u8> {
+    let mut end = max.saturating_sub(CUT.len());
+    // Not inside a UTF-8 character: back to the start of the one there.
+    while end > 0
+        && line
+            .get(end)
+            .is_some_and(|b| b & 0b1100_0000 == 0b1000_0000)
+    {
+        end -= 1;
+    }
+    let mut cut = line[..end].to_vec();
+    cut.extend_from_slice(CUT);
+    cut
+}
+
 fn append(path: &Path) -> io::Result<File> {
     File::options().create(true).append(true).open(path)
 }
@@ -172,6 +203,7 @@ mod tests {
     const SMALL: Rotation = Rotation {
         max_bytes: 1000,
         keep: 3,
+        max_line: usize::MAX,
     };
 
     /// The log's files, newest first: the log, then `.1`, `.2`, ... as far as they exist.
@@ -187,6 +219,27 @@ mod tests {
 
     fn write(log: &RotatingFile, line: &str) {
         log.make_writer().write_all(line.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_long_line_is_cut_at_a_character_and_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let rotation = Rotation {
+            max_line: 40,
+            ..SMALL
+        };
+        let log = RotatingFile::open(&dir.path().join("tandem.log"), rotation).unwrap();
+        write(&log, "short\n");
+        write(&log, &format!("{}\n", "é".repeat(100)));
+        let text = &files(&log)[0];
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "short");
+        assert!(
+            lines[1].ends_with(" [line cut]") && lines[1].len() <= 40,
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].starts_with("éé"), "cut at a character's start");
     }
 
     #[test]
@@ -246,6 +299,7 @@ mod tests {
         let rotation = Rotation {
             max_bytes: 4000,
             keep: 2,
+            max_line: usize::MAX,
         };
         let writers: Vec<RotatingFile> = (0..3)
             .map(|_| RotatingFile::open(&path, rotation).unwrap())
@@ -265,7 +319,8 @@ mod tests {
             assert!(text.len() as u64 <= rotation.max_bytes, "{}", text.len());
         }
         // Each writer's lines kept are its newest ones, with no gap: a gap would be lines
-        // written into a file that a rotation had already dropped.
+        // written into a file that a rotation had already dropped. A writer that finished
+        // first may have had all its lines rotated out: none kept is no gap.
         for w in 0..writers.len() {
             let mine: Vec<u32> = files
                 .iter()
@@ -274,7 +329,7 @@ mod tests {
                 .filter_map(|l| l.strip_prefix(&format!("{w} ")))
                 .map(|n| n.parse().unwrap())
                 .collect();
-            let first = mine[0];
+            let first = mine.first().copied().unwrap_or(2000);
             assert_eq!(mine, (first..2000).collect::<Vec<_>>(), "writer {w}");
         }
     }
