@@ -627,7 +627,10 @@ impl Downstream {
     fn capture_stderr(self: &Arc<Self>, stderr: tokio::process::ChildStderr, generation: u64) {
         let this = self.clone();
         tokio::spawn(async move {
-            stdio::read_stderr(stderr, &this.config.name, |line| {
+            // A server may print the credential it was given (its URL, a token in its
+            // environment): the log and its error show the entry as written.
+            let redact = |text: &str| this.config.redact(text);
+            stdio::read_stderr(stderr, &this.config.name, redact, |line| {
                 let mut inner = this.lock();
                 if inner.stderr.len() == STDERR_TAIL {
                     inner.stderr.pop_front();

@@ -289,12 +289,13 @@ impl Drop for ChildTransport {
     }
 }
 
-/// Reads a server's stderr to its end: each line (cut at [`STDERR_LINE_CHARS`]) goes to
-/// `line`, at most [`STDERR_BYTES_PER_SEC`] read; at most [`STDERR_LOGGED_PER_SEC`] lines
-/// a second are logged under `name`.
+/// Reads a server's stderr to its end: each line (cut at [`STDERR_LINE_CHARS`], then passed
+/// through `redact`) goes to `line`, at most [`STDERR_BYTES_PER_SEC`] read; at most
+/// [`STDERR_LOGGED_PER_SEC`] lines a second are logged under `name`.
 pub async fn read_stderr(
     mut stderr: impl AsyncRead + Unpin,
     name: &str,
+    redact: impl Fn(&str) -> String,
     mut line: impl FnMut(String),
 ) {
     let mut buf = BytesMut::new();
@@ -312,7 +313,7 @@ pub async fn read_stderr(
         while let Some(at) = buf.iter().position(|&b| b == b'\n') {
             let raw = buf.split_to(at + 1);
             let text = String::from_utf8_lossy(trim_line(&raw));
-            let text = cut(text.trim_end(), STDERR_LINE_CHARS);
+            let text = cut(&redact(text.trim_end()), STDERR_LINE_CHARS);
             if logged.allow() {
                 tracing::info!(target: "tandem::downstream", "{name}: {text}");
             }
@@ -323,7 +324,10 @@ pub async fn read_stderr(
         }
         if buf.len() > STDERR_LINE_CHARS * 4 {
             // A line past any use: keep its start, drop the rest as it comes.
-            line(cut(&String::from_utf8_lossy(&buf), STDERR_LINE_CHARS));
+            line(cut(
+                &redact(&String::from_utf8_lossy(&buf)),
+                STDERR_LINE_CHARS,
+            ));
             buf.clear();
         }
         window.read(read).await;

@@ -313,12 +313,9 @@ async fn tokens_authenticate_name_authors_and_limit_rights() {
     reader.close().await;
     server.stop(&home).await;
 
-    let logs = home.tandem_home().join("logs");
-    for log in std::fs::read_dir(&logs).unwrap() {
-        let text = std::fs::read_to_string(log.unwrap().path()).unwrap_or_default();
-        for secret in [&ada[4..20], &bob[4..20]] {
-            assert!(!text.contains(secret), "a token in the log");
-        }
+    let logs = all_logs(&home);
+    for secret in [&ada[4..20], &bob[4..20]] {
+        assert!(!logs.contains(secret), "a token in the log");
     }
 }
 
@@ -482,15 +479,28 @@ impl Server {
     }
 }
 
+/// The data dir's logs, every file of them.
+fn log_files(home: &TestHome) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(home.tandem_home().join("logs"))
+        .map(|dir| dir.filter_map(|f| Some(f.ok()?.path())).collect())
+        .unwrap_or_default()
+}
+
 /// The size of the data dir's logs, all files together.
 fn log_bytes(home: &TestHome) -> u64 {
-    std::fs::read_dir(home.tandem_home().join("logs"))
-        .map(|dir| {
-            dir.filter_map(|f| f.ok()?.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
+    log_files(home)
+        .iter()
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// The text of the data dir's logs, all files together.
+fn all_logs(home: &TestHome) -> String {
+    log_files(home)
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .collect()
 }
 
 /// A connection from `from` (a loopback address of its own) to the server.
@@ -605,11 +615,10 @@ async fn a_refusal_flood_grows_the_log_by_little() {
     server.stop(&home).await;
     // 1,200 refusals over a few seconds: ten lines a second and a count of the rest.
     assert!(grown < 64 * 1024, "the log grew by {grown} bytes");
-    let logs = home.tandem_home().join("logs");
-    for log in std::fs::read_dir(&logs).unwrap() {
-        let text = std::fs::read_to_string(log.unwrap().path()).unwrap_or_default();
-        assert!(!text.contains("hhhhhhhh"), "a Host header in the log");
-    }
+    assert!(
+        !all_logs(&home).contains("hhhhhhhh"),
+        "a Host header in the log"
+    );
 }
 
 /// A hand edit left `tokens.json` broken: the server used to start and serve everyone on
@@ -705,11 +714,10 @@ async fn a_session_answers_only_its_token() {
     let text = own.text().await.unwrap();
     assert!(text.contains("\"id\":2"), "{text}");
     server.stop(&home).await;
-    let logs = home.tandem_home().join("logs");
-    for log in std::fs::read_dir(&logs).unwrap() {
-        let text = std::fs::read_to_string(log.unwrap().path()).unwrap_or_default();
-        assert!(!text.contains(&session), "a session id in the log");
-    }
+    assert!(
+        !all_logs(&home).contains(&session),
+        "a session id in the log"
+    );
 }
 
 /// `Host` is read as an authority: user info and a port out of range are refused, and

