@@ -158,9 +158,10 @@ impl Gateway {
                 .or_else(|| known.map(|k| k.category.to_string()))
                 .unwrap_or_else(|| catalog::UNCATEGORISED.to_string()),
             is_core: s.config.is_core(),
-            description,
+            // What a server says of itself may quote what it was given.
+            description: s.config.redact(&description),
             missing_env_keys: s.config.missing_env_keys.clone(),
-            problem,
+            problem: problem.map(|p| s.config.redact(&p)),
         }
     }
 

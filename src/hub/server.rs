@@ -434,10 +434,11 @@ impl Downstream {
                 .last_error
                 .clone()
                 .or_else(|| self.config.error.as_ref().map(|e| e.to_string())),
+            // A server may name itself with what it was given.
             server_info: inner
                 .server_info
                 .as_ref()
-                .map(|i| format!("{} {}", i.name, i.version)),
+                .map(|i| self.config.redact(&format!("{} {}", i.name, i.version))),
             description: self.config.description.clone(),
             category: self.config.category.clone(),
             core: self.config.is_core(),
