@@ -510,3 +510,47 @@ fn a_config_file_someone_else_could_write_is_not_run() {
             .ok_or_else(|| "no mark".to_string())
     });
 }
+
+/// What held up in the audit: a trusted `.mcp.json` edited to the same size, with its
+/// modification time put back, runs nothing new. The watch may miss such an edit, but
+/// every read of the file checks its content against the approval.
+#[test]
+fn a_same_size_same_mtime_edit_runs_nothing_new() {
+    let home = TestHome::new();
+    let ws = workspace(
+        &home,
+        json!({"mcpServers": {"aaaa": fixture_entry(&["--name", "aaaa"])}}),
+    );
+    let file = ws.join(".mcp.json");
+    ok(&home, &ws, &["trust", "--yes"]);
+    let report = ok(&home, &ws, &["servers", "--json", "--wait", "10"]);
+    assert_eq!(server(&report, "aaaa")["state"], "ready", "{report:#}");
+
+    let before = std::fs::metadata(&file).unwrap();
+    let swapped = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("aaaa", "bbbb");
+    assert_eq!(swapped.len() as u64, before.len());
+    std::fs::write(&file, &swapped).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(before.modified().unwrap())
+        .unwrap();
+    let after = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (after.len(), after.modified().unwrap()),
+        (before.len(), before.modified().unwrap())
+    );
+
+    let shown = ok(&home, &ws, &["trust", "--json"]);
+    assert_eq!(shown["trusted"], false, "{shown:#}");
+    let report = ok(&home, &ws, &["servers", "--json", "--wait", "2"]);
+    let runs_bbbb = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["name"] == "bbbb" && s["state"] == "ready");
+    assert!(!runs_bbbb, "the swapped server runs: {report:#}");
+}
