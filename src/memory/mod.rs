@@ -42,7 +42,7 @@ pub use model::{
     SuggestionKind, SuggestionStatus,
 };
 
-use index::{IndexState, MemoryIndex};
+use index::{IndexState, MemoryIndex, SearchTuning};
 use model::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
 pub use review::{SUGGESTION_LIMIT, generalize_command};
 pub use search::SEARCH_LIMIT;
@@ -148,8 +148,17 @@ impl Memory {
     /// Opens the memory of a store. When the search index is missing, stale or corrupt it
     /// is brought up to date from sled first, reporting through `progress`.
     pub fn open(store: Arc<Store>, progress: &dyn Progress) -> Result<Memory> {
+        Memory::open_tuned(store, progress, SearchTuning::default())
+    }
+
+    /// [`Memory::open`], its searches spread over threads as `tuning` says.
+    pub fn open_tuned(
+        store: Arc<Store>,
+        progress: &dyn Progress,
+        tuning: SearchTuning,
+    ) -> Result<Memory> {
         let db = store.db();
-        let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"))?;
+        let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"), tuning)?;
         writes::convert_by_seq(db)?;
         suggestions::rewrite_keys_if_stale(&store)?;
         let memory = Memory {
