@@ -30,7 +30,7 @@ use tantivy::{
 use ulid::Ulid;
 
 use super::maxscore;
-use super::model::{Entry, EntryType};
+use super::records::{Entry, EntryType};
 use super::stages::Flag;
 
 /// Bump when the schema or the analyzer changes: an index of another version is rebuilt.
@@ -62,7 +62,8 @@ const TOTAL_EXACT_UP_TO: u64 = 1_000;
 const IDLE_COMMIT: Duration = Duration::from_millis(150);
 /// Its segments are merged ([`idle_merge`]) once writes pause this long.
 const IDLE_MERGE: Duration = Duration::from_secs(10);
-/// How long the idle commit waits for an import's next part ([`MemoryIndex::expect_more_writes`]).
+/// How long the idle commit waits for an import's next part
+/// ([`MemoryIndex::expect_more_writes`]).
 const NEXT_PART_WAIT: Duration = Duration::from_secs(5);
 /// When idle, the segments besides the largest are merged into one; all of them are once
 /// they hold this share of the largest's entries. A search then opens at most two
@@ -220,7 +221,7 @@ pub enum IndexState {
     Rebuild(String),
 }
 
-struct Writer {
+struct WriterState {
     /// Taken only when the index is dropped, to wait for its merges.
     writer: Option<IndexWriter>,
     /// Entries written since the last commit, so that similarity on add can see them.
@@ -235,7 +236,7 @@ pub struct MemoryIndex {
     index: Index,
     reader: IndexReader,
     fields: Fields,
-    writer: Mutex<Writer>,
+    writer: Mutex<WriterState>,
     dirty: AtomicBool,
     /// A rebuild is under way: its writes are shown at its end, and searches meanwhile
     /// read the last commit without waiting for the writer it holds.
@@ -299,7 +300,7 @@ struct Narrowed {
 pub struct TopSearch<'s> {
     index: &'s MemoryIndex,
     searcher: &'s Searcher,
-    how: How,
+    how: SegmentSearch,
     k: usize,
     /// The segments' ordinals, the most entries first.
     order: Vec<u32>,
@@ -311,7 +312,7 @@ pub struct TopSearch<'s> {
 }
 
 /// How a [`TopSearch`] searches a segment.
-enum How {
+enum SegmentSearch {
     /// tantivy's top documents, pruned with block-max WAND.
     Tantivy(Box<dyn Weight>),
     /// MaxScore over a union of terms.
@@ -323,13 +324,13 @@ enum How {
     WithOptional(Required, maxscore::WithOptional),
 }
 
-/// The top hits of words all required, in a segment: [`maxscore::Each`]'s where a word
-/// has two lists there (in the entries' words and their contexts), else tantivy's
+/// The top hits of words all required, in a segment: [`maxscore::Intersection`]'s where a
+/// word has two lists there (in the entries' words and their contexts), else tantivy's
 /// intersection of single terms, pruned block by block. Entries that all have a context
 /// made tantivy's intersection read both lists of each word in full (`cargo bench --bench
 /// scale`).
 struct Required {
-    each: Option<maxscore::Each>,
+    each: Option<maxscore::Intersection>,
     weight: Box<dyn Weight>,
 }
 
@@ -383,14 +384,14 @@ impl TopSearch<'_> {
     }
 
     fn segment(&self, ord: u32, reader: &SegmentReader) -> tantivy::Result<maxscore::Top> {
-        let want = maxscore::Want {
+        let want = maxscore::HitLimits {
             k: self.k,
             floor: Some(&self.floor),
         };
         // tantivy's pruned search (block-max WAND, or its block-max intersection), its
         // threshold the floor as the segments raise it.
         let by_tantivy = |weight: &dyn Weight| {
-            let mut best = maxscore::Best::new(want);
+            let mut best = maxscore::BestHits::new(want);
             let alive = reader.alive_bitset();
             weight.for_each_pruning(best.threshold(), reader, &mut |doc, score| {
                 if alive.is_none_or(|a| a.is_alive(doc)) {
@@ -408,10 +409,10 @@ impl TopSearch<'_> {
             }
         };
         match &self.how {
-            How::Tantivy(weight) => by_tantivy(weight.as_ref()),
-            How::Union(union) => union.segment(ord, reader, want),
-            How::Required(r) => required(r),
-            How::WithOptional(r, optional) => Ok(maxscore::merge(
+            SegmentSearch::Tantivy(weight) => by_tantivy(weight.as_ref()),
+            SegmentSearch::Union(union) => union.segment(ord, reader, want),
+            SegmentSearch::Required(r) => required(r),
+            SegmentSearch::WithOptional(r, optional) => Ok(maxscore::merge(
                 [required(r)?, optional.segment(ord, reader, want)?],
                 self.k,
             )),
@@ -518,8 +519,8 @@ pub fn helpers() -> Option<&'static rayon::ThreadPool> {
 }
 
 impl MemoryIndex {
-    /// Opens the index in `dir`, creating it when missing and recreating it when it cannot be
-    /// read. The returned state says whether it must be rebuilt or caught up.
+    /// Opens the index in `dir`, creating it when missing and recreating it when it cannot
+    /// be read. The returned state says whether it must be rebuilt or caught up.
     pub fn open(
         dir: &Path,
         tuning: SearchTuning,
@@ -559,7 +560,7 @@ impl MemoryIndex {
             index,
             reader,
             fields,
-            writer: Mutex::new(Writer {
+            writer: Mutex::new(WriterState {
                 writer: Some(writer),
                 pending: Vec::new(),
                 applied_seq,
@@ -585,7 +586,7 @@ impl MemoryIndex {
         self.tuning
     }
 
-    fn lock(&self) -> MutexGuard<'_, Writer> {
+    fn lock(&self) -> MutexGuard<'_, WriterState> {
         // A panic while holding the writer leaves nothing half-done that sled does not
         // hold: the next commit or rebuild repairs the index.
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
@@ -624,7 +625,7 @@ impl MemoryIndex {
 
     fn write_doc(
         &self,
-        w: &mut Writer,
+        w: &mut WriterState,
         entry: &Entry,
         may_be_indexed: bool,
     ) -> tantivy::Result<()> {
@@ -682,7 +683,7 @@ impl MemoryIndex {
 
     fn rebuild_locked(
         &self,
-        w: &mut Writer,
+        w: &mut WriterState,
         entries: impl Iterator<Item = Result<Entry, super::MemoryError>>,
         seq: u64,
         mut progress: impl FnMut(u64),
@@ -736,7 +737,7 @@ impl MemoryIndex {
         self.commit_locked(&mut w)
     }
 
-    fn commit_locked(&self, w: &mut Writer) -> tantivy::Result<()> {
+    fn commit_locked(&self, w: &mut WriterState) -> tantivy::Result<()> {
         if !self.dirty.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -799,8 +800,8 @@ impl MemoryIndex {
         Ok(self.reader.searcher())
     }
 
-    /// Ids written but not yet committed (visible to [`Self::fresh_searcher`] only after its
-    /// commit). Similarity on add reads them straight from sled instead of committing.
+    /// Ids written but not yet committed (visible to [`Self::fresh_searcher`] only after
+    /// its commit). Similarity on add reads them straight from sled instead of committing.
     pub fn pending(&self) -> Vec<Ulid> {
         self.lock().pending.clone()
     }
@@ -1197,22 +1198,22 @@ impl MemoryIndex {
             _ => None,
         };
         let how = match (union, &plan.narrowed) {
-            (Some(union), _) => How::Union(union),
+            (Some(union), _) => SegmentSearch::Union(union),
             (None, Some(words)) if large => {
                 let required = Required {
-                    each: maxscore::Each::new(searcher, &words.required)?,
+                    each: maxscore::Intersection::new(searcher, &words.required)?,
                     weight: weight(words.required_only.as_ref())?,
                 };
                 if words.optional.is_empty() {
-                    How::Required(required)
+                    SegmentSearch::Required(required)
                 } else {
-                    How::WithOptional(
+                    SegmentSearch::WithOptional(
                         required,
                         maxscore::WithOptional::new(searcher, &words.required, &words.optional)?,
                     )
                 }
             }
-            _ => How::Tantivy(weight(plan.query.as_ref())?),
+            _ => SegmentSearch::Tantivy(weight(plan.query.as_ref())?),
         };
         let order = largest_first(searcher);
         Ok(TopSearch {
@@ -1301,7 +1302,7 @@ impl MemoryIndex {
     }
 }
 
-impl Writer {
+impl WriterState {
     fn tantivy(&mut self) -> &mut IndexWriter {
         self.writer
             .as_mut()
@@ -1468,7 +1469,7 @@ fn merge_when_idle(
 
 /// Commits what the writer holds, with the sequence number it reached; searches see it
 /// once the reader reloads.
-fn commit_writer(w: &mut Writer) -> tantivy::Result<()> {
+fn commit_writer(w: &mut WriterState) -> tantivy::Result<()> {
     let payload = serde_json::json!({ "schema": SCHEMA_VERSION, "seq": w.applied_seq });
     let mut prepared = w.tantivy().prepare_commit()?;
     prepared.set_payload(&payload.to_string());
@@ -1530,7 +1531,7 @@ fn two_figures(n: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::{MAX_PENDING, MemoryIndex, SearchTuning, idle_merge, maxscore, two_figures};
-    use crate::memory::model::{Entry, EntryType};
+    use crate::memory::records::{Entry, EntryType};
 
     #[test]
     fn postings_say_which_live_document_holds_which_terms() {

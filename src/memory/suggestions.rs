@@ -28,8 +28,8 @@ use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 use ulid::Ulid;
 
-use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
 use super::next_id;
+use super::records::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
 use super::similarity::Threshold;
 use super::similarity::{Lookup, Similar};
 use super::{GENERALIZE_GROUP, META, Memory, Result};
@@ -841,7 +841,7 @@ mod tests {
     use super::*;
     use crate::memory::encode;
     use crate::memory::index::SearchTuning;
-    use crate::memory::model::EntryType;
+    use crate::memory::records::EntryType;
     use crate::memory::similarity::{SimilarityCache, Words};
     use crate::memory::{MemoryError, NoProgress};
     use crate::store::Store;
