@@ -196,14 +196,16 @@ impl<P, R> Method<P, R> {
     }
 }
 
-/// A method with its types erased, for the table.
-trait Erased: Sync {
+/// A method with its types erased, run on JSON: what [`METHODS`] and the faces' tables
+/// hold, so that a face that found its row runs the method without looking it up again.
+pub trait AnyMethod: Sync {
     fn name(&self) -> &'static str;
     fn params_schema(&self) -> Value;
+    /// Runs the method on `params` (`null` is taken as `{}`) in `session`.
     fn call(&self, core: &Core, session: &Session, params: Value) -> Result<Value, CallError>;
 }
 
-impl<P: DeserializeOwned + JsonSchema, R: Serialize> Erased for Method<P, R> {
+impl<P: DeserializeOwned + JsonSchema, R: Serialize> AnyMethod for Method<P, R> {
     fn name(&self) -> &'static str {
         self.name
     }
@@ -280,7 +282,7 @@ pub fn params_schema(method: &str) -> Option<Value> {
         .map(|m| m.params_schema())
 }
 
-static METHODS: &[&dyn Erased] = &[
+static METHODS: &[&dyn AnyMethod] = &[
     &MEMORY_ADD,
     &MEMORY_SEARCH,
     &MEMORY_SHOW,

@@ -13,7 +13,7 @@ use std::path::Path;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::memory::model::MAX_TITLE_CHARS;
+use crate::memory::records::MAX_TITLE_CHARS;
 use crate::memory::{
     EntryType, Memory, MemoryError, NewEntry, NewProposal, ProposalsOutcome, SuggestedEntry,
 };
@@ -147,7 +147,7 @@ pub fn proposals(task: &Task, workflow: &Workflow, events: &[TaskEvent]) -> Vec<
             };
             let mut tags = vec![kind_tag.to_string(), workflow.name.clone()];
             tags.extend(task.areas.iter().cloned());
-            let mut tags = crate::memory::model::normalize_tags(&tags);
+            let mut tags = crate::memory::records::normalize_tags(&tags);
             tags.truncate(MAX_TAGS);
             Some(NewProposal {
                 entry: NewEntry {

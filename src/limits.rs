@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::memory::model::MAX_TITLE_CHARS;
+use crate::memory::records::MAX_TITLE_CHARS;
 
 /// What a field may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

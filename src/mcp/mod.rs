@@ -26,6 +26,8 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::calls::params::{HelpParams, OwnPromptParams, RecentParams, ShowParams};
@@ -193,22 +195,26 @@ fn internal_error(e: impl Into<CallError>) -> ErrorData {
     ErrorData::internal_error(e.to_string(), Some(e.to_json()))
 }
 
-/// A tool: its definition, and the call it runs (none for `rekall_help`, which needs no
+/// A tool: its definition, and the method it runs (none for `rekall_help`, which needs no
 /// data).
 struct McpTool {
     tool: Tool,
-    method: Option<&'static str>,
+    method: Option<&'static dyn calls::AnyMethod>,
 }
 
 /// A tool running `method`, with its parameters' and result's schemas.
-fn tool<P: JsonSchema, R: JsonSchema>(
+fn tool<P, R>(
     name: &'static str,
     description: &'static str,
-    method: &calls::Method<P, R>,
-) -> McpTool {
+    method: &'static calls::Method<P, R>,
+) -> McpTool
+where
+    P: DeserializeOwned + JsonSchema + 'static,
+    R: Serialize + JsonSchema + 'static,
+{
     McpTool {
         tool: definition::<P, R>(name, description),
-        method: Some(method.name),
+        method: Some(method),
     }
 }
 
@@ -414,7 +420,7 @@ impl ServerHandler for TandemServer {
                 workspace: Some(&workspace),
                 author: caller.user.as_deref(),
             };
-            calls::call_in(&core, &session, method, args)
+            method.call(&core, &session, args)
         })
         .await;
         Ok(match outcome {

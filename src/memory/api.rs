@@ -10,7 +10,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::model::{EntryType, MemoryType};
+use super::records::{EntryType, MemoryType};
 
 /// A new entry, as `rekall_add` and `tandem memory add` take it.
 #[derive(Debug, Clone, Default)]

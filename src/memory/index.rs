@@ -30,7 +30,7 @@ use tantivy::{
 use ulid::Ulid;
 
 use super::maxscore;
-use super::model::{Entry, EntryType};
+use super::records::{Entry, EntryType};
 use super::stages::Flag;
 
 /// Bump when the schema or the analyzer changes: an index of another version is rebuilt.
@@ -62,7 +62,8 @@ const TOTAL_EXACT_UP_TO: u64 = 1_000;
 const IDLE_COMMIT: Duration = Duration::from_millis(150);
 /// Its segments are merged ([`idle_merge`]) once writes pause this long.
 const IDLE_MERGE: Duration = Duration::from_secs(10);
-/// How long the idle commit waits for an import's next part ([`MemoryIndex::expect_more_writes`]).
+/// How long the idle commit waits for an import's next part
+/// ([`MemoryIndex::expect_more_writes`]).
 const NEXT_PART_WAIT: Duration = Duration::from_secs(5);
 /// When idle, the segments besides the largest are merged into one; all of them are once
 /// they hold this share of the largest's entries. A search then opens at most two
@@ -70,9 +71,10 @@ const NEXT_PART_WAIT: Duration = Duration::from_secs(5);
 /// [`HALVES_FROM`] entries the same share folds the small segments into the two halves.
 const MERGE_ALL_SHARE: f64 = 0.125;
 /// From this many entries the index is kept in two halves of about as many entries each,
-/// which a search reads side by side on two threads ([`TopSearch::work_parted`]): at a
-/// million entries a search of three words most entries hold scores ~500,000 of them.
-/// At 100,000 a second thread saved nothing (its start cost ~0.05 ms a search).
+/// which a search reads side by side on two threads ([`TopSearch::work_parted`]): on a
+/// large base a search of words most entries hold scores about half the index on each.
+/// Below it, a second thread's start costs about what it saves (`cargo bench --bench
+/// scale`, docs/benchmarks.md).
 pub const HALVES_FROM: u64 = 200_000;
 /// A bulk write (an import, a rebuild) cuts a segment each this many entries, for the
 /// merge after it to make two halves of (a segment cannot be split).
@@ -219,7 +221,7 @@ pub enum IndexState {
     Rebuild(String),
 }
 
-struct Writer {
+struct WriterState {
     /// Taken only when the index is dropped, to wait for its merges.
     writer: Option<IndexWriter>,
     /// Entries written since the last commit, so that similarity on add can see them.
@@ -234,7 +236,7 @@ pub struct MemoryIndex {
     index: Index,
     reader: IndexReader,
     fields: Fields,
-    writer: Mutex<Writer>,
+    writer: Mutex<WriterState>,
     dirty: AtomicBool,
     /// A rebuild is under way: its writes are shown at its end, and searches meanwhile
     /// read the last commit without waiting for the writer it holds.
@@ -255,6 +257,7 @@ pub struct MemoryIndex {
     /// opening them read their headers at every search. Those of segments gone are let go
     /// (they hold the segment's files) once a search reads fewer segments than they are.
     id_columns: Mutex<HashMap<SegmentId, IdColumns>>,
+    tuning: SearchTuning,
 }
 
 /// A segment's `id_hi` and `id_lo` columns.
@@ -297,7 +300,7 @@ struct Narrowed {
 pub struct TopSearch<'s> {
     index: &'s MemoryIndex,
     searcher: &'s Searcher,
-    how: How,
+    how: SegmentSearch,
     k: usize,
     /// The segments' ordinals, the most entries first.
     order: Vec<u32>,
@@ -309,7 +312,7 @@ pub struct TopSearch<'s> {
 }
 
 /// How a [`TopSearch`] searches a segment.
-enum How {
+enum SegmentSearch {
     /// tantivy's top documents, pruned with block-max WAND.
     Tantivy(Box<dyn Weight>),
     /// MaxScore over a union of terms.
@@ -321,12 +324,13 @@ enum How {
     WithOptional(Required, maxscore::WithOptional),
 }
 
-/// The top hits of words all required, in a segment: [`maxscore::Each`]'s where a word
-/// has two lists there (in the entries' words and their contexts), else tantivy's
-/// intersection of single terms, pruned block by block. At 100,000 entries that all have
-/// a context, hybrid p99 7.5–13.6 → 4.0–6.5 ms (binaries in turns).
+/// The top hits of words all required, in a segment: [`maxscore::Intersection`]'s where a
+/// word has two lists there (in the entries' words and their contexts), else tantivy's
+/// intersection of single terms, pruned block by block. Entries that all have a context
+/// made tantivy's intersection read both lists of each word in full (`cargo bench --bench
+/// scale`).
 struct Required {
-    each: Option<maxscore::Each>,
+    each: Option<maxscore::Intersection>,
     weight: Box<dyn Weight>,
 }
 
@@ -347,9 +351,9 @@ impl TopSearch<'_> {
     }
 
     /// [`Self::work`] on this thread and, on an index of [`HALVES_FROM`] entries or more
-    /// with two segments or more, on a second one (at a million entries, BM25 p99
-    /// 2.9 → 2.05 ms). Below, starting a thread costs more than it saves; on one core, it
-    /// saves nothing. A thread that cannot start leaves its share to this one.
+    /// with two segments or more ([`SearchTuning::parted_from`]), on a second one too
+    /// (`cargo bench --bench scale`). Below, starting a thread costs more than it saves; on
+    /// one core, it saves nothing. A thread that cannot start leaves its share to this one.
     pub fn work_parted(&self) {
         let entries: u64 = self
             .searcher
@@ -360,7 +364,7 @@ impl TopSearch<'_> {
         match helpers() {
             Some(helpers)
                 if self.order.len() >= 2
-                    && entries >= parallel_from()
+                    && entries >= self.index.tuning.parted_from
                     && helpers.current_thread_index().is_none() =>
             {
                 // Waited for spinning, not on the scope's end: a thread put to sleep there
@@ -380,14 +384,14 @@ impl TopSearch<'_> {
     }
 
     fn segment(&self, ord: u32, reader: &SegmentReader) -> tantivy::Result<maxscore::Top> {
-        let want = maxscore::Want {
+        let want = maxscore::HitLimits {
             k: self.k,
             floor: Some(&self.floor),
         };
         // tantivy's pruned search (block-max WAND, or its block-max intersection), its
         // threshold the floor as the segments raise it.
         let by_tantivy = |weight: &dyn Weight| {
-            let mut best = maxscore::Best::new(want);
+            let mut best = maxscore::BestHits::new(want);
             let alive = reader.alive_bitset();
             weight.for_each_pruning(best.threshold(), reader, &mut |doc, score| {
                 if alive.is_none_or(|a| a.is_alive(doc)) {
@@ -405,10 +409,10 @@ impl TopSearch<'_> {
             }
         };
         match &self.how {
-            How::Tantivy(weight) => by_tantivy(weight.as_ref()),
-            How::Union(union) => union.segment(ord, reader, want),
-            How::Required(r) => required(r),
-            How::WithOptional(r, optional) => Ok(maxscore::merge(
+            SegmentSearch::Tantivy(weight) => by_tantivy(weight.as_ref()),
+            SegmentSearch::Union(union) => union.segment(ord, reader, want),
+            SegmentSearch::Required(r) => required(r),
+            SegmentSearch::WithOptional(r, optional) => Ok(maxscore::merge(
                 [required(r)?, optional.segment(ord, reader, want)?],
                 self.k,
             )),
@@ -453,22 +457,47 @@ impl Drop for Raised<'_> {
     }
 }
 
-/// An index of this many entries or more is searched on two threads
-/// ([`TopSearch::work_parted`]): [`HALVES_FROM`]. The unit tests part every index, so that
-/// the parted search is held to `TopDocs`'s hits.
-fn parallel_from() -> u64 {
-    if cfg!(test) { 0 } else { HALVES_FROM }
+/// How a search spreads its work over threads, set when the index opens. The default is
+/// what production runs; a search on a small base takes the one-thread paths, so the unit
+/// tests open with [`SearchTuning::every_path`] to run the paths of a large base too.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchTuning {
+    /// An index of this many entries or more is searched on two threads
+    /// ([`TopSearch::work_parted`]).
+    pub parted_from: u64,
+    /// A hybrid search reads the vectors with a thread beside whatever their number, not
+    /// only when the table is large ([`crate::memory::vectors::VectorIndex::is_large`]).
+    pub vectors_always_beside: bool,
+}
+
+impl Default for SearchTuning {
+    fn default() -> SearchTuning {
+        SearchTuning {
+            parted_from: HALVES_FROM,
+            vectors_always_beside: false,
+        }
+    }
+}
+
+impl SearchTuning {
+    /// Every index parted and every table searched with a thread beside, so that what the
+    /// threads share is held to what one thread finds.
+    #[cfg(test)]
+    pub fn every_path() -> SearchTuning {
+        SearchTuning {
+            parted_from: 0,
+            vectors_always_beside: true,
+        }
+    }
 }
 
 /// The threads that take a search's work beside the thread that searches
 /// ([`TopSearch::work_parted`], and hybrid search's vectors), kept for the process: one
-/// fewer than the cores (with two on two cores, hybrid p99 at a million went up, the idle
-/// one spinning on a core the search needed); `None` on one core (a second thread saves
-/// nothing) or when they cannot start. On this two-core machine, a thread started for each
-/// search began only once the search's own thread was done (~1.5 ms later) in 1.7 % of
-/// starts, where the pool's waiting thread took over 1 ms in 0.5 % (median 0.05 ms
-/// against 0.06): at a million entries, hybrid p99 2.0–2.9 → 1.6–2.4 ms over six runs in
-/// turns, BM25 alone 1.9–2.2 → 1.6–1.8.
+/// fewer than the cores (as many as the cores left an idle one spinning on a core the
+/// search needed); `None` on one core (a second thread saves nothing) or when they cannot
+/// start. A thread kept waiting takes its share sooner than one started for each search,
+/// which at times began only once the search's own thread was done: the slowest searches
+/// are the faster for it (`cargo bench --bench scale`, docs/benchmarks.md).
 pub fn helpers() -> Option<&'static rayon::ThreadPool> {
     static HELPERS: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     HELPERS
@@ -490,9 +519,12 @@ pub fn helpers() -> Option<&'static rayon::ThreadPool> {
 }
 
 impl MemoryIndex {
-    /// Opens the index in `dir`, creating it when missing and recreating it when it cannot be
-    /// read. The returned state says whether it must be rebuilt or caught up.
-    pub fn open(dir: &Path) -> Result<(Arc<MemoryIndex>, IndexState), tantivy::TantivyError> {
+    /// Opens the index in `dir`, creating it when missing and recreating it when it cannot
+    /// be read. The returned state says whether it must be rebuilt or caught up.
+    pub fn open(
+        dir: &Path,
+        tuning: SearchTuning,
+    ) -> Result<(Arc<MemoryIndex>, IndexState), tantivy::TantivyError> {
         let (schema, fields) = schema();
         let (index, state) = match open_existing(dir, &schema) {
             Ok(Some((index, seq))) => (index, IndexState::UpTo(seq)),
@@ -528,7 +560,7 @@ impl MemoryIndex {
             index,
             reader,
             fields,
-            writer: Mutex::new(Writer {
+            writer: Mutex::new(WriterState {
                 writer: Some(writer),
                 pending: Vec::new(),
                 applied_seq,
@@ -540,6 +572,7 @@ impl MemoryIndex {
             epoch: Instant::now(),
             merging: Arc::default(),
             id_columns: Mutex::default(),
+            tuning,
         });
         spawn_idle_committer(Arc::downgrade(&this));
         Ok((this, state))
@@ -549,7 +582,11 @@ impl MemoryIndex {
         &self.dir
     }
 
-    fn lock(&self) -> MutexGuard<'_, Writer> {
+    pub fn tuning(&self) -> SearchTuning {
+        self.tuning
+    }
+
+    fn lock(&self) -> MutexGuard<'_, WriterState> {
         // A panic while holding the writer leaves nothing half-done that sled does not
         // hold: the next commit or rebuild repairs the index.
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
@@ -588,7 +625,7 @@ impl MemoryIndex {
 
     fn write_doc(
         &self,
-        w: &mut Writer,
+        w: &mut WriterState,
         entry: &Entry,
         may_be_indexed: bool,
     ) -> tantivy::Result<()> {
@@ -646,7 +683,7 @@ impl MemoryIndex {
 
     fn rebuild_locked(
         &self,
-        w: &mut Writer,
+        w: &mut WriterState,
         entries: impl Iterator<Item = Result<Entry, super::MemoryError>>,
         seq: u64,
         mut progress: impl FnMut(u64),
@@ -700,7 +737,7 @@ impl MemoryIndex {
         self.commit_locked(&mut w)
     }
 
-    fn commit_locked(&self, w: &mut Writer) -> tantivy::Result<()> {
+    fn commit_locked(&self, w: &mut WriterState) -> tantivy::Result<()> {
         if !self.dirty.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -717,8 +754,8 @@ impl MemoryIndex {
     }
 
     /// Merges the committed segments [`idle_merge`] picks, and waits for it: a search
-    /// opens each segment's postings and scores each apart (at 100,000 entries, 4
-    /// segments searched in 2.2 / 4.0 ms p50 / p99, one in 1.6 / 2.3 ms). Writes go on
+    /// opens each segment's postings and scores each apart, so fewer segments search
+    /// faster (`cargo bench --bench scale`). Writes go on
     /// meanwhile (into new segments). Returns how many segments were merged (0: nothing
     /// to merge).
     pub fn merge_segments(&self) -> tantivy::Result<usize> {
@@ -763,8 +800,8 @@ impl MemoryIndex {
         Ok(self.reader.searcher())
     }
 
-    /// Ids written but not yet committed (visible to [`Self::fresh_searcher`] only after its
-    /// commit). Similarity on add reads them straight from sled instead of committing.
+    /// Ids written but not yet committed (visible to [`Self::fresh_searcher`] only after
+    /// its commit). Similarity on add reads them straight from sled instead of committing.
     pub fn pending(&self) -> Vec<Ulid> {
         self.lock().pending.clone()
     }
@@ -897,8 +934,8 @@ impl MemoryIndex {
     /// `terms` without those more than [`UBIQUITOUS_SHARE`] of the entries hold, once
     /// the index holds [`COMMON_FROM_DOCS`] entries, when a word of the query (weight 1 or
     /// more) is left; else all of them. Block-max WAND reads a ubiquitous word's postings
-    /// at every entry holding a distinctive one, for a score it barely moves (at a million
-    /// entries without them, BM25's p99 5.7–5.9 → 4.2–4.9 ms). Coverage, the total and
+    /// at every entry holding a distinctive one, for a score it barely moves (`cargo bench
+    /// --bench scale` shows what leaving them out saves). Coverage, the total and
     /// the snippets still count it.
     pub fn without_ubiquitous(
         &self,
@@ -942,9 +979,8 @@ impl MemoryIndex {
     /// full plan would score most of them; this reads the intersection of their postings.
     /// With a distinctive word in the query, WAND skips well (an entry without it cannot
     /// reach the top hits' scores) and the full plan is the faster: narrowed to the entries
-    /// holding one, every one of those was scored (hybrid p99 at a million entries
-    /// 13.6 → 5.0 ms). `None` when nothing narrows: a small index, a distinctive word, or a
-    /// single word.
+    /// holding one, every one of those was scored (`cargo bench --bench scale`). `None`
+    /// when nothing narrows: a small index, a distinctive word, or a single word.
     pub fn plan_narrowed(
         &self,
         searcher: &Searcher,
@@ -1095,7 +1131,7 @@ impl MemoryIndex {
     /// count is then scaled by the share of the index read to find them, and rounded to two
     /// significant figures, so that it reads as the estimate it is (never below
     /// `exact_up_to`). An exact count of a million entries' common words decoded every
-    /// posting of each, the largest part of a search (its p50 at a million 5.4 → 1.8 ms).
+    /// posting of each, the largest part of a search (`cargo bench --bench scale`).
     fn total_up_to(
         &self,
         searcher: &Searcher,
@@ -1162,22 +1198,22 @@ impl MemoryIndex {
             _ => None,
         };
         let how = match (union, &plan.narrowed) {
-            (Some(union), _) => How::Union(union),
+            (Some(union), _) => SegmentSearch::Union(union),
             (None, Some(words)) if large => {
                 let required = Required {
-                    each: maxscore::Each::new(searcher, &words.required)?,
+                    each: maxscore::Intersection::new(searcher, &words.required)?,
                     weight: weight(words.required_only.as_ref())?,
                 };
                 if words.optional.is_empty() {
-                    How::Required(required)
+                    SegmentSearch::Required(required)
                 } else {
-                    How::WithOptional(
+                    SegmentSearch::WithOptional(
                         required,
                         maxscore::WithOptional::new(searcher, &words.required, &words.optional)?,
                     )
                 }
             }
-            _ => How::Tantivy(weight(plan.query.as_ref())?),
+            _ => SegmentSearch::Tantivy(weight(plan.query.as_ref())?),
         };
         let order = largest_first(searcher);
         Ok(TopSearch {
@@ -1266,7 +1302,7 @@ impl MemoryIndex {
     }
 }
 
-impl Writer {
+impl WriterState {
     fn tantivy(&mut self) -> &mut IndexWriter {
         self.writer
             .as_mut()
@@ -1433,7 +1469,7 @@ fn merge_when_idle(
 
 /// Commits what the writer holds, with the sequence number it reached; searches see it
 /// once the reader reloads.
-fn commit_writer(w: &mut Writer) -> tantivy::Result<()> {
+fn commit_writer(w: &mut WriterState) -> tantivy::Result<()> {
     let payload = serde_json::json!({ "schema": SCHEMA_VERSION, "seq": w.applied_seq });
     let mut prepared = w.tantivy().prepare_commit()?;
     prepared.set_payload(&payload.to_string());
@@ -1494,13 +1530,13 @@ fn two_figures(n: f64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_PENDING, MemoryIndex, idle_merge, maxscore, two_figures};
-    use crate::memory::model::{Entry, EntryType};
+    use super::{MAX_PENDING, MemoryIndex, SearchTuning, idle_merge, maxscore, two_figures};
+    use crate::memory::records::{Entry, EntryType};
 
     #[test]
     fn postings_say_which_live_document_holds_which_terms() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
         let mut first = Entry::new(
             EntryType::Bug,
             "Safari rejects dates",
@@ -1555,7 +1591,7 @@ mod tests {
     #[test]
     fn top_hits_found_segment_by_segment_are_topdocs_hits() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
         let vocabulary = [
             "cache", "retry", "timeout", "auth", "token", "socket", "schema", "deploy", "kernel",
             "safari", "proxy", "render", "query", "thread", "index", "pool",
@@ -1633,7 +1669,7 @@ mod tests {
     #[test]
     fn a_word_nearly_every_entry_holds_is_left_out_of_scoring() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
         let n = super::COMMON_FROM_DOCS as usize;
         // "cache" in every entry, "retry" in 19 of 20 (95 %), "timeout" in one of 2 (50 %),
         // "safari" in one.
@@ -1700,7 +1736,7 @@ mod tests {
     #[test]
     fn more_than_a_few_pending_are_committed_for_similarity() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
         let entries: Vec<Entry> = (0..MAX_PENDING + 1)
             .map(|i| Entry::new(EntryType::Reference, format!("entry {i}"), "", vec![]))
             .collect();
@@ -1726,7 +1762,7 @@ mod tests {
         use std::sync::mpsc;
         use std::time::Duration;
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
         let old: Vec<Entry> = (0..3)
             .map(|i| Entry::new(EntryType::Reference, format!("old {i}"), "", vec![]))
             .collect();
@@ -1770,7 +1806,7 @@ mod tests {
     #[test]
     fn a_rebuild_that_panics_leaves_searches_committing() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let entries = (0..2).map(|i| -> Result<Entry, super::super::MemoryError> {
                 assert!(i < 1, "the entries' source fails");
@@ -1864,7 +1900,7 @@ mod tests {
 
     /// An index of `parts` segments of 50 entries each.
     fn in_parts(dir: &std::path::Path, parts: usize) -> std::sync::Arc<MemoryIndex> {
-        let (idx, _) = MemoryIndex::open(dir).unwrap();
+        let (idx, _) = MemoryIndex::open(dir, SearchTuning::every_path()).unwrap();
         for part in 0..parts {
             let entries: Vec<Entry> = (0..50)
                 .map(|i| {
@@ -1941,7 +1977,7 @@ mod tests {
         assert_eq!(ended.iter().filter(|ok| **ok).count(), 1, "{ended:?}");
         assert!(!stale_files(&idx).is_empty());
         drop(idx);
-        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
         assert_eq!(stale_files(&idx), Vec::<String>::new());
         assert_eq!(idx.num_docs(&idx.fresh_searcher().unwrap()), 150);
     }
@@ -1949,7 +1985,7 @@ mod tests {
     #[test]
     fn a_total_is_exact_up_to_its_bound_and_estimated_past_it() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path()).unwrap();
+        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
         // 400 entries; "retry" in every other one, "backoff" in every tenth.
         let entries: Vec<Entry> = (0..400)
             .map(|i| {

@@ -10,8 +10,8 @@
 //! [`WithOptional`] serves words required beside optional ones (a search's context
 //! beside words most entries hold): it reads the optional words' postings and looks up the
 //! required ones, where tantivy's scorer for that scored every entry holding the required.
-//! [`Each`] finds the top hits of the required words themselves when they have two lists
-//! a word (in an entry's words and its context).
+//! [`Intersection`] finds the top hits of the required words themselves when they have two
+//! lists a word (in an entry's words and its context).
 //!
 //! All three search a segment at a time, for the segments to be searched side by side
 //! (`index.rs`, `TopSearch`), their hits then [`merge`]d. The scores are tantivy's own (the
@@ -66,7 +66,7 @@ pub type Top = Vec<(f32, DocAddress)>;
 /// The hits a segment's search keeps: the `k` best, none scoring less than what `k` hits
 /// of other segments score (`floor`, when segments are searched side by side).
 #[derive(Debug, Clone, Copy)]
-pub struct Want<'a> {
+pub struct HitLimits<'a> {
     pub k: usize,
     pub floor: Option<&'a Floor>,
 }
@@ -127,9 +127,9 @@ impl Union {
         &self,
         ord: u32,
         reader: &SegmentReader,
-        want: Want<'_>,
+        want: HitLimits<'_>,
     ) -> tantivy::Result<Top> {
-        let mut best = Best::new(want);
+        let mut best = BestHits::new(want);
         let mut cursors = cursors(reader, &self.weights)?;
         let alive = reader.alive_bitset();
         segment(&mut cursors, ord, &mut best, |doc| {
@@ -166,13 +166,13 @@ impl WithOptional {
         &self,
         ord: u32,
         reader: &SegmentReader,
-        want: Want<'_>,
+        want: HitLimits<'_>,
     ) -> tantivy::Result<Top> {
         let Some(mut required) = groups(reader, &self.required)? else {
             return Ok(Vec::new());
         };
         let mut optional = Group::new(cursors(reader, &self.optional)?);
-        let mut best = Best::new(want);
+        let mut best = BestHits::new(want);
         let alive = reader.alive_bitset();
         'docs: loop {
             let doc = optional.doc();
@@ -194,19 +194,19 @@ impl WithOptional {
     }
 }
 
-/// Each group of clauses (a word's alternatives) required, weighed: [`Each::segment`]
-/// finds the `k` best `(score, address)` of a segment among the entries holding a clause
-/// of every group, scored by every clause they hold, best first. It reads the rarest
-/// group's postings and looks each entry up in the others', unless its score so far and
-/// the most the other groups add cannot reach the hits found. For words most entries hold
-/// in either of two fields (an entry's words and its context): tantivy scores an
-/// intersection of unions without pruning, each union's postings gathered window by
-/// window, where it prunes an intersection of single terms block by block.
-pub struct Each {
+/// Each group of clauses (a word's alternatives) required, weighed:
+/// [`Intersection::segment`] finds the `k` best `(score, address)` of a segment among the
+/// entries holding a clause of every group, scored by every clause they hold, best first.
+/// It reads the rarest group's postings and looks each entry up in the others', unless its
+/// score so far and the most the other groups add cannot reach the hits found. For words
+/// most entries hold in either of two fields (an entry's words and its context): tantivy
+/// scores an intersection of unions without pruning, each union's postings gathered window
+/// by window, where it prunes an intersection of single terms block by block.
+pub struct Intersection {
     groups: Vec<Vec<(Term, Bm25Weight)>>,
 }
 
-/// A group of [`Each`] in one segment.
+/// A group of [`Intersection`] in one segment.
 struct Group {
     cursors: Vec<Cursor>,
     /// The most its clauses add together.
@@ -270,14 +270,18 @@ impl Group {
     }
 }
 
-impl Each {
-    /// `None` when each group has one list at most in the index: see [`Each::segment`].
-    pub fn new(searcher: &Searcher, required: &[Vec<Clause>]) -> tantivy::Result<Option<Each>> {
+impl Intersection {
+    /// `None` when each group has one list at most in the index: see
+    /// [`Intersection::segment`].
+    pub fn new(
+        searcher: &Searcher,
+        required: &[Vec<Clause>],
+    ) -> tantivy::Result<Option<Intersection>> {
         let groups = weigh_groups(searcher, required)?;
         Ok(groups
             .iter()
             .any(|g| g.len() > 1)
-            .then_some(Each { groups }))
+            .then_some(Intersection { groups }))
     }
 
     /// `None` when each group has one list at most in the segment: tantivy's block-max
@@ -287,7 +291,7 @@ impl Each {
         &self,
         ord: u32,
         reader: &SegmentReader,
-        want: Want<'_>,
+        want: HitLimits<'_>,
     ) -> tantivy::Result<Option<Top>> {
         let Some(mut groups) = groups(reader, &self.groups)? else {
             return Ok(Some(Vec::new()));
@@ -304,7 +308,7 @@ impl Each {
         let Some((first, others)) = groups.split_first_mut() else {
             return Ok(Some(Vec::new()));
         };
-        let mut best = Best::new(want);
+        let mut best = BestHits::new(want);
         let alive = reader.alive_bitset();
         let mut doc = first.doc();
         'docs: while doc != TERMINATED {
@@ -433,7 +437,7 @@ impl Cursor {
 }
 
 /// One segment's hits into `best`.
-fn segment(cursors: &mut [Cursor], ord: u32, best: &mut Best, alive: impl Fn(DocId) -> bool) {
+fn segment(cursors: &mut [Cursor], ord: u32, best: &mut BestHits, alive: impl Fn(DocId) -> bool) {
     cursors.sort_by(|a, b| a.most.total_cmp(&b.most));
     // `upto[i]`: the most the clauses before `i` add together.
     let mut upto = Vec::with_capacity(cursors.len() + 1);
@@ -512,17 +516,17 @@ impl PartialEq for Ranked {
 impl Eq for Ranked {}
 
 /// The best `k` hits offered, the worst on top of a min-heap.
-pub struct Best<'a> {
+pub struct BestHits<'a> {
     k: usize,
     heap: BinaryHeap<std::cmp::Reverse<Ranked>>,
     /// The segments' [`Floor`], which this one's `k`-th score raises.
     floor: Option<&'a Floor>,
 }
 
-impl<'a> Best<'a> {
-    pub fn new(want: Want<'a>) -> Best<'a> {
+impl<'a> BestHits<'a> {
+    pub fn new(want: HitLimits<'a>) -> BestHits<'a> {
         let k = want.k.max(1);
-        Best {
+        BestHits {
             k,
             heap: BinaryHeap::with_capacity(k + 1),
             floor: want.floor,
@@ -588,8 +592,8 @@ mod tests {
     use tantivy::schema::{STRING, Schema, TEXT};
     use tantivy::{Index, doc};
 
-    fn want(k: usize) -> Want<'static> {
-        Want { k, floor: None }
+    fn want(k: usize) -> HitLimits<'static> {
+        HitLimits { k, floor: None }
     }
 
     /// Each segment's hits, merged: as `index.rs` searches them.
@@ -625,16 +629,16 @@ mod tests {
         })
     }
 
-    /// [`Each`]'s hits, each segment's from tantivy's `TopDocs` over `query` where
-    /// [`Each::segment`] leaves it to tantivy (every word one list); and how many segments
-    /// `Each` searched itself.
+    /// [`Intersection`]'s hits, each segment's from tantivy's `TopDocs` over `query` where
+    /// [`Intersection::segment`] leaves it to tantivy (every word one list); and how many
+    /// segments `Intersection` searched itself.
     fn top_each(
         searcher: &Searcher,
         required: &[Vec<Clause>],
         query: &dyn Query,
         k: usize,
     ) -> (Top, usize) {
-        let each = Each::new(searcher, required).unwrap();
+        let each = Intersection::new(searcher, required).unwrap();
         let weight = query
             .weight(tantivy::query::EnableScoring::enabled_from_searcher(
                 searcher,
@@ -797,8 +801,8 @@ mod tests {
         }
     }
 
-    /// Words all required (each in either field, or in the words only): [`Each`]'s hits
-    /// are `TopDocs`'s over their intersection.
+    /// Words all required (each in either field, or in the words only): [`Intersection`]'s
+    /// hits are `TopDocs`'s over their intersection.
     #[test]
     fn each_word_required_finds_the_hits_topdocs_finds() {
         let (index, words, context, mut next, word) = generated();
@@ -836,7 +840,7 @@ mod tests {
         }
         assert!(
             own > 500 && tantivy > 100,
-            "{own} segments by Each, {tantivy} by tantivy"
+            "{own} segments by Intersection, {tantivy} by tantivy"
         );
     }
 }

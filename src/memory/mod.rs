@@ -11,9 +11,9 @@ pub mod error;
 pub mod help;
 pub mod index;
 mod maxscore;
-pub mod model;
 pub mod model_source;
 mod proposals;
+pub mod records;
 mod review;
 mod search;
 mod semantic;
@@ -37,13 +37,13 @@ use ulid::Ulid;
 
 pub use api::*;
 pub use error::MemoryError;
-pub use model::{
+pub use records::{
     Entry, EntryStatus, EntryType, Link, MemoryType, Proposal, RelationType, Suggestion,
     SuggestionKind, SuggestionStatus,
 };
 
-use index::{IndexState, MemoryIndex};
-use model::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
+use index::{IndexState, MemoryIndex, SearchTuning};
+use records::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
 pub use review::{SUGGESTION_LIMIT, generalize_command};
 pub use search::SEARCH_LIMIT;
 pub use semantic::{ModelState, summary_text};
@@ -148,8 +148,17 @@ impl Memory {
     /// Opens the memory of a store. When the search index is missing, stale or corrupt it
     /// is brought up to date from sled first, reporting through `progress`.
     pub fn open(store: Arc<Store>, progress: &dyn Progress) -> Result<Memory> {
+        Memory::open_tuned(store, progress, SearchTuning::default())
+    }
+
+    /// [`Memory::open`], its searches spread over threads as `tuning` says.
+    pub fn open_tuned(
+        store: Arc<Store>,
+        progress: &dyn Progress,
+        tuning: SearchTuning,
+    ) -> Result<Memory> {
         let db = store.db();
-        let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"))?;
+        let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"), tuning)?;
         writes::convert_by_seq(db)?;
         suggestions::rewrite_keys_if_stale(&store)?;
         let memory = Memory {
@@ -297,7 +306,7 @@ impl Memory {
 
     /// Finds an entry by full ULID or unique prefix of 5+ characters.
     pub fn resolve(&self, input: &str) -> Result<Entry> {
-        let wanted = model::normalize_id_input(input);
+        let wanted = records::normalize_id_input(input);
         if wanted.is_empty() {
             return Err(MemoryError::invalid_argument("id", "the ID is empty"));
         }
@@ -536,7 +545,7 @@ impl Memory {
             .semantic
             .embedder()
             .map(|e| semantic::Semantic::stored(&e, &entry));
-        let similarity::Found { similar, words } = similarity::find_similar(
+        let similarity::SimilarEntries { similar, words } = similarity::find_similar(
             self,
             cache,
             &entry,
@@ -770,10 +779,10 @@ fn validate(new: NewEntry) -> Result<Valid> {
         ));
     }
     let confidence = check_range("confidence", new.confidence, (0, 5, 3))? as u8;
-    let tags = model::normalize_tags(&new.tags);
+    let tags = records::normalize_tags(&new.tags);
     let (context, context_truncated) = match new.context {
         Some(c) if !c.trim().is_empty() => {
-            let (c, cut) = model::limit_context(c);
+            let (c, cut) = records::limit_context(c);
             (Some(c), cut)
         }
         _ => (None, false),

@@ -18,7 +18,7 @@
 use ulid::Ulid;
 
 use super::embeddings::Embedder;
-use super::model::{Entry, Proposal, SuggestionKind, SuggestionStatus};
+use super::records::{Entry, Proposal, SuggestionKind, SuggestionStatus};
 use super::similarity::{self, Similar, Threshold, Weighed};
 use super::{
     Memory, NewProposal, ProposalsOutcome, Result, SkippedProposal, SuggestedEntry, Suggestion,

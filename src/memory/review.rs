@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use ulid::Ulid;
 
-use super::model::{MAX_TITLE_CHARS, normalize_id_input};
+use super::records::{MAX_TITLE_CHARS, normalize_id_input};
 use super::{
     AcceptOutcome, Entry, EntryRef, EntrySuggestionView, EntrySuggestions, EntryType,
     GeneralizeOutcome, GeneralizeSuggestionView, GeneralizeSuggestions, LinkCreated,

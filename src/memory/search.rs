@@ -109,8 +109,8 @@ impl Memory {
             .collect();
         if let Some(context) = context {
             // The most distinctive first (the highest idf), while their postings fit the
-            // index's budget: a dozen context words that many entries hold made a search at
-            // a million entries read most of the index (20–80 ms).
+            // index's budget: a dozen context words that many entries hold made a search on
+            // a large base read most of the index (`cargo bench --bench scale`).
             let mut extra: Vec<(String, u64)> = idx
                 .terms(context)
                 .into_iter()
@@ -195,10 +195,10 @@ impl Memory {
         // parts while this one finds the top hits; each then takes the index's segments
         // and the vectors' part the other has not begun (two threads, not three on two
         // cores: BM25's own second thread beside the vectors' made its slowest searches
-        // slower). At a million entries, where BM25 reads two halves, the thread beside
-        // took the second half after the whole vectors' search, and ended ~0.8 ms after
-        // this one (docs/benchmarks.md: with the halves' shared floor, `index.rs`, hybrid
-        // p99 2.24 → 2.05 ms, in turns in one process). The count goes to
+        // slower). On a base large enough for BM25 to read two halves, the thread beside
+        // took the second half after the whole vectors' search and ended well after this
+        // one, so the halves share one floor (`index.rs`; `cargo bench --bench scale`,
+        // docs/benchmarks.md). The count goes to
         // whichever thread is free first, and this one makes the generators. This one
         // waits for the helper spinning, not asleep on the scope's end (woken late), and
         // the helper stays for the steps after (`stages`).
@@ -214,9 +214,7 @@ impl Memory {
             .transpose()?;
         // With a thread beside, the table is read once for the search (both threads score
         // its lists, and the candidates' cosines are read from it).
-        // The unit tests give every table a thread beside, so that what the two threads
-        // share is run by them.
-        let large = cfg!(test) || self.semantic.is_large();
+        let large = self.index.tuning().vectors_always_beside || self.semantic.is_large();
         let beside = match (&embedder, counted) {
             (Some(embedder), Some(counted)) if large => Some((embedder, counted)),
             _ => None,
@@ -590,17 +588,19 @@ mod tests {
     use std::sync::Arc;
 
     use crate::memory::embeddings::tests::test_model;
+    use crate::memory::index::SearchTuning;
     use crate::memory::{EntryType, Memory, NewEntry, NoProgress, SearchQuery};
     use crate::store::Store;
 
     /// Hybrid searches on several threads at once, each sharing its steps with the one
-    /// helper thread (every table has one in the unit tests), find what each finds alone:
-    /// ids, scores, snippets and totals, with a filter, a context and limits.
+    /// helper thread (every table has one with [`SearchTuning::every_path`]), find what
+    /// each finds alone: ids, scores, snippets and totals, with a filter, a context and
+    /// limits.
     #[test]
     fn hybrid_searches_side_by_side_find_what_each_finds_alone() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path()).unwrap());
-        let memory = Memory::open(store, &NoProgress).unwrap();
+        let memory = Memory::open_tuned(store, &NoProgress, SearchTuning::every_path()).unwrap();
         let topics = [
             (
                 "Safari date parsing",

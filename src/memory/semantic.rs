@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use ulid::Ulid;
 
 use super::embeddings::Embedder;
-use super::model::{Entry, EntryType};
+use super::records::{Entry, EntryType};
 use super::vector_base::{self, Base};
-use super::vector_file::{Maker, Opened, Record, Stored, VectorFile};
+use super::vector_file::{Maker, Opened, Stored, VectorFile, VectorRecord};
 use super::vectors::{Cut, EntryVectors, Filter, Quantised, VectorIndex};
 use super::{Memory, MemoryError, Result, parse_id_bytes};
 
@@ -171,7 +171,7 @@ fn cut_into_lists(
     let (lists, rows) = (centroids.len(), assigned.len());
     let next = generation + 1;
     let written = (|| -> std::io::Result<PathBuf> {
-        let mut writer = vector_base::Writer::create(&log, maker, next, centroids, &sizes)?;
+        let mut writer = vector_base::BaseWriter::create(&log, maker, next, centroids, &sizes)?;
         for part in assigned.chunks(PLACE_AT_ONCE) {
             if closed() {
                 return Err(std::io::ErrorKind::Interrupted.into());
@@ -457,7 +457,7 @@ impl Semantic {
             }
         }
         self.cut_when_large();
-        let records: Vec<Record> = stored.into_iter().map(Record::Put).collect();
+        let records: Vec<VectorRecord> = stored.into_iter().map(VectorRecord::Put).collect();
         if let Some(file) = self.lock_file().as_mut()
             && let Err(e) = file.append(&records)
         {
@@ -478,7 +478,7 @@ impl Semantic {
             let mut index = self.write_index();
             ids.iter().for_each(|id| index.remove(id));
         }
-        let records: Vec<Record> = ids.iter().copied().map(Record::Drop).collect();
+        let records: Vec<VectorRecord> = ids.iter().copied().map(VectorRecord::Drop).collect();
         match self.lock_file().as_mut() {
             Some(file) => file.append(&records).and_then(|()| file.sync())?,
             None => VectorFile::append_at(&self.path, &records)?,
@@ -761,7 +761,7 @@ impl Memory {
             for s in &moved {
                 index.upsert_stored(s);
             }
-            file.append(&moved.into_iter().map(Record::Put).collect::<Vec<_>>())?;
+            file.append(&moved.into_iter().map(VectorRecord::Put).collect::<Vec<_>>())?;
             file.sync()?;
             sem.legacy.clear()?;
             self.meta.remove(META_MODEL)?;
@@ -919,7 +919,7 @@ mod tests {
         let file = VectorFile::create(log, MAKER, 0, &[]).unwrap();
         let file = Arc::new(Mutex::new(Some(file)));
         let mut table = VectorIndex::new(MAKER.dims);
-        let records: Vec<Record> = all.iter().cloned().map(Record::Put).collect();
+        let records: Vec<VectorRecord> = all.iter().cloned().map(VectorRecord::Put).collect();
         for s in all {
             table.upsert_stored(s);
         }
@@ -1074,9 +1074,9 @@ mod tests {
             let mut file = lock_file(&file);
             let file = file.as_mut().unwrap();
             file.append(&[
-                Record::Put(changed.clone()),
-                Record::Put(added.clone()),
-                Record::Drop(removed),
+                VectorRecord::Put(changed.clone()),
+                VectorRecord::Put(added.clone()),
+                VectorRecord::Drop(removed),
             ])
             .unwrap();
         }

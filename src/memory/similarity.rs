@@ -26,7 +26,7 @@ use tantivy::Searcher;
 use ulid::Ulid;
 
 use super::index::MemoryIndex;
-use super::model::{Entry, EntryType, MemoryType};
+use super::records::{Entry, EntryType, MemoryType};
 use super::vectors::{EntryVectors, Filter};
 use super::{
     DUPLICATE_MIN, GENERALIZE_MIN, LINK_SUGGESTION_MIN, Memory, MemoryError, SAME_ANSWER_MIN,
@@ -415,7 +415,7 @@ fn shared<'a>(
 
 /// What [`find_similar`] found: the similar entries, best first, and the new entry's
 /// words, to say which of them each one shares when a suggestion needs it.
-pub struct Found {
+pub struct SimilarEntries {
     pub similar: Vec<Similar>,
     pub words: Words,
 }
@@ -607,7 +607,7 @@ pub fn find_similar(
     entry: &Entry,
     vectors: Option<&EntryVectors>,
     weighed: Weighed,
-) -> Result<Found, MemoryError> {
+) -> Result<SimilarEntries, MemoryError> {
     let Some(vectors) = vectors else {
         return find_similar_lexically(memory, cache, entry, weighed);
     };
@@ -670,7 +670,7 @@ pub fn find_similar(
         })
         .collect();
     similar.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
-    Ok(Found { similar, words })
+    Ok(SimilarEntries { similar, words })
 }
 
 /// How similar `entry` (not stored) is to each of the stored entries `ids`, 0..1: the
@@ -717,7 +717,7 @@ fn find_similar_lexically(
     cache: &mut SimilarityCache,
     entry: &Entry,
     weighed: Weighed,
-) -> Result<Found, MemoryError> {
+) -> Result<SimilarEntries, MemoryError> {
     let idx = memory.idx();
     let Weighing {
         my_tf,
@@ -746,7 +746,7 @@ fn find_similar_lexically(
     }
     cache.weighed(entry, my_tf, weighed);
     similar.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
-    Ok(Found { similar, words })
+    Ok(SimilarEntries { similar, words })
 }
 
 /// A term's tf-idf weight.

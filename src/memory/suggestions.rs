@@ -28,8 +28,8 @@ use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 use ulid::Ulid;
 
-use super::model::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
 use super::next_id;
+use super::records::{Entry, MemoryType, Suggestion, SuggestionKind, SuggestionStatus};
 use super::similarity::Threshold;
 use super::similarity::{Lookup, Similar};
 use super::{GENERALIZE_GROUP, META, Memory, Result};
@@ -645,9 +645,9 @@ fn mean(scores: impl Iterator<Item = f32>) -> f32 {
 /// marker: format 4 kept a key for every suggestion as text (`link:{id},{id}`), format 5
 /// in binary (the kind's tag and the sorted ids), though only an entry suggestion's is
 /// ever looked up ([`Suggestion::remembered_key`]). Runs before the memory opens the
-/// tree. The tree is dropped whole and its keys made again from the records: removed one
-/// by one, 55,321 keys wrote the tree's pages anew and sled's files grew by what they
-/// freed (36.1 → 51.1 MB), dropped they did not grow. Runs once; the marker is written
+/// tree. The tree is dropped whole and its keys made again from the records: keys removed
+/// one by one wrote the tree's pages anew and sled's files grew by what they freed, while
+/// a tree dropped whole does not grow them. Runs once; the marker is written
 /// after the rest is flushed, so a crash before it does it again.
 pub(super) fn rewrite_keys_if_stale(store: &Store) -> Result<()> {
     let db = store.db();
@@ -840,7 +840,8 @@ mod tests {
 
     use super::*;
     use crate::memory::encode;
-    use crate::memory::model::EntryType;
+    use crate::memory::index::SearchTuning;
+    use crate::memory::records::EntryType;
     use crate::memory::similarity::{SimilarityCache, Words};
     use crate::memory::{MemoryError, NoProgress};
     use crate::store::Store;
@@ -902,7 +903,10 @@ mod tests {
     fn memory() -> (tempfile::TempDir, Memory) {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path()).unwrap());
-        (dir, Memory::open(store, &NoProgress).unwrap())
+        (
+            dir,
+            Memory::open_tuned(store, &NoProgress, SearchTuning::every_path()).unwrap(),
+        )
     }
 
     /// The ids of the pending suggestions of `kind` a scan of every suggestion finds, in

@@ -9,7 +9,7 @@ use ulid::Ulid;
 use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
 
-use super::model::{MAX_TITLE_CHARS, normalize_tags};
+use super::records::{MAX_TITLE_CHARS, normalize_tags};
 use super::{
     Entry, ExportReport, ImportReport, Link, META_COUNT, META_SEQ, Memory, MemoryError, Result,
     decode, link_key,
@@ -53,7 +53,7 @@ impl Memory {
         };
         let mut report = ExportReport::default();
         let mut written = 0;
-        let mut write = |out: &mut dyn Write, record: &Record| -> Result<bool> {
+        let mut write = |out: &mut dyn Write, record: &ExportLine| -> Result<bool> {
             if written == max_lines {
                 return Ok(false);
             }
@@ -77,7 +77,7 @@ impl Memory {
         if let Some(from) = entries_after {
             for item in self.entries.range(after_key(&from)..) {
                 let (key, value) = item?;
-                if !write(out, &Record::Entry(self.decode_entry(&value)?))? {
+                if !write(out, &ExportLine::Entry(self.decode_entry(&value)?))? {
                     out.flush()?;
                     return Ok((report, next));
                 }
@@ -88,7 +88,7 @@ impl Memory {
         let from = links_after.unwrap_or_default();
         for item in self.links.range(after_key(&from)..) {
             let (key, value) = item?;
-            if !write(out, &Record::Link(decode(&value)?))? {
+            if !write(out, &ExportLine::Link(decode(&value)?))? {
                 out.flush()?;
                 return Ok((report, next));
             }
@@ -118,8 +118,8 @@ impl Memory {
         let mut links: Vec<Link> = Vec::new();
         for record in parse_lines(1, &lines, parse_line)?.into_iter().flatten() {
             match record {
-                Record::Entry(e) => entries.push(e),
-                Record::Link(l) => links.push(l),
+                ExportLine::Entry(e) => entries.push(e),
+                ExportLine::Link(l) => links.push(l),
             }
         }
         drop(lines);
@@ -303,8 +303,8 @@ pub enum ImportLine {
 /// What line `number` (from 1) of an import holds, checked as [`Memory::import`] does.
 fn check_import_line(number: usize, line: &str) -> Result<ImportLine> {
     Ok(match parse_line(number, line)? {
-        Record::Entry(_) => ImportLine::Entry,
-        Record::Link(_) => ImportLine::Link,
+        ExportLine::Entry(_) => ImportLine::Entry,
+        ExportLine::Link(_) => ImportLine::Link,
     })
 }
 
@@ -363,7 +363,7 @@ fn parse_lines<T: Send>(
 /// Fewer lines than this are parsed on one thread.
 const PARALLEL_PARSE_MIN: usize = 1_000;
 
-fn parse_line(number: usize, line: &str) -> Result<Record> {
+fn parse_line(number: usize, line: &str) -> Result<ExportLine> {
     let bad = |message: String| {
         MemoryError::invalid_argument("input", format!("line {number}: {message}"))
     };
@@ -381,10 +381,10 @@ fn parse_line(number: usize, line: &str) -> Result<Record> {
         Some(serde_json::Value::String(tag)) if tag == "entry" => {
             let entry: Entry = serde_json::from_str(line).map_err(typed)?;
             check_limits(&entry).map_err(|e| bad(format!("field '{}' has {e}", e.field)))?;
-            Record::Entry(entry)
+            ExportLine::Entry(entry)
         }
         Some(serde_json::Value::String(tag)) if tag == "link" => {
-            Record::Link(serde_json::from_str(line).map_err(typed)?)
+            ExportLine::Link(serde_json::from_str(line).map_err(typed)?)
         }
         Some(other) => {
             return Err(bad(format!(
@@ -393,7 +393,7 @@ fn parse_line(number: usize, line: &str) -> Result<Record> {
         }
         None => return Err(bad("missing field `record`".into())),
     };
-    if let Record::Entry(e) = &record {
+    if let ExportLine::Entry(e) = &record {
         let n = e.title.chars().count();
         if e.title.trim().is_empty() || n > MAX_TITLE_CHARS || e.confidence > 5 {
             return Err(bad(format!(
@@ -446,7 +446,7 @@ struct Pending {
 /// One line of an export.
 #[derive(serde::Serialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
-enum Record {
+enum ExportLine {
     Entry(Entry),
     Link(Link),
 }

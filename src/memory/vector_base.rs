@@ -48,7 +48,7 @@ use ulid::Ulid;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::index::project_key;
-use super::model::EntryType;
+use super::records::EntryType;
 use super::vector_file::Maker;
 use super::vectors::{Centroids, Quantised};
 
@@ -470,7 +470,7 @@ impl Base {
 
 /// A base being written: rows are given list after list ([`Self::push`]), then
 /// [`Self::finish`] completes it under its name.
-pub struct Writer {
+pub struct BaseWriter {
     path: PathBuf,
     scratch: Scratch,
     file: BufWriter<File>,
@@ -493,7 +493,7 @@ pub struct Writer {
     version: u32,
 }
 
-impl Writer {
+impl BaseWriter {
     /// Starts the base of `generation` beside the vector file at `log`, of `centroids`'
     /// lists holding `sizes` rows each.
     pub fn create(
@@ -502,7 +502,7 @@ impl Writer {
         generation: u64,
         centroids: Centroids,
         sizes: &[u32],
-    ) -> io::Result<Writer> {
+    ) -> io::Result<BaseWriter> {
         let path = path_of(log, generation);
         let tmp = path.with_extension("base.tmp");
         let spill_path = path.with_extension("ctx.tmp");
@@ -534,7 +534,7 @@ impl Writer {
             .create(true)
             .truncate(true)
             .open(&spill_path)?;
-        Ok(Writer {
+        Ok(BaseWriter {
             path,
             scratch: Scratch {
                 tmp,
@@ -764,7 +764,7 @@ mod tests {
         let centroids =
             Centroids::from_parts(4, vec![0.01, 0.02], vec![1, 2, 3, 4, -1, -2, -3, -4], 3);
         let ids: Vec<Ulid> = (0..3).map(|n| Ulid::from_parts(5, 100 - n)).collect();
-        let mut w = Writer::create(&log, MAKER, 3, centroids, &[2, 1]).unwrap();
+        let mut w = BaseWriter::create(&log, MAKER, 3, centroids, &[2, 1]).unwrap();
         w.push(
             ids[0],
             Some((EntryType::Bug, Some("Web"), &q([1, 0, 0, 0]), None)),
@@ -838,7 +838,7 @@ mod tests {
             .collect();
         for version in [1, VERSION] {
             let centroids = Centroids::from_parts(4, vec![0.01], vec![1, 2, 3, 4], 300);
-            let mut w = Writer::create(&log, MAKER, 5, centroids, &[300]).unwrap();
+            let mut w = BaseWriter::create(&log, MAKER, 5, centroids, &[300]).unwrap();
             w.version = version;
             for id in &ids {
                 w.push(*id, Some((EntryType::Bug, None, &q([1, 2, 3, 4]), None)))
@@ -861,7 +861,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("memory-vectors");
         let centroids = Centroids::from_parts(4, vec![0.01], vec![1, 2, 3, 4], 1);
-        let mut w = Writer::create(&log, MAKER, 1, centroids, &[2]).unwrap();
+        let mut w = BaseWriter::create(&log, MAKER, 1, centroids, &[2]).unwrap();
         w.push(
             Ulid::from_parts(1, 1),
             Some((EntryType::Bug, None, &q([1, 1, 1, 1]), None)),

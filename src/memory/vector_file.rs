@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use ulid::Ulid;
 
-use super::model::EntryType;
+use super::records::EntryType;
 use super::vectors::EntryVectors;
 
 const MAGIC: &[u8; 8] = b"TDMVECS\n";
@@ -55,16 +55,16 @@ pub struct Stored {
 
 /// One record of the file.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Record {
+pub enum VectorRecord {
     Put(Stored),
     Drop(Ulid),
 }
 
-impl Record {
+impl VectorRecord {
     fn id(&self) -> Ulid {
         match self {
-            Record::Put(s) => s.id,
-            Record::Drop(id) => *id,
+            VectorRecord::Put(s) => s.id,
+            VectorRecord::Drop(id) => *id,
         }
     }
 
@@ -72,7 +72,7 @@ impl Record {
         let start = out.len();
         out.extend_from_slice(&[0; FRAME]);
         match self {
-            Record::Put(s) => {
+            VectorRecord::Put(s) => {
                 out.push(PUT);
                 out.extend_from_slice(&s.id.to_bytes());
                 let kind = s.entry_type.as_str().as_bytes();
@@ -84,7 +84,7 @@ impl Record {
                 out.extend_from_slice(project);
                 out.extend_from_slice(&s.vectors.encode());
             }
-            Record::Drop(id) => {
+            VectorRecord::Drop(id) => {
                 out.push(DROP);
                 out.extend_from_slice(&id.to_bytes());
             }
@@ -95,12 +95,12 @@ impl Record {
         out[start + 4..start + FRAME].copy_from_slice(&crc.to_le_bytes());
     }
 
-    fn decode(body: &[u8]) -> Option<Record> {
+    fn decode(body: &[u8]) -> Option<VectorRecord> {
         let (&tag, rest) = body.split_first()?;
         let (id, rest) = rest.split_first_chunk::<16>()?;
         let id = Ulid::from_bytes(*id);
         match tag {
-            DROP if rest.is_empty() => Some(Record::Drop(id)),
+            DROP if rest.is_empty() => Some(VectorRecord::Drop(id)),
             PUT => {
                 let (&kind_len, rest) = rest.split_first()?;
                 let (kind, rest) = rest.split_at_checked(kind_len as usize)?;
@@ -109,7 +109,7 @@ impl Record {
                 let (project, rest) =
                     rest.split_at_checked(u16::from_le_bytes(*project_len) as usize)?;
                 let project = std::str::from_utf8(project).ok()?;
-                Some(Record::Put(Stored {
+                Some(VectorRecord::Put(Stored {
                     id,
                     entry_type,
                     project: (!project.is_empty()).then(|| project.to_string()),
@@ -216,7 +216,11 @@ struct Scan {
 /// Reads the file at `path` record by record (streamed, nothing kept) into `each`, when its
 /// header names `wanted` (any maker when `None`); stops at the first record torn or
 /// damaged.
-fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io::Result<Scan> {
+fn scan(
+    path: &Path,
+    wanted: Option<Maker>,
+    mut each: impl FnMut(VectorRecord),
+) -> io::Result<Scan> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -261,7 +265,7 @@ fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io:
         body.resize(body_len as usize, 0);
         reader.read_exact(&mut body)?;
         let Some(record) = (checksum(&body) == crc)
-            .then(|| Record::decode(&body))
+            .then(|| VectorRecord::decode(&body))
             .flatten()
         else {
             break;
@@ -275,9 +279,9 @@ fn scan(path: &Path, wanted: Option<Maker>, mut each: impl FnMut(Record)) -> io:
 
 /// Each id's last record, in the order first written: what the file holds. A removal is
 /// kept when the file is over a base (it removes the base's row), else left out.
-fn live(path: &Path, maker: Maker) -> io::Result<Vec<Record>> {
+fn live(path: &Path, maker: Maker) -> io::Result<Vec<VectorRecord>> {
     let mut at: HashMap<Ulid, usize> = HashMap::new();
-    let mut out: Vec<Record> = Vec::new();
+    let mut out: Vec<VectorRecord> = Vec::new();
     let found = scan(path, Some(maker), |record| match at.get(&record.id()) {
         Some(&i) => out[i] = record,
         None => {
@@ -286,7 +290,7 @@ fn live(path: &Path, maker: Maker) -> io::Result<Vec<Record>> {
         }
     })?;
     if found.generation == 0 {
-        out.retain(|r| matches!(r, Record::Put(_)));
+        out.retain(|r| matches!(r, VectorRecord::Put(_)));
     }
     Ok(out)
 }
@@ -316,7 +320,7 @@ impl VectorFile {
     /// its records in order (the last of an id wins; streamed, so loading holds nothing
     /// but what `each` keeps). A file of another model is started again; a damaged tail
     /// is cut.
-    pub fn open(path: &Path, maker: Maker, each: impl FnMut(Record)) -> io::Result<Opened> {
+    pub fn open(path: &Path, maker: Maker, each: impl FnMut(VectorRecord)) -> io::Result<Opened> {
         let found = scan(path, Some(maker), each)?;
         if found.maker != Some(maker) {
             let discarded = match found.maker {
@@ -398,7 +402,7 @@ impl VectorFile {
         path: &Path,
         maker: Maker,
         generation: u64,
-        records: &[Record],
+        records: &[VectorRecord],
     ) -> io::Result<VectorFile> {
         let mut bytes = header(maker, generation).to_vec();
         for r in records {
@@ -424,7 +428,7 @@ impl VectorFile {
     }
 
     /// Appends `records` in one write (not synced: see the module's comment).
-    pub fn append(&mut self, records: &[Record]) -> io::Result<()> {
+    pub fn append(&mut self, records: &[VectorRecord]) -> io::Result<()> {
         let mut bytes = Vec::new();
         for r in records {
             r.encode_into(&mut bytes);
@@ -440,7 +444,7 @@ impl VectorFile {
     /// Appends `records` durably to the file at `path`, whatever model made it, after its
     /// last whole record (a file without a header this version reads is left alone:
     /// nothing in it is read).
-    pub fn append_at(path: &Path, records: &[Record]) -> io::Result<()> {
+    pub fn append_at(path: &Path, records: &[VectorRecord]) -> io::Result<()> {
         let found = scan(path, None, |_| {})?;
         let Some(maker) = found.maker else {
             return Ok(());
@@ -471,8 +475,8 @@ impl VectorFile {
         // `None`: no record of `id`; `Some(None)`: removed.
         let mut last = None;
         let scanned = scan(path, None, |record| match record {
-            Record::Put(s) if s.id == *id => last = Some(Some(s.vectors.context.is_some())),
-            Record::Drop(d) if d == *id => last = Some(None),
+            VectorRecord::Put(s) if s.id == *id => last = Some(Some(s.vectors.context.is_some())),
+            VectorRecord::Drop(d) if d == *id => last = Some(None),
             _ => {}
         })?;
         match (last, scanned.maker) {
@@ -507,8 +511,8 @@ mod tests {
             .unwrap()
             .into_iter()
             .filter_map(|r| match r {
-                Record::Put(s) => Some(s),
-                Record::Drop(_) => None,
+                VectorRecord::Put(s) => Some(s),
+                VectorRecord::Drop(_) => None,
             })
             .collect();
         (opened, stored)
@@ -537,9 +541,9 @@ mod tests {
             stored(2, None, false),
             stored(2, Some("api"), false),
         );
-        file.append(&[Record::Put(a.clone()), Record::Put(b)])
+        file.append(&[VectorRecord::Put(a.clone()), VectorRecord::Put(b)])
             .unwrap();
-        file.append(&[Record::Put(b2.clone())]).unwrap();
+        file.append(&[VectorRecord::Put(b2.clone())]).unwrap();
         drop(file);
         let (opened, stored) = open(&path, MAKER);
         assert_eq!(stored, vec![a.clone(), b2]);
@@ -548,7 +552,7 @@ mod tests {
         assert_eq!(VectorFile::stored_at(&path, &a.id).unwrap(), Some(true));
 
         let mut file = opened.file;
-        file.append(&[Record::Drop(a.id)]).unwrap();
+        file.append(&[VectorRecord::Drop(a.id)]).unwrap();
         drop(file);
         assert_eq!(open(&path, MAKER).1.len(), 1);
         assert_eq!(VectorFile::stored_at(&path, &a.id).unwrap(), None);
@@ -559,8 +563,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vectors");
         let mut file = open(&path, MAKER).0.file;
-        file.append(&[Record::Put(stored(1, None, false))]).unwrap();
-        file.append(&[Record::Put(stored(2, None, false))]).unwrap();
+        file.append(&[VectorRecord::Put(stored(1, None, false))])
+            .unwrap();
+        file.append(&[VectorRecord::Put(stored(2, None, false))])
+            .unwrap();
         drop(file);
         let full = fs::metadata(&path).unwrap().len();
         OpenOptions::new()
@@ -575,7 +581,8 @@ mod tests {
         assert!(opened.discarded.unwrap().contains("damaged"));
         // Cut back to the last whole record, and appended after it.
         let mut file = opened.file;
-        file.append(&[Record::Put(stored(3, None, false))]).unwrap();
+        file.append(&[VectorRecord::Put(stored(3, None, false))])
+            .unwrap();
         drop(file);
         let ids: Vec<Ulid> = open(&path, MAKER).1.iter().map(|s| s.id).collect();
         assert_eq!(
@@ -600,7 +607,8 @@ mod tests {
         let path = dir.path().join("vectors");
         let mut file = open(&path, MAKER).0.file;
         for _ in 0..5 {
-            file.append(&[Record::Put(stored(1, None, false))]).unwrap();
+            file.append(&[VectorRecord::Put(stored(1, None, false))])
+                .unwrap();
         }
         drop(file);
         let before = fs::metadata(&path).unwrap().len();
@@ -613,7 +621,7 @@ mod tests {
         opened.file.compact_if_superseded(5, 1).unwrap();
         opened
             .file
-            .append(&[Record::Put(stored(2, None, false))])
+            .append(&[VectorRecord::Put(stored(2, None, false))])
             .unwrap();
         assert_eq!(
             open(&path, MAKER).1,
@@ -632,7 +640,7 @@ mod tests {
         bytes.extend_from_slice(&1u32.to_le_bytes());
         bytes.extend_from_slice(&(MAKER.dims as u32).to_le_bytes());
         bytes.extend_from_slice(&MAKER.fingerprint.to_le_bytes());
-        Record::Put(stored(1, Some("web"), true)).encode_into(&mut bytes);
+        VectorRecord::Put(stored(1, Some("web"), true)).encode_into(&mut bytes);
         fs::write(&path, &bytes).unwrap();
         assert_eq!(VectorFile::generation_at(&path, MAKER).unwrap(), 0);
 
@@ -641,7 +649,8 @@ mod tests {
         assert!(opened.discarded.is_none());
         assert_eq!(opened.file.generation(), 0);
         let mut file = opened.file;
-        file.append(&[Record::Put(stored(2, None, false))]).unwrap();
+        file.append(&[VectorRecord::Put(stored(2, None, false))])
+            .unwrap();
         drop(file);
         assert_eq!(open(&path, MAKER).1.len(), 2);
         assert_eq!(
@@ -655,23 +664,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vectors");
         let gone = Ulid::from_parts(9, 9);
-        let mut file = VectorFile::create(&path, MAKER, 4, &[Record::Drop(gone)]).unwrap();
+        let mut file = VectorFile::create(&path, MAKER, 4, &[VectorRecord::Drop(gone)]).unwrap();
         for _ in 0..4 {
-            file.append(&[Record::Put(stored(1, None, false))]).unwrap();
+            file.append(&[VectorRecord::Put(stored(1, None, false))])
+                .unwrap();
         }
         assert_eq!(VectorFile::generation_at(&path, MAKER).unwrap(), 4);
         file.compact_if_superseded(5, 1).unwrap();
         assert_eq!(file.generation(), 4);
         assert_eq!(
             live(&path, MAKER).unwrap(),
-            vec![Record::Drop(gone), Record::Put(stored(1, None, false))]
+            vec![
+                VectorRecord::Drop(gone),
+                VectorRecord::Put(stored(1, None, false))
+            ]
         );
         // Without a base, a removal has nothing to remove and is left out.
-        let mut file = VectorFile::create(&path, MAKER, 0, &[Record::Drop(gone)]).unwrap();
-        file.append(&[Record::Put(stored(1, None, false))]).unwrap();
+        let mut file = VectorFile::create(&path, MAKER, 0, &[VectorRecord::Drop(gone)]).unwrap();
+        file.append(&[VectorRecord::Put(stored(1, None, false))])
+            .unwrap();
         assert_eq!(
             live(&path, MAKER).unwrap(),
-            vec![Record::Put(stored(1, None, false))]
+            vec![VectorRecord::Put(stored(1, None, false))]
         );
         // Another model's vectors name no base.
         let other = Maker {

@@ -34,9 +34,9 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use ulid::Ulid;
 
 use super::index::project_key;
-use super::model::{Entry, EntryType};
+use super::records::{Entry, EntryType};
 use super::vector_base::Base;
-use super::vector_file::{Record, Stored};
+use super::vector_file::{Stored, VectorRecord};
 
 /// The record format's version byte.
 const VERSION: u8 = 1;
@@ -271,7 +271,7 @@ pub struct VectorIndex {
     dead_count: usize,
 }
 
-/// A row of the base in [`Best`]'s heap: its number with this bit set.
+/// A row of the base in [`BestRows`]'s heap: its number with this bit set.
 const BASE_ROW: usize = 1 << (usize::BITS - 1);
 /// The rows in memory that have the base written again: an eighth of the base's rows,
 /// at least [`EXACT_UP_TO`], at most this many (the memory they hold, ~300 bytes each);
@@ -439,9 +439,9 @@ impl Centroids {
             made_at: self.len(),
             lists: list_count(self.len()),
         };
-        let centres = simd().dispatch(Train(&as_sample));
+        let centres = simd().dispatch(KMeans(&as_sample));
         let mut members = vec![Vec::new(); centres.len()];
-        let of = simd().dispatch(Place {
+        let of = simd().dispatch(NearestCentroids {
             centroids: &centres,
             values: &self.values,
         });
@@ -467,7 +467,7 @@ impl Sample {
     /// The centroids of the sample's rows: spherical k-means, from rows spread over the
     /// sample, [`TRAIN_ROUNDS`] rounds; a list left empty takes another row of the sample.
     pub fn train(&self) -> Centroids {
-        simd().dispatch(Train(self))
+        simd().dispatch(KMeans(self))
     }
 }
 
@@ -704,7 +704,7 @@ impl VectorIndex {
             let lists = if base.centroids().same_as(centroids) {
                 rows.clone().map(|r| base.list_of(r)).collect()
             } else {
-                simd().dispatch(Place {
+                simd().dispatch(NearestCentroids {
                     centroids,
                     values: base.values(rows.clone()),
                 })
@@ -717,7 +717,7 @@ impl VectorIndex {
         }
         let (from, end) = (from.max(in_base) - in_base, end.saturating_sub(in_base));
         if from < end {
-            let lists = simd().dispatch(Place {
+            let lists = simd().dispatch(NearestCentroids {
                 centroids,
                 values: &self.values[from * self.dims..end * self.dims],
             });
@@ -816,14 +816,14 @@ impl VectorIndex {
     /// The vector file's records after a cut into `base` (written of this table from
     /// [`Self::begin_cut`] on): the rows to keep in memory (not in `base`, or changed since
     /// the cut began), and the removal of the rows of `base` removed meanwhile.
-    pub fn records_after(&self, base: &Base) -> Vec<Record> {
+    pub fn records_after(&self, base: &Base) -> Vec<VectorRecord> {
         let changed = self.changed.as_ref();
         let mut out = Vec::new();
         for row in &self.rows {
             if base.find(&row.id).is_none() || changed.is_some_and(|c| c.contains(&row.id)) {
                 let (entry_type, project, summary, context) =
                     self.row_of(&row.id).expect("a row in memory");
-                out.push(Record::Put(Stored {
+                out.push(VectorRecord::Put(Stored {
                     id: row.id,
                     entry_type,
                     project: project.map(str::to_string),
@@ -833,7 +833,7 @@ impl VectorIndex {
         }
         for id in changed.into_iter().flatten() {
             if !self.at.contains_key(id) && base.find(id).is_some() {
-                out.push(Record::Drop(*id));
+                out.push(VectorRecord::Drop(*id));
             }
         }
         out
@@ -841,7 +841,7 @@ impl VectorIndex {
 
     /// Makes `base` the table's base, with `records` (from [`Self::records_after`]) over
     /// it: what the vector file of its generation holds.
-    pub fn install_base(&mut self, base: Base, records: Vec<Record>) {
+    pub fn install_base(&mut self, base: Base, records: Vec<VectorRecord>) {
         let mut index = VectorIndex::with_base(base);
         for record in &records {
             index.apply(record);
@@ -850,16 +850,16 @@ impl VectorIndex {
     }
 
     /// Applies a record of the vector file: the entry's vectors put, or taken out.
-    pub fn apply(&mut self, record: &Record) {
+    pub fn apply(&mut self, record: &VectorRecord) {
         match record {
-            Record::Put(s) => self.upsert_stored(s),
-            Record::Drop(id) => self.remove(id),
+            VectorRecord::Put(s) => self.upsert_stored(s),
+            VectorRecord::Drop(id) => self.remove(id),
         }
     }
 
     /// The list of row `i` among `centroids`.
     fn nearest_list(&self, centroids: &Centroids, i: usize) -> u32 {
-        simd().dispatch(Place {
+        simd().dispatch(NearestCentroids {
             centroids,
             values: self.values_of(i),
         })[0]
@@ -1030,7 +1030,7 @@ impl VectorIndex {
 
     /// What the filter keeps, `skip` left out: `None` when no row can match (a project
     /// no entry has).
-    fn kept(&self, filter: Filter<'_>, skip: Option<&Ulid>) -> Option<Kept> {
+    fn kept(&self, filter: Filter<'_>, skip: Option<&Ulid>) -> Option<RowFilter> {
         let (project, base_project) = match filter.project {
             None => (None, None),
             Some(p) => {
@@ -1045,7 +1045,7 @@ impl VectorIndex {
                 )
             }
         };
-        Some(Kept {
+        Some(RowFilter {
             entry_type: filter.entry_type,
             project,
             base_project,
@@ -1056,7 +1056,7 @@ impl VectorIndex {
 
     /// Whether row `i` in memory is one `kept` keeps: a search without filters reads no row.
     #[inline(always)]
-    fn keeps(&self, kept: &Kept, i: usize) -> bool {
+    fn keeps(&self, kept: &RowFilter, i: usize) -> bool {
         kept.skip != Some(i)
             && (kept.entry_type.is_none() && kept.project.is_none() || {
                 let row = &self.rows[i];
@@ -1067,7 +1067,7 @@ impl VectorIndex {
 
     /// Whether row `r` of the base is one `kept` keeps.
     #[inline(always)]
-    fn keeps_base(&self, base: &Base, kept: &Kept, r: usize) -> bool {
+    fn keeps_base(&self, base: &Base, kept: &RowFilter, r: usize) -> bool {
         !self.is_dead(r)
             && kept.skip_base != Some(r)
             && (kept.entry_type.is_none() && kept.base_project.is_none()
@@ -1130,8 +1130,8 @@ impl VectorIndex {
         base: &Base,
         rows: std::ops::Range<usize>,
         query: &Quantised,
-        kept: &Kept,
-        best: &mut Best,
+        kept: &RowFilter,
+        best: &mut BestRows,
     ) -> usize {
         let mut scored = 0;
         let values = base.values(rows.clone());
@@ -1147,7 +1147,7 @@ impl VectorIndex {
 
     /// Offers row `i` in memory to `best`.
     #[inline(always)]
-    fn offer(&self, query: &Quantised, i: usize, best: &mut Best) {
+    fn offer(&self, query: &Quantised, i: usize, best: &mut BestRows) {
         let score = dot(&query.values, self.values_of(i)) as f32 * self.scales[i];
         best.offer(Score(score), i);
     }
@@ -1160,9 +1160,9 @@ impl VectorIndex {
         lists: &Lists,
         query: &Quantised,
         k: usize,
-        kept: &Kept,
+        kept: &RowFilter,
     ) -> Vec<(Ulid, f32)> {
-        let mut best = Best::new(k);
+        let mut best = BestRows::new(k);
         let mut probing = self.probing(lists, query, k);
         while let Some(list) = probing.next() {
             probing.count(self.score_list(lists, list, query, kept, &mut best));
@@ -1198,7 +1198,7 @@ impl VectorIndex {
         lists: &Lists,
         query: &Quantised,
         k: usize,
-        kept: &Kept,
+        kept: &RowFilter,
     ) -> (Vec<u32>, Vec<usize>) {
         let (mut probed, mut rows) = (Vec::new(), Vec::new());
         let mut probing = self.probing(lists, query, k);
@@ -1226,8 +1226,8 @@ impl VectorIndex {
         lists: &Lists,
         list: u32,
         query: &Quantised,
-        kept: &Kept,
-        best: &mut Best,
+        kept: &RowFilter,
+        best: &mut BestRows,
     ) -> usize {
         let mut scored = 0;
         if let Some(base) = &self.base {
@@ -1285,7 +1285,7 @@ impl VectorIndex {
         })
     }
 
-    /// The entry of a row [`Best`] kept.
+    /// The entry of a row [`BestRows`] kept.
     fn id_of(&self, slot: usize) -> Ulid {
         match &self.base {
             Some(base) if slot & BASE_ROW != 0 => base.id(slot & !BASE_ROW),
@@ -1358,16 +1358,16 @@ impl Probing {
 }
 
 /// The `k` rows with the greatest int8 dot product with a query among those offered.
-struct Best {
+struct BestRows {
     k: usize,
     /// A min-heap of the best k: (score, row), the worst on top; a base's row is marked
     /// with [`BASE_ROW`].
     heap: BinaryHeap<std::cmp::Reverse<(Score, usize)>>,
 }
 
-impl Best {
-    fn new(k: usize) -> Best {
-        Best {
+impl BestRows {
+    fn new(k: usize) -> BestRows {
+        BestRows {
             k,
             heap: BinaryHeap::with_capacity(k + 1),
         }
@@ -1406,12 +1406,12 @@ pub struct Parted<'a> {
     lists: &'a Lists,
     query: Quantised,
     k: usize,
-    kept: Kept,
+    kept: RowFilter,
     /// The lists of each part, nearest first.
     parts: [Vec<u32>; 2],
     /// The next part to score.
     next: AtomicUsize,
-    found: Mutex<Vec<Best>>,
+    found: Mutex<Vec<BestRows>>,
 }
 
 impl Parted<'_> {
@@ -1423,7 +1423,7 @@ impl Parted<'_> {
         else {
             return false;
         };
-        let mut best = Best::new(self.k);
+        let mut best = BestRows::new(self.k);
         simd().dispatch(ScoreLists {
             index: self.index,
             lists: self.lists,
@@ -1443,7 +1443,7 @@ impl Parted<'_> {
     /// scored (those no thread took, on this one).
     pub fn results(&self) -> Vec<(Ulid, f32)> {
         while self.work() {}
-        let mut best = Best::new(self.k);
+        let mut best = BestRows::new(self.k);
         let found = std::mem::take(&mut *self.found.lock().unwrap_or_else(|p| p.into_inner()));
         for part in found {
             for std::cmp::Reverse((score, slot)) in part.heap {
@@ -1460,7 +1460,7 @@ struct Probed<'a> {
     lists: &'a Lists,
     query: &'a Quantised,
     k: usize,
-    kept: &'a Kept,
+    kept: &'a RowFilter,
 }
 
 impl pulp::WithSimd for Probed<'_> {
@@ -1478,8 +1478,8 @@ struct ScoreLists<'a> {
     lists: &'a Lists,
     probed: &'a [u32],
     query: &'a Quantised,
-    kept: &'a Kept,
-    best: &'a mut Best,
+    kept: &'a RowFilter,
+    best: &'a mut BestRows,
 }
 
 impl pulp::WithSimd for ScoreLists<'_> {
@@ -1499,7 +1499,7 @@ struct Search<'a> {
     index: &'a VectorIndex,
     query: &'a Quantised,
     k: usize,
-    kept: &'a Kept,
+    kept: &'a RowFilter,
     lists: Option<&'a Lists>,
 }
 
@@ -1520,7 +1520,7 @@ impl pulp::WithSimd for Search<'_> {
         if let Some(lists) = lists {
             return index.nearest_in_lists(lists, query, k, kept);
         }
-        let mut best = Best::new(k);
+        let mut best = BestRows::new(k);
         if let Some(base) = &index.base {
             index.offer_base(base, 0..base.rows(), query, kept, &mut best);
         }
@@ -1534,12 +1534,12 @@ impl pulp::WithSimd for Search<'_> {
 }
 
 /// The nearest centroid of each row of `values`, through [`simd`]'s dispatch.
-struct Place<'a> {
+struct NearestCentroids<'a> {
     centroids: &'a Centroids,
     values: &'a [i8],
 }
 
-impl pulp::WithSimd for Place<'_> {
+impl pulp::WithSimd for NearestCentroids<'_> {
     type Output = Vec<u32>;
 
     #[inline(always)]
@@ -1553,9 +1553,9 @@ impl pulp::WithSimd for Place<'_> {
 }
 
 /// k-means of a [`Sample`], through [`simd`]'s dispatch.
-struct Train<'a>(&'a Sample);
+struct KMeans<'a>(&'a Sample);
 
-impl pulp::WithSimd for Train<'_> {
+impl pulp::WithSimd for KMeans<'_> {
     type Output = Centroids;
 
     #[inline(always)]
@@ -1621,7 +1621,7 @@ impl pulp::WithSimd for Train<'_> {
 }
 
 /// The rows a search keeps (see [`VectorIndex::kept`]).
-struct Kept {
+struct RowFilter {
     entry_type: Option<EntryType>,
     /// A project's number among the rows in memory, and in the base (`u32::MAX`: none
     /// there has it).
