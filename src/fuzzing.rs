@@ -20,7 +20,7 @@
 //! - [`calls`]: every method of [`crate::calls`], with JSON built from its parameters' schema,
 //!   answers a result or the spec's error object, never an `INTERNAL_ERROR`.
 //!
-//! [`PromptCommand`]: crate::hub::command::PromptCommand
+//! [`PromptCommand`]: crate::hub::prompts::command::PromptCommand
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +31,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::calls::{self, CallError, Session};
 use crate::core::{Core, LazyCore};
-use crate::hub::{command, config as hub_config, scan as json_scan};
+use crate::hub::prompts::command;
+use crate::hub::{config as hub_config, scan as json_scan};
 use crate::mcp::transport::{self, Line};
 
 /// How long one input may run a face before it counts as a hang.

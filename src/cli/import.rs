@@ -15,8 +15,10 @@ use serde_json::Value;
 use tandem::calls::{self, CallError, params::HubImportParams};
 use tandem::config::Config;
 use tandem::guarded_file;
+use tandem::hub::config::import::{
+    self, AGENTS, Action, Format, Found, Location, Places, Plan, Skipped,
+};
 use tandem::hub::config::{self, ConfigProblem};
-use tandem::hub::import::{self, AGENTS, Action, Format, Found, Location, Places, Plan, Skipped};
 
 use super::backend::Backend;
 use super::memory::table;

@@ -22,6 +22,11 @@
 //! variable) is kept, marked with an error naming the file, the server and the field, so
 //! the others still run and the user sees why that one does not.
 
+pub mod import;
+pub mod known_servers;
+mod placeholder;
+pub mod trust;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -746,9 +751,21 @@ impl ServerConfig {
     /// Whether an agent may never deactivate it: as its entry says, else as the catalog
     /// knows the server.
     pub fn is_core(&self) -> bool {
-        self.core.unwrap_or_else(|| {
-            super::catalog::known(&self.name, self.transport.as_ref()).is_some_and(|k| k.core)
-        })
+        self.core
+            .unwrap_or_else(|| self.well_known().is_some_and(|k| k.core))
+    }
+
+    /// The well-known server this entry is ([`known_servers::find`]): by its name, else by
+    /// what a stdio entry runs.
+    pub fn well_known(&self) -> Option<&'static known_servers::Known> {
+        let runs: Vec<&str> = match &self.transport {
+            Some(Transport::Stdio { command, args, .. }) => std::iter::once(command)
+                .chain(args)
+                .map(String::as_str)
+                .collect(),
+            _ => Vec::new(),
+        };
+        known_servers::find(&self.name, runs)
     }
 
     /// A server with the defaults, before its entry is read.
@@ -854,7 +871,7 @@ impl<'a> Entry<'a> {
             .map_or(value.as_str(), |(_, rest)| rest);
         if let Some(key) = key
             && unset.is_empty()
-            && super::catalog::is_placeholder(credential)
+            && placeholder::is_placeholder(credential)
         {
             missing.push(Missing {
                 key: key.to_string(),
