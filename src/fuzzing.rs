@@ -416,7 +416,7 @@ pub fn config(harness: &Harness, data: &[u8]) {
     let dir = harness.home.join("fuzz-config");
     let ws = dir.join("workspace");
     std::fs::create_dir_all(&ws).expect("a config dir");
-    let user_file = dir.join(crate::core::USER_CONFIG);
+    let user_file = crate::user_config::path(&dir);
     std::fs::write(&user_file, user).expect("writing config.json");
     std::fs::write(ws.join(hub_config::WORKSPACE_FILE), workspace).expect("writing .mcp.json");
     std::fs::write(dir.join(crate::tokens::TOKENS_FILE), user).expect("writing tokens.json");

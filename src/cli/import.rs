@@ -100,7 +100,7 @@ pub fn run(config: &Config, args: ImportArgs) -> anyhow::Result<()> {
         }
     }
 
-    let file = config.home.join(tandem::core::USER_CONFIG);
+    let file = tandem::user_config::path(&config.home);
     let invalid = |e: ConfigProblem| {
         CallError::new(
             "CONFIG_INVALID",

@@ -35,7 +35,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::scan;
-use crate::guarded_file::{self, CONFIG_MAX_BYTES};
+use crate::guarded_file::{self, CONFIG_MAX_BYTES, GuardedFileError};
+use crate::user_config;
 
 /// The workspace's file, at its root.
 pub const WORKSPACE_FILE: &str = ".mcp.json";
@@ -418,16 +419,18 @@ pub fn edit_member(
 }
 
 /// The user's config file's text; `None` when it does not exist (yet). Refused when
-/// another user could have written it ([`guarded_file::read_private`]).
+/// another user could have written it ([`user_config::read`]).
 pub fn read_user_file(file: &Path) -> Result<Option<String>, ConfigProblem> {
-    read_text(file, guarded_file::read_private)
+    text_of(file, user_config::read(file))
 }
 
-/// A config file's text, read with `read` (one of [`guarded_file`]'s readers: a regular
-/// file, of bounded size); `None` when it does not exist.
-fn read_text(file: &Path, read: guarded_file::Reader) -> Result<Option<String>, ConfigProblem> {
-    let bytes =
-        read(file, CONFIG_MAX_BYTES).map_err(|e| file_error(file, e.problem.to_string()))?;
+/// A config file's text from what one of [`guarded_file`]'s readers made of `file` (a
+/// regular file, of bounded size); `None` when it does not exist.
+fn text_of(
+    file: &Path,
+    read: Result<Option<Vec<u8>>, GuardedFileError>,
+) -> Result<Option<String>, ConfigProblem> {
+    let bytes = read.map_err(|e| file_error(file, e.problem.to_string()))?;
     bytes
         .map(|b| guarded_file::utf8(b).map_err(|e| file_error(file, e.to_string())))
         .transpose()
@@ -531,11 +534,11 @@ pub fn load(
     let workspace_file = workspace.join(WORKSPACE_FILE);
     for (file, is_workspace) in [(user_file.to_path_buf(), false), (workspace_file, true)] {
         let read = if is_workspace {
-            guarded_file::read_regular
+            guarded_file::read_regular(&file, CONFIG_MAX_BYTES)
         } else {
-            guarded_file::read_private
+            user_config::read(&file)
         };
-        let text = match read_text(&file, read) {
+        let text = match text_of(&file, read) {
             Ok(Some(t)) => t,
             Ok(None) => continue,
             Err(e) => {
