@@ -813,10 +813,10 @@ pub const HUB_PARSE_COMMAND: Method<ParseCommandParams, ParsedCommand> =
     Method::new("hub/parse_command", |_core, _workspace, p| {
         let added: Vec<(String, String)> =
             p.append.into_iter().map(|a| (a.name, a.value)).collect();
-        let (line, cmd) = crate::hub::command::append_arguments(&p.line, &added)
+        let (line, cmd) = crate::hub::prompts::command::append_arguments(&p.line, &added)
             .map_err(crate::hub::HubError::from)?;
         Ok(ParsedCommand {
-            command: crate::hub::command::command_name(&cmd.server, &cmd.prompt),
+            command: crate::hub::prompts::command::command_name(&cmd.server, &cmd.prompt),
             server: cmd.server,
             prompt: cmd.prompt,
             arguments: cmd.arguments,
@@ -824,7 +824,7 @@ pub const HUB_PARSE_COMMAND: Method<ParseCommandParams, ParsedCommand> =
         })
     });
 
-pub const HUB_INJECT: Method<InjectParams, crate::hub::inject::Injection> =
+pub const HUB_INJECT: Method<InjectParams, crate::hub::prompts::inject::Injection> =
     Method::new("hub/inject", |core, workspace, p| {
         let w = hub_workspace(core, workspace)?;
         settle(&w, None);
@@ -851,7 +851,7 @@ pub struct OwnPrompt {
 
 pub const HUB_OWN_PROMPT: Method<OwnPromptParams, OwnPrompt> =
     Method::new("hub/own_prompt", |core, _, p| {
-        use crate::hub::own;
+        use crate::hub::prompts::own;
         let Some((name, description)) = own::PROMPTS.iter().find(|(n, _)| *n == p.name) else {
             let known: Vec<&str> = own::PROMPTS.iter().map(|(n, _)| *n).collect();
             return Err(CallError::invalid_argument(
@@ -901,10 +901,10 @@ pub const HUB_CONVENTIONAL_SET: Method<ConventionalSetParams, crate::hub::Conven
         block_on(w.edit_conventional(target, change)).map_err(CallError::from)
     });
 
-pub const HUB_TRUST: Method<TrustParams, crate::hub::trust::TrustReport> =
+pub const HUB_TRUST: Method<TrustParams, crate::hub::config::trust::TrustReport> =
     Method::new("hub/trust", |core, workspace, p| {
         let ws = workspace_of(workspace)?;
-        use crate::hub::trust::{TrustAction, TrustError};
+        use crate::hub::config::trust::{TrustAction, TrustError};
         let action = match (p.action.as_deref().unwrap_or("show"), p.sha256) {
             ("show", _) => TrustAction::Show,
             ("revoke", _) => TrustAction::Revoke,
@@ -936,7 +936,7 @@ pub const HUB_TRUST: Method<TrustParams, crate::hub::trust::TrustReport> =
 
 /// Imports servers into the user's `config.json`, through the hub so that it never races
 /// another edit of that file (the daemon's, when one runs).
-pub const HUB_IMPORT: Method<HubImportParams, crate::hub::import::Plan> =
+pub const HUB_IMPORT: Method<HubImportParams, crate::hub::config::import::Plan> =
     Method::new("hub/import", |core, _, p| {
         core.hub
             .import(&p.servers, &p.skipped, p.overwrite)
@@ -946,7 +946,7 @@ pub const HUB_IMPORT: Method<HubImportParams, crate::hub::import::Plan> =
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hub::command::{self, ArgumentSpec};
+    use crate::hub::prompts::command::{self, ArgumentSpec};
 
     /// A refused command line reaches the client with its code and its particulars.
     #[test]

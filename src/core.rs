@@ -10,10 +10,8 @@ use crate::memory::model_source::{self, PullProgress};
 use crate::memory::{Memory, MemoryError, Progress};
 use crate::store::{Store, StoreError};
 use crate::tasks::{TaskError, Tasks};
+use crate::user_config;
 use crate::watch::Watches;
-
-/// The user's config file (downstream MCP servers, injection settings), in the data dir.
-pub const USER_CONFIG: &str = "config.json";
 
 /// Why the core could not open: which part failed.
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +55,7 @@ impl Core {
         let store = Arc::new(Store::open(home)?);
         let tasks = Tasks::open(store.clone())?;
         let hub = Arc::new(Hub::open(
-            home.join(USER_CONFIG),
+            user_config::path(home),
             store.clone(),
             tasks.bus().clone(),
         )?);

@@ -20,7 +20,7 @@
 //! - [`calls`]: every method of [`crate::calls`], with JSON built from its parameters' schema,
 //!   answers a result or the spec's error object, never an `INTERNAL_ERROR`.
 //!
-//! [`PromptCommand`]: crate::hub::command::PromptCommand
+//! [`PromptCommand`]: crate::hub::prompts::command::PromptCommand
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +31,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::calls::{self, CallError, Session};
 use crate::core::{Core, LazyCore};
-use crate::hub::{command, config as hub_config, scan as json_scan};
+use crate::hub::prompts::command;
+use crate::hub::{config as hub_config, scan as json_scan};
 use crate::mcp::transport::{self, Line};
 
 /// How long one input may run a face before it counts as a hang.
@@ -415,7 +416,7 @@ pub fn config(harness: &Harness, data: &[u8]) {
     let dir = harness.home.join("fuzz-config");
     let ws = dir.join("workspace");
     std::fs::create_dir_all(&ws).expect("a config dir");
-    let user_file = dir.join(crate::core::USER_CONFIG);
+    let user_file = crate::user_config::path(&dir);
     std::fs::write(&user_file, user).expect("writing config.json");
     std::fs::write(ws.join(hub_config::WORKSPACE_FILE), workspace).expect("writing .mcp.json");
     std::fs::write(dir.join(crate::tokens::TOKENS_FILE), user).expect("writing tokens.json");

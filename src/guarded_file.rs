@@ -60,9 +60,6 @@ pub enum FileProblem {
     },
 }
 
-/// One of this module's readers, as a value.
-pub type Reader = fn(&Path, u64) -> Result<Option<Vec<u8>>, GuardedFileError>;
-
 /// The content of the regular file at `path` (following symlinks), at most `max_bytes`;
 /// `Ok(None)` when there is no such file.
 pub fn read_regular(path: &Path, max_bytes: u64) -> Result<Option<Vec<u8>>, GuardedFileError> {

@@ -30,4 +30,5 @@ pub mod render;
 pub mod store;
 pub mod tasks;
 pub mod tokens;
+pub mod user_config;
 pub mod watch;

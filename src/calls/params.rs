@@ -465,10 +465,10 @@ pub struct TrustParams {
 pub struct HubImportParams {
     /// The servers to import, translated into Tandem's entries.
     #[serde(default)]
-    pub servers: Vec<crate::hub::import::Found>,
+    pub servers: Vec<crate::hub::config::import::Found>,
     /// Servers found but not importable, listed in the plan as they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<crate::hub::import::Skipped>,
+    pub skipped: Vec<crate::hub::config::import::Skipped>,
     /// Replace a server of the same name that runs something else (default: keep it and
     /// report the conflict).
     #[serde(default)]

@@ -492,7 +492,7 @@ fn print_conventional(list: &[tandem::hub::ConventionalPrompt]) {
                     a.name.clone()
                 };
                 match &a.value {
-                    Some(v) => format!("{name}={}", tandem::hub::command::quote_value(v)),
+                    Some(v) => format!("{name}={}", tandem::hub::prompts::command::quote_value(v)),
                     None => name,
                 }
             })
@@ -533,7 +533,10 @@ fn inject(config: &Config, args: InjectArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&injection)?);
     } else {
-        print!("{}", tandem::hub::inject::render_preview(&injection));
+        print!(
+            "{}",
+            tandem::hub::prompts::inject::render_preview(&injection)
+        );
     }
     Ok(())
 }

@@ -15,8 +15,10 @@ use serde_json::Value;
 use tandem::calls::{self, CallError, params::HubImportParams};
 use tandem::config::Config;
 use tandem::guarded_file;
+use tandem::hub::config::import::{
+    self, AGENTS, Action, Format, Found, Location, Places, Plan, Skipped,
+};
 use tandem::hub::config::{self, ConfigProblem};
-use tandem::hub::import::{self, AGENTS, Action, Format, Found, Location, Places, Plan, Skipped};
 
 use super::backend::Backend;
 use super::memory::table;
@@ -98,7 +100,7 @@ pub fn run(config: &Config, args: ImportArgs) -> anyhow::Result<()> {
         }
     }
 
-    let file = config.home.join(tandem::core::USER_CONFIG);
+    let file = tandem::user_config::path(&config.home);
     let invalid = |e: ConfigProblem| {
         CallError::new(
             "CONFIG_INVALID",

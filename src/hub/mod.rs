@@ -7,20 +7,11 @@
 //! (only the servers whose entry changed are restarted). Every change is published on the
 //! core's bus (`Event::Hub`).
 
-pub mod catalog;
-pub mod command;
+pub mod client;
 pub mod config;
-pub mod conventional;
 pub mod gateway;
-pub mod import;
-pub mod inject;
-pub mod own;
-pub mod proxy;
-mod remembered;
+pub mod prompts;
 pub(crate) mod scan;
-pub mod server;
-mod stdio;
-pub mod trust;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -31,12 +22,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::events::{Bus, Event, HubChange};
 use crate::store::{Store, StoreError};
+use client::remembered::RememberedPrompts;
+pub use client::remembered::Said;
+use client::server;
+pub use client::server::{Downstream, HubError, ServerState, Status};
 use config::HubConfig;
-pub use conventional::{ConventionalArgument, ConventionalPrompt, InjectRequest, PromptTarget};
-use remembered::RememberedPrompts;
-pub use remembered::Said;
-pub use server::{Downstream, HubError, ServerState, Status};
-use trust::Trust;
+use config::trust::Trust;
+pub use prompts::conventional::{
+    ConventionalArgument, ConventionalPrompt, InjectRequest, PromptTarget,
+};
+use prompts::{command, conventional, inject, own};
 
 /// How often the config files are checked for changes (two `stat`s).
 const WATCH_EVERY: Duration = Duration::from_millis(500);

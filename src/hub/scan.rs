@@ -1,8 +1,8 @@
 //! JSON text scanned as written, without building values: where a value ends, its compact
 //! text, an object's members with their raw values, and such an object written back. The one
-//! scanner of the hub: command lines (`command.rs`: bare JSON values, `--args`), tool calls
-//! in prompt text (`inject.rs`) and the user's config file (`config.rs`) all read JSON
-//! through it.
+//! scanner of the hub, beside `mod.rs` since the config and the prompts both use it: command
+//! lines (`prompts/command.rs`: bare JSON values, `--args`), tool calls in prompt text
+//! (`prompts/inject.rs`) and the user's config file (`config/`) all read JSON through it.
 //!
 //! Raw text, not `serde_json::Value`, because what the user wrote must survive: key order
 //! and number spelling (`1e3`, `-1.50`), which `Value` without `preserve_order` would lose.

@@ -49,9 +49,10 @@ impl TandemLsp {
     /// The injection, with its Markdown preview.
     pub(super) async fn inject(&self, params: Value) -> LspResult<Value> {
         let mut injection = self.session.call(calls::HUB_INJECT.name, params).await?;
-        let parsed: crate::hub::inject::Injection = serde_json::from_value(injection.clone())
-            .map_err(|e| invalid(format!("unexpected injection: {e}")))?;
-        injection["preview"] = json!(crate::hub::inject::render_preview(&parsed));
+        let parsed: crate::hub::prompts::inject::Injection =
+            serde_json::from_value(injection.clone())
+                .map_err(|e| invalid(format!("unexpected injection: {e}")))?;
+        injection["preview"] = json!(crate::hub::prompts::inject::render_preview(&parsed));
         Ok(injection)
     }
 
@@ -155,8 +156,8 @@ impl TandemLsp {
             .split('\n')
             .nth(line_no as usize)?
             .trim_end_matches('\r');
-        let cmd = crate::hub::command::parse(line).ok()?;
-        let name = crate::hub::command::command_name(&cmd.server, &cmd.prompt);
+        let cmd = crate::hub::prompts::command::parse(line).ok()?;
+        let name = crate::hub::prompts::command::command_name(&cmd.server, &cmd.prompt);
         Some(CodeActionOrCommand::CodeAction(CodeAction {
             title: format!("Run {name}"),
             command: Some(Command {

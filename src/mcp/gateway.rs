@@ -22,9 +22,10 @@ use serde_json::Value;
 use super::schema;
 use crate::calls::{self, CallError};
 use crate::events::Event;
-use crate::hub::catalog::{Discovered, ServerInfo};
+use crate::hub::HubError;
+use crate::hub::gateway::catalog::{Discovered, ServerInfo};
+use crate::hub::gateway::proxy;
 use crate::hub::gateway::{Activated, Deactivated, Gateway};
-use crate::hub::{HubError, proxy};
 
 /// Changes within this window reach the agent as one `tools/list_changed`.
 const NOTIFY_WINDOW: Duration = Duration::from_millis(50);

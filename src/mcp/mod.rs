@@ -130,7 +130,7 @@ impl TandemServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let unknown = || ErrorData::invalid_params(format!("unknown tool '{name}'"), None);
         let gateway_tool = gateway::is_gateway_tool(name);
-        if !gateway_tool && !name.contains(crate::hub::proxy::SEPARATOR) {
+        if !gateway_tool && !name.contains(crate::hub::gateway::proxy::SEPARATOR) {
             return Err(unknown());
         }
         let g = match self.gateway().await {
@@ -174,7 +174,7 @@ impl TandemServer {
         });
         format!(
             "{INSTRUCTIONS}\n\n{catalog}\n{}",
-            crate::hub::catalog::ORCHESTRATION
+            crate::hub::gateway::catalog::ORCHESTRATION
         )
     }
 }
@@ -437,7 +437,7 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let mut prompts: Vec<Prompt> = crate::hub::own::PROMPTS
+        let mut prompts: Vec<Prompt> = crate::hub::prompts::own::PROMPTS
             .iter()
             .map(|(name, description)| Prompt::new(*name, Some(*description), None))
             .collect();
@@ -453,11 +453,11 @@ impl ServerHandler for TandemServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let Some((name, description)) = crate::hub::own::PROMPTS
+        let Some((name, description)) = crate::hub::prompts::own::PROMPTS
             .iter()
             .find(|(n, _)| *n == request.name)
         else {
-            if request.name.contains(crate::hub::proxy::SEPARATOR)
+            if request.name.contains(crate::hub::gateway::proxy::SEPARATOR)
                 && let Ok(gateway) = self.gateway().await
                 && let Some(got) = gateway
                     .get_prompt(&request.name, request.arguments.clone().unwrap_or_default())
@@ -472,7 +472,7 @@ impl ServerHandler for TandemServer {
                 format!(
                     "unknown prompt '{}' (known: {})",
                     request.name,
-                    crate::hub::own::PROMPTS
+                    crate::hub::prompts::own::PROMPTS
                         .iter()
                         .map(|(n, _)| *n)
                         .collect::<Vec<_>>()
@@ -495,17 +495,17 @@ impl ServerHandler for TandemServer {
         // The role of a conventional prompt comes from its name; the message itself says user,
         // except the simulated tool call, which the assistant makes.
         let mut text = prompt.text;
-        if *name == crate::hub::own::SYSTEM_PROMPT
+        if *name == crate::hub::prompts::own::SYSTEM_PROMPT
             && let Ok(gateway) = self.gateway().await
         {
             // The conventional system prompt carries the catalog too (spec 001, step 3).
             text = format!(
                 "{text}\n\n{}\n{}",
                 gateway.catalog(),
-                crate::hub::catalog::ORCHESTRATION
+                crate::hub::gateway::catalog::ORCHESTRATION
             );
         }
-        let role = if *name == crate::hub::own::MEMORY_INDEX_CALL {
+        let role = if *name == crate::hub::prompts::own::MEMORY_INDEX_CALL {
             Role::Assistant
         } else {
             Role::User

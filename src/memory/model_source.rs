@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::MemoryError;
 use super::embeddings::{CONFIG_FILE, EmbedError, Embedder, MODEL_FILE, TOKENIZER_FILE};
 use crate::config::{Config, EMBEDDING_MODEL_ENV};
-use crate::core::USER_CONFIG;
+use crate::user_config;
 
 /// The model used when nothing is set: model2vec's general-purpose English model (256
 /// dimensions, about 30 MB).
@@ -328,7 +328,7 @@ pub fn resolve(config: &Config) -> Result<Resolved, ModelSourceError> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| config.home.clone());
         (value.clone(), SettingSource::Env, cwd)
     } else {
-        let file = config.home.join(USER_CONFIG);
+        let file = user_config::path(&config.home);
         match read_setting(&file)? {
             Some(value) => (value, SettingSource::File(file), config.home.clone()),
             None => {
@@ -354,9 +354,7 @@ fn read_setting(file: &Path) -> Result<Option<String>, ModelSourceError> {
         path: file.to_path_buf(),
         reason,
     };
-    // The hub's file too: read as it is (a regular file the user owns, of bounded size).
-    let bytes = match crate::guarded_file::read_private(file, crate::guarded_file::CONFIG_MAX_BYTES)
-    {
+    let bytes = match user_config::read(file) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
         Err(e) => return Err(problem(e.problem.to_string())),

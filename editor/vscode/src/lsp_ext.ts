@@ -148,7 +148,7 @@ export type PromptContent =
     | { type: "resource"; resource: { uri: string; text?: string; mimeType?: string } }
     | { type: string; [key: string]: unknown };
 
-/// The answer of `tandem.servers` (`src/hub/mod.rs`); each server as `hub/server.rs` reports it.
+/// The answer of `tandem.servers` (`src/hub/mod.rs`); each server as `hub/client/server.rs` reports it.
 export interface ServersReport {
     workspace: string;
     files: string[];

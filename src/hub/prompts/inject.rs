@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tiktoken_rs::CoreBPE;
 
-use super::scan;
+use crate::hub::scan;
 
 /// What a conventional prompt's name says it is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

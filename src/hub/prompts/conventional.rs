@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{self, Condition};
-use super::{HubError, Status, Workspace, argument_specs, command, inject, names_or_none, own};
+use super::{command, inject, own};
+use crate::hub::config::{self, Condition};
+use crate::hub::{HubError, Status, Workspace, argument_specs, names_or_none};
 
 /// A conventional prompt as a settings edit names it.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,7 +404,7 @@ impl Workspace {
 
 /// The downstream conventional prompts as fetched, and why some were not.
 #[derive(Debug)]
-pub(super) struct Downstreams {
+pub(in crate::hub) struct Downstreams {
     fetched: Vec<inject::Fetched>,
     warnings: Vec<String>,
     /// When they were fetched (for `max_age_secs`).

@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::Hub;
-use super::config::{self, Origin, Transport};
+use crate::hub::Hub;
+use crate::hub::config::{self, Origin, Transport};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -4,7 +4,7 @@
 //! in conflict with an entry of the same name, or skipped, and why.
 //!
 //! Pure: the CLI reads the files (they are the user's, under `$HOME` and in the workspace)
-//! and shows the plan; writing goes through the hub (`hub/import`, [`super::Hub::import`]),
+//! and shows the plan; writing goes through the hub (`hub/import`, [`crate::hub::Hub::import`]),
 //! which plans again against the file as it is then, under the same lock as every other
 //! edit of that file. A plan carries no secret: environment variables and headers are
 //! listed by name only.
@@ -16,8 +16,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::config::{self, ConfigProblem, SERVERS_KEY, Transport};
-use super::scan;
+use crate::hub::config::{self, ConfigProblem, SERVERS_KEY, Transport};
+use crate::hub::scan;
 
 /// The agents whose config files are known, as `--from` names them.
 pub const AGENTS: &[&str] = &["claude", "claude-project", "codex", "gemini", "vscode"];
@@ -931,7 +931,7 @@ fn existing_servers(
         .collect())
 }
 
-impl super::Hub {
+impl crate::hub::Hub {
     /// Imports `found` into the user's `config.json` (`hub/import`): planned again against
     /// the file as it is now ([`plan`]; `skipped` are listed as they are), and the added or
     /// replaced entries written ([`config::edit_servers`]), under the lock every edit of that

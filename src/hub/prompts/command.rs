@@ -4,7 +4,7 @@
 //! Pure: no I/O, no protocol types. The hub feeds it the cached prompt list; the LSP face
 //! turns [`CompletionSite`]s into completion items; editors have lines read here through
 //! `hub/parse_command` ([`append_arguments`]) rather than keep a grammar of their own. JSON
-//! values in a line are measured and compacted by `super::scan`.
+//! values in a line are measured and compacted by `crate::hub::scan`.
 //!
 //! # Grammar
 //!
@@ -36,7 +36,7 @@ use std::fmt;
 
 use serde_json::{Value, json};
 
-use super::scan::{self, Span};
+use crate::hub::scan::{self, Span};
 
 /// A parsed prompt command: which server's prompt to get, with which arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,6 +8,9 @@
 //! runs once; it stops when the last session that activated it lets it go (unless it is a
 //! boot server, which runs for the workspace).
 
+pub mod catalog;
+pub mod proxy;
+
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,9 +22,10 @@ use rmcp::model::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::catalog::{self, Discovered, Readiness, Searchable, ServerInfo};
-use super::proxy::{self, ToolNames};
+use super::config::known_servers;
 use super::{Downstream, HubError, Status, Workspace};
+use catalog::{Discovered, Readiness, Searchable, ServerInfo};
+use proxy::ToolNames;
 
 /// How many activations a session may ask for within [`ACTIVATION_WINDOW`].
 pub const ACTIVATIONS_PER_WINDOW: usize = 5;
@@ -118,7 +122,7 @@ impl Gateway {
 
     fn info(&self, s: &Downstream) -> ServerInfo {
         let said = self.workspace.said(s).map(|(said, _)| said);
-        let known = catalog::known(s.name(), s.config.transport.as_ref());
+        let known = s.config.well_known();
         let status = s.status();
         let (status, problem) = match status {
             Status::Untrusted => (Readiness::Untrusted, None),
@@ -173,8 +177,8 @@ impl Gateway {
             .iter()
             .zip(&infos)
             .map(|(s, info)| {
-                let mut known_as = vec![catalog::normalise(s.name())];
-                if let Some(k) = catalog::known(s.name(), s.config.transport.as_ref()) {
+                let mut known_as = vec![known_servers::normalise(s.name())];
+                if let Some(k) = s.config.well_known() {
                     known_as.push(k.names[0].to_string());
                 }
                 let tools = self

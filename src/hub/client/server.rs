@@ -28,8 +28,8 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde::Serialize;
 use tokio::sync::{Notify, mpsc};
 
-use super::config::{ServerConfig, Transport};
 use super::stdio;
+use crate::hub::config::{ServerConfig, Transport};
 
 /// Scheduler turns a tool call with progress waits after its answer, for the server's
 /// earlier progress notifications still in rmcp's tasks ([`Downstream::call_tool`]).
@@ -148,7 +148,7 @@ pub enum HubError {
     ShuttingDown,
     /// A prompt command line that does not parse.
     #[error(transparent)]
-    Command(#[from] super::command::CommandError),
+    Command(#[from] crate::hub::prompts::command::CommandError),
 }
 
 impl HubError {
@@ -224,7 +224,7 @@ struct Lists {
 
 struct Inner {
     /// The tools as the gateway re-exports them, made from `lists.tools` (that very list).
-    proxied: Option<(Arc<Vec<Tool>>, Arc<super::proxy::Proxied>)>,
+    proxied: Option<(Arc<Vec<Tool>>, Arc<crate::hub::gateway::proxy::Proxied>)>,
     status: Status,
     peer: Option<Peer<RoleClient>>,
     /// Dropping it ends the session and kills the child.
@@ -302,7 +302,7 @@ pub struct ServerState {
     pub name: String,
     #[serde(flatten)]
     pub status: Status,
-    pub origin: super::config::Origin,
+    pub origin: crate::hub::config::Origin,
     pub runs: Option<String>,
     pub prompts: usize,
     pub tools: usize,
@@ -456,14 +456,17 @@ impl Downstream {
 
     /// Its tools as the gateway re-exports them (`server__tool`, schemas without `$ref`),
     /// made once per list the server gives.
-    pub fn proxied(&self) -> Arc<super::proxy::Proxied> {
+    pub fn proxied(&self) -> Arc<crate::hub::gateway::proxy::Proxied> {
         let tools = self.tools();
         if let Some((source, proxied)) = &self.lock().proxied
             && Arc::ptr_eq(source, &tools)
         {
             return proxied.clone();
         }
-        let proxied = Arc::new(super::proxy::Proxied::new(&self.config.name, &tools));
+        let proxied = Arc::new(crate::hub::gateway::proxy::Proxied::new(
+            &self.config.name,
+            &tools,
+        ));
         self.lock().proxied = Some((tools, proxied.clone()));
         proxied
     }
@@ -485,9 +488,9 @@ impl Downstream {
     }
 
     /// What the server says of itself on its current (or last) connection.
-    pub fn said(&self) -> super::Said {
+    pub fn said(&self) -> super::remembered::Said {
         let inner = self.lock();
-        super::Said {
+        super::remembered::Said {
             prompts: inner.lists.prompts.to_vec(),
             tools: inner.lists.tools.to_vec(),
             server_info: inner.server_info.clone(),

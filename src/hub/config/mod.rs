@@ -22,6 +22,11 @@
 //! variable) is kept, marked with an error naming the file, the server and the field, so
 //! the others still run and the user sees why that one does not.
 
+pub mod import;
+pub mod known_servers;
+mod placeholder;
+pub mod trust;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,7 +35,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::scan;
-use crate::guarded_file::{self, CONFIG_MAX_BYTES};
+use crate::guarded_file::{self, CONFIG_MAX_BYTES, GuardedFileError};
+use crate::user_config;
 
 /// The workspace's file, at its root.
 pub const WORKSPACE_FILE: &str = ".mcp.json";
@@ -413,16 +419,18 @@ pub fn edit_member(
 }
 
 /// The user's config file's text; `None` when it does not exist (yet). Refused when
-/// another user could have written it ([`guarded_file::read_private`]).
+/// another user could have written it ([`user_config::read`]).
 pub fn read_user_file(file: &Path) -> Result<Option<String>, ConfigProblem> {
-    read_text(file, guarded_file::read_private)
+    text_of(file, user_config::read(file))
 }
 
-/// A config file's text, read with `read` (one of [`guarded_file`]'s readers: a regular
-/// file, of bounded size); `None` when it does not exist.
-fn read_text(file: &Path, read: guarded_file::Reader) -> Result<Option<String>, ConfigProblem> {
-    let bytes =
-        read(file, CONFIG_MAX_BYTES).map_err(|e| file_error(file, e.problem.to_string()))?;
+/// A config file's text from what one of [`guarded_file`]'s readers made of `file` (a
+/// regular file, of bounded size); `None` when it does not exist.
+fn text_of(
+    file: &Path,
+    read: Result<Option<Vec<u8>>, GuardedFileError>,
+) -> Result<Option<String>, ConfigProblem> {
+    let bytes = read.map_err(|e| file_error(file, e.problem.to_string()))?;
     bytes
         .map(|b| guarded_file::utf8(b).map_err(|e| file_error(file, e.to_string())))
         .transpose()
@@ -526,11 +534,11 @@ pub fn load(
     let workspace_file = workspace.join(WORKSPACE_FILE);
     for (file, is_workspace) in [(user_file.to_path_buf(), false), (workspace_file, true)] {
         let read = if is_workspace {
-            guarded_file::read_regular
+            guarded_file::read_regular(&file, CONFIG_MAX_BYTES)
         } else {
-            guarded_file::read_private
+            user_config::read(&file)
         };
-        let text = match read_text(&file, read) {
+        let text = match text_of(&file, read) {
             Ok(Some(t)) => t,
             Ok(None) => continue,
             Err(e) => {
@@ -746,9 +754,21 @@ impl ServerConfig {
     /// Whether an agent may never deactivate it: as its entry says, else as the catalog
     /// knows the server.
     pub fn is_core(&self) -> bool {
-        self.core.unwrap_or_else(|| {
-            super::catalog::known(&self.name, self.transport.as_ref()).is_some_and(|k| k.core)
-        })
+        self.core
+            .unwrap_or_else(|| self.well_known().is_some_and(|k| k.core))
+    }
+
+    /// The well-known server this entry is ([`known_servers::find`]): by its name, else by
+    /// what a stdio entry runs.
+    pub fn well_known(&self) -> Option<&'static known_servers::Known> {
+        let runs: Vec<&str> = match &self.transport {
+            Some(Transport::Stdio { command, args, .. }) => std::iter::once(command)
+                .chain(args)
+                .map(String::as_str)
+                .collect(),
+            _ => Vec::new(),
+        };
+        known_servers::find(&self.name, runs)
     }
 
     /// A server with the defaults, before its entry is read.
@@ -854,7 +874,7 @@ impl<'a> Entry<'a> {
             .map_or(value.as_str(), |(_, rest)| rest);
         if let Some(key) = key
             && unset.is_empty()
-            && super::catalog::is_placeholder(credential)
+            && placeholder::is_placeholder(credential)
         {
             missing.push(Missing {
                 key: key.to_string(),

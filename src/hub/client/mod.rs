@@ -1,0 +1,10 @@
+//! The client side of the hub: one downstream server at a time, as Tandem's rmcp client
+//! sees it.
+//!
+//! `server` is a running server (its client, the caches of what it lists, timeouts and
+//! restarts); `stdio` its process when it runs on stdio; `remembered` what it said when it
+//! last ran, kept in the store so that a server not started yet can still be listed.
+
+pub(super) mod remembered;
+pub mod server;
+mod stdio;
