@@ -165,5 +165,5 @@ export interface TrustReport {
     done: string | null;
 }
 
-/// The memory's entry types (`src/memory/model.rs`), as `tandem.memory.saveSelection` takes them.
+/// The memory's entry types (`src/memory/records.rs`), as `tandem.memory.saveSelection` takes them.
 export const ENTRY_TYPES = ["pattern", "pitfall", "decision", "bug", "config", "reference"] as const;
