@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::json;
 use tandem::memory::embeddings::Embedder;
-use tandem::memory::vectors::{Filter, Quantised, VectorIndex};
+use tandem::memory::quantised::Quantised;
+use tandem::memory::vectors::{Filter, VectorIndex};
 use tandem::memory::{
     Entry, EntryType, Memory, NewEntry, NoProgress, Ranking, SearchQuery, summary_text,
 };

@@ -5,6 +5,7 @@
 //! index follows in the same call.
 
 pub mod api;
+mod centroids;
 mod compression;
 pub mod embeddings;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod index;
 mod maxscore;
 pub mod model_source;
 mod proposals;
+pub mod quantised;
 pub mod records;
 mod review;
 mod search;

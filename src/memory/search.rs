@@ -22,6 +22,7 @@ use ulid::Ulid;
 
 use super::embeddings::Embedder;
 use super::index::{self, TextField};
+use super::quantised::Quantised;
 use super::stages::{Flag, Stage};
 use super::vectors::{self, Filter};
 use super::{
@@ -233,7 +234,7 @@ impl Memory {
             };
             (vector, search)
         };
-        let vector_part = |(_, search): &(vectors::Quantised, Nearest)| {
+        let vector_part = |(_, search): &(Quantised, Nearest)| {
             if let Nearest::Parted(parted) = search {
                 parted.work();
             }
@@ -280,7 +281,7 @@ impl Memory {
             query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
         let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
         let query_words: Vec<&str> = query_terms.iter().map(String::as_str).collect();
-        let cosines_of = |vector: &vectors::Quantised, ids: &[Ulid]| match held.as_deref() {
+        let cosines_of = |vector: &Quantised, ids: &[Ulid]| match held.as_deref() {
             // The table read for the search is still held: not read again.
             Some(table) => table.cosines(vector, ids),
             None => self.semantic.cosines(vector, ids),
@@ -510,7 +511,7 @@ enum Cover {
         placed: Vec<(Ulid, DocAddress)>,
         unplaced: Vec<Ulid>,
     },
-    Cosines(vectors::Quantised, Vec<Ulid>),
+    Cosines(Quantised, Vec<Ulid>),
 }
 
 /// What a [`Cover`] gives: each candidate's coverage, or its cosine.

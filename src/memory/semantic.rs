@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 use ulid::Ulid;
 
 use super::embeddings::Embedder;
+use super::quantised::{EntryVectors, Quantised};
 use super::records::{Entry, EntryType};
 use super::vector_base::{self, Base};
 use super::vector_file::{Maker, Opened, Stored, VectorFile, VectorRecord};
-use super::vectors::{Cut, EntryVectors, Filter, Quantised, VectorIndex};
+use super::vectors::{Cut, Filter, VectorIndex};
 use super::{Memory, MemoryError, Result, parse_id_bytes};
 
 /// Data dirs written before the vector file kept the vectors in this sled tree, under the

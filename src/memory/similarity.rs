@@ -26,8 +26,9 @@ use tantivy::Searcher;
 use ulid::Ulid;
 
 use super::index::MemoryIndex;
+use super::quantised::EntryVectors;
 use super::records::{Entry, EntryType, MemoryType};
-use super::vectors::{EntryVectors, Filter};
+use super::vectors::Filter;
 use super::{
     DUPLICATE_MIN, GENERALIZE_MIN, LINK_SUGGESTION_MIN, Memory, MemoryError, SAME_ANSWER_MIN,
     SEMANTIC_DUPLICATE_MIN, SEMANTIC_GENERALIZE_MIN, SEMANTIC_LINK_MIN, SEMANTIC_SAME_ANSWER_MIN,

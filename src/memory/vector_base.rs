@@ -47,10 +47,11 @@ use tantivy::directory::{Directory, MmapDirectory, OwnedBytes};
 use ulid::Ulid;
 use xxhash_rust::xxh3::Xxh3;
 
+use super::centroids::Centroids;
 use super::index::project_key;
+use super::quantised::Quantised;
 use super::records::EntryType;
 use super::vector_file::Maker;
-use super::vectors::{Centroids, Quantised};
 
 const MAGIC: &[u8; 8] = b"TDMVBASE";
 const VERSION: u32 = 2;

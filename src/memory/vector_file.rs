@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use ulid::Ulid;
 
+use super::quantised::EntryVectors;
 use super::records::EntryType;
-use super::vectors::EntryVectors;
 
 const MAGIC: &[u8; 8] = b"TDMVECS\n";
 const VERSION: u32 = 2;
@@ -497,7 +497,7 @@ impl VectorFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::vectors::Quantised;
+    use crate::memory::quantised::Quantised;
 
     const MAKER: Maker = Maker {
         dims: 4,

@@ -1,16 +1,6 @@
-//! Entry vectors: quantised to int8, kept in a file ([`super::vector_file`]) over a mapped
-//! base ([`super::vector_base`]) once the table is large, searched in memory.
-//!
-//! Each entry has a summary vector (title, tags and content) and, when it has a context, a
-//! context vector ([`EntryVectors`]). Both are unit length before quantisation; a vector is
-//! kept as `i8` values with one scale (`max |x| / 127`), so a cosine is an integer dot
-//! product times two scales. [`EntryVectors::encode`] is one entry's vectors:
-//!
-//! ```text
-//! [version: u8 = 1] [dimensions: u16 LE] [flags: u8, bit 0 = has context]
-//! [summary scale: f32 LE] [summary: i8 × dimensions]
-//! ([context scale: f32 LE] [context: i8 × dimensions])
-//! ```
+//! Entry vectors: quantised to int8 ([`super::quantised`]), kept in a file
+//! ([`super::vector_file`]) over a mapped base ([`super::vector_base`]) once the table is
+//! large, searched in memory.
 //!
 //! [`VectorIndex`] holds every summary vector with each row's entry type and project: a
 //! large table's rows as of its last cut in its base, read through a mapping, the rows
@@ -33,161 +23,12 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use ulid::Ulid;
 
+use super::centroids::{Centroids, NearestCentroids, Sample, list_count};
 use super::index::project_key;
+use super::quantised::{EntryVectors, Quantised, dot, simd};
 use super::records::{Entry, EntryType};
 use super::vector_base::Base;
 use super::vector_file::{Stored, VectorRecord};
-
-/// The record format's version byte.
-const VERSION: u8 = 1;
-/// The flag of a record holding a context vector.
-const HAS_CONTEXT: u8 = 1;
-/// The header: version, dimensions, flags.
-const HEADER: usize = 4;
-
-/// A unit vector quantised to int8.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Quantised {
-    pub scale: f32,
-    pub values: Vec<i8>,
-}
-
-impl Quantised {
-    /// `v` as int8 with one scale: the largest magnitude becomes ±127.
-    pub fn of(v: &[f32]) -> Quantised {
-        let max = v.iter().fold(0.0_f32, |m, x| m.max(x.abs()));
-        if max == 0.0 || !max.is_finite() {
-            return Quantised {
-                scale: 0.0,
-                values: vec![0; v.len()],
-            };
-        }
-        let scale = max / 127.0;
-        Quantised {
-            scale,
-            values: v.iter().map(|x| (x / scale).round() as i8).collect(),
-        }
-    }
-
-    /// The cosine of two quantised unit vectors.
-    pub fn cosine(&self, other: &Quantised) -> f32 {
-        dot(&self.values, &other.values) as f32 * self.scale * other.scale
-    }
-}
-
-/// What one entry's vectors are.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EntryVectors {
-    pub summary: Quantised,
-    pub context: Option<Quantised>,
-}
-
-impl EntryVectors {
-    /// The bytes of these vectors, as the vector file stores them.
-    pub fn encode(&self) -> Vec<u8> {
-        let dims = self.summary.values.len();
-        let mut out = Vec::with_capacity(HEADER + 2 * (4 + dims));
-        out.push(VERSION);
-        out.extend_from_slice(&(dims as u16).to_le_bytes());
-        out.push(if self.context.is_some() {
-            HAS_CONTEXT
-        } else {
-            0
-        });
-        for q in std::iter::once(&self.summary).chain(&self.context) {
-            out.extend_from_slice(&q.scale.to_le_bytes());
-            out.extend(q.values.iter().map(|&v| v as u8));
-        }
-        out
-    }
-
-    /// Reads a record; `None` when it is not one this version wrote.
-    pub fn decode(bytes: &[u8]) -> Option<EntryVectors> {
-        let (&[version, d0, d1, flags], rest) = bytes.split_first_chunk::<HEADER>()?;
-        if version != VERSION {
-            return None;
-        }
-        let dims = u16::from_le_bytes([d0, d1]) as usize;
-        let one = |at: &[u8]| -> Option<(Quantised, usize)> {
-            let (scale, values) = at.split_first_chunk::<4>()?;
-            let values = values.get(..dims)?;
-            Some((
-                Quantised {
-                    scale: f32::from_le_bytes(*scale),
-                    values: values.iter().map(|&b| b as i8).collect(),
-                },
-                4 + dims,
-            ))
-        };
-        let (summary, used) = one(rest)?;
-        let context = if flags & HAS_CONTEXT != 0 {
-            let (context, more) = one(&rest[used..])?;
-            (rest.len() == used + more).then_some(())?;
-            Some(context)
-        } else {
-            (rest.len() == used).then_some(())?;
-            None
-        };
-        Some(EntryVectors { summary, context })
-    }
-}
-
-/// The integer dot product of two int8 vectors of one length: through AVX2's
-/// widen-multiply-add (`vpmovsxbw`, `vpmaddwd`) on a machine that has it, else
-/// [`dot_portable`]. Inside [`simd`]'s dispatch, where the search's loops run, it inlines
-/// to those instructions: on 8,000 rows of 256 dimensions, 4 times faster than the
-/// portable code the compiler vectorised there (it shuffled the bytes into pairs first).
-#[inline(always)]
-pub fn dot(a: &[i8], b: &[i8]) -> i32 {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(simd) = *AVX2 {
-        return dot_avx2(simd, a, b);
-    }
-    dot_portable(a, b)
-}
-
-/// AVX2 (pulp's x86-64-v3 level), found once.
-#[cfg(target_arch = "x86_64")]
-static AVX2: std::sync::LazyLock<Option<pulp::x86::V3>> =
-    std::sync::LazyLock::new(pulp::x86::V3::try_new);
-
-/// [`dot`] 16 values at a time: each widened to `i16`, multiplied, and adjacent products
-/// summed into `i32` lanes (|-128 × -128| × 2 fits).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn dot_avx2(simd: pulp::x86::V3, a: &[i8], b: &[i8]) -> i32 {
-    let (a16, a_rest) = a.as_chunks::<16>();
-    let (b16, b_rest) = b.as_chunks::<16>();
-    let mut sums = simd.splat_i32x8(0);
-    for (x, y) in a16.iter().zip(b16) {
-        let x = simd.convert_i8x16_to_i16x16(pulp::cast(*x));
-        let y = simd.convert_i8x16_to_i16x16(pulp::cast(*y));
-        sums = simd.wrapping_add_i32x8(sums, simd.multiply_wrapping_add_adjacent_i16x16(x, y));
-    }
-    let lanes: [i32; 8] = pulp::cast(sums);
-    lanes.iter().sum::<i32>() + dot_portable(a_rest, b_rest)
-}
-
-/// [`dot`] without AVX2. Written for the compiler's vectoriser: 32 values at a time into
-/// 16 pairwise sums, each pair's products fitting an `i16` (|-128 × -128| = 16384).
-#[inline(always)]
-pub fn dot_portable(a: &[i8], b: &[i8]) -> i32 {
-    let (a_chunks, a_rest) = a.as_chunks::<32>();
-    let (b_chunks, b_rest) = b.as_chunks::<32>();
-    let mut lanes = [0i32; 16];
-    for (x, y) in a_chunks.iter().zip(b_chunks) {
-        for (j, lane) in lanes.iter_mut().enumerate() {
-            *lane += (x[2 * j] as i16 * y[2 * j] as i16) as i32
-                + (x[2 * j + 1] as i16 * y[2 * j + 1] as i16) as i32;
-        }
-    }
-    lanes.iter().sum::<i32>()
-        + a_rest
-            .iter()
-            .zip(b_rest)
-            .map(|(&x, &y)| x as i32 * y as i32)
-            .sum::<i32>()
-}
 
 /// One row's entry and filter fields.
 #[derive(Debug, Clone)]
@@ -210,14 +51,8 @@ pub struct Filter<'a> {
 /// Up to this many rows, a search scores every row by its int8 dot product; beyond, the
 /// table is cut into lists ([`Lists`]) and a search scores the lists nearest its query.
 const EXACT_UP_TO: usize = 4096;
-/// A table of n rows is cut into about √n lists, at least this many...
-const MIN_LISTS: usize = 16;
-/// ...and at most this many.
-const MAX_LISTS: usize = 4096;
-/// The centroids are made from a sample of this many rows a list...
+/// The centroids are made from a sample of this many rows a list.
 const SAMPLE_PER_LIST: usize = 32;
-/// ...in this many rounds of k-means.
-const TRAIN_ROUNDS: usize = 10;
 /// Lists are made again once the table holds this many times the rows they were made of.
 const REMAKE_GROWTH: usize = 2;
 /// A cut of a table with a base makes new centroids when the table has grown by a quarter
@@ -295,193 +130,6 @@ struct Lists {
     members: Vec<Vec<u32>>,
     /// Each row's list.
     list_of: Vec<u32>,
-}
-
-/// The centres of a table's lists: spherical k-means of a sample of its rows, kept as int8
-/// unit vectors. Made apart from the table ([`VectorIndex::sample`], [`Sample::train`]), so
-/// that a large table is cut into lists without holding it.
-#[derive(Debug, Clone)]
-pub struct Centroids {
-    dims: usize,
-    scales: Vec<f32>,
-    /// `len() × dims` values.
-    values: Vec<i8>,
-    /// The table's rows when the sample was taken.
-    made_at: usize,
-    /// The centroids in groups, when they are many ([`GROUPS_FROM`]).
-    groups: Option<Box<Groups>>,
-}
-
-/// Many centroids in groups, so that a row is placed by scoring the groups' centres, then
-/// the centroids of the nearest [`GROUPS_PROBED`] groups, not every centroid: at a million
-/// rows (1,000 lists), about 160 dot products a row instead of 1,000. A row whose nearest
-/// centroid lies in another group goes to a list a little less near: searches probe
-/// several lists, so it is still found.
-#[derive(Debug, Clone)]
-struct Groups {
-    /// k-means of the centroids, about √ of them.
-    centres: Centroids,
-    /// Each group's centroids.
-    members: Vec<Vec<u32>>,
-}
-
-/// From this many centroids, rows are placed through [`Groups`].
-const GROUPS_FROM: usize = 200;
-/// A row is placed among the centroids of this many groups nearest it.
-const GROUPS_PROBED: usize = 4;
-
-impl Centroids {
-    /// Centroids read back (a base's): `scales` and `values` of `len × dims`, made of a
-    /// table of `made_at` rows; grouped when they are many.
-    pub fn from_parts(dims: usize, scales: Vec<f32>, values: Vec<i8>, made_at: usize) -> Centroids {
-        debug_assert_eq!(scales.len() * dims, values.len());
-        let mut centroids = Centroids {
-            dims,
-            scales,
-            values,
-            made_at,
-            groups: None,
-        };
-        centroids.group();
-        centroids
-    }
-
-    /// The scales and the values, centroid after centroid.
-    pub fn parts(&self) -> (&[f32], &[i8]) {
-        (&self.scales, &self.values)
-    }
-
-    /// The table's rows when the centroids were made.
-    pub fn made_at(&self) -> usize {
-        self.made_at
-    }
-
-    /// Whether `other` holds the same centroids.
-    pub fn same_as(&self, other: &Centroids) -> bool {
-        self.dims == other.dims && self.scales == other.scales && self.values == other.values
-    }
-
-    pub fn len(&self) -> usize {
-        self.scales.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.scales.is_empty()
-    }
-
-    /// The number of the centroid nearest the int8 row `values`. Inlined into [`simd`]'s
-    /// dispatch by its callers.
-    #[inline(always)]
-    fn nearest(&self, values: &[i8]) -> u32 {
-        let mut best = (f32::NEG_INFINITY, 0u32);
-        for (c, (centroid, &scale)) in self
-            .values
-            .chunks_exact(self.dims)
-            .zip(&self.scales)
-            .enumerate()
-        {
-            let score = dot(values, centroid) as f32 * scale;
-            if score > best.0 {
-                best = (score, c as u32);
-            }
-        }
-        best.1
-    }
-
-    /// The number of the centroid a row is placed in: the nearest, through the groups when
-    /// there are groups. Inlined into [`simd`]'s dispatch by its callers.
-    #[inline(always)]
-    fn place(&self, values: &[i8]) -> u32 {
-        let Some(groups) = &self.groups else {
-            return self.nearest(values);
-        };
-        let centres = &groups.centres;
-        let mut near = [(f32::NEG_INFINITY, u32::MAX); GROUPS_PROBED];
-        for (g, (centre, &scale)) in centres
-            .values
-            .chunks_exact(centres.dims)
-            .zip(&centres.scales)
-            .enumerate()
-        {
-            let score = dot(values, centre) as f32 * scale;
-            if score > near[GROUPS_PROBED - 1].0 {
-                let mut at = GROUPS_PROBED - 1;
-                while at > 0 && near[at - 1].0 < score {
-                    near[at] = near[at - 1];
-                    at -= 1;
-                }
-                near[at] = (score, g as u32);
-            }
-        }
-        let mut best = (f32::NEG_INFINITY, 0u32);
-        for &(_, g) in near.iter().filter(|(_, g)| *g != u32::MAX) {
-            for &c in &groups.members[g as usize] {
-                let at = c as usize * self.dims;
-                let score =
-                    dot(values, &self.values[at..at + self.dims]) as f32 * self.scales[c as usize];
-                if score > best.0 {
-                    best = (score, c);
-                }
-            }
-        }
-        best.1
-    }
-
-    /// Puts many centroids in groups ([`Groups`]): k-means of the centroids themselves.
-    fn group(&mut self) {
-        if self.len() < GROUPS_FROM {
-            return;
-        }
-        let as_sample = Sample {
-            dims: self.dims,
-            scales: self.scales.clone(),
-            values: self.values.clone(),
-            made_at: self.len(),
-            lists: list_count(self.len()),
-        };
-        let centres = simd().dispatch(KMeans(&as_sample));
-        let mut members = vec![Vec::new(); centres.len()];
-        let of = simd().dispatch(NearestCentroids {
-            centroids: &centres,
-            values: &self.values,
-        });
-        for (c, g) in of.into_iter().enumerate() {
-            members[g as usize].push(c as u32);
-        }
-        self.groups = Some(Box::new(Groups { centres, members }));
-    }
-}
-
-/// Rows sampled from a table ([`VectorIndex::sample`]), to make its lists' centroids of.
-pub struct Sample {
-    dims: usize,
-    scales: Vec<f32>,
-    values: Vec<i8>,
-    /// The table's rows when the sample was taken.
-    made_at: usize,
-    /// How many lists to make.
-    lists: usize,
-}
-
-impl Sample {
-    /// The centroids of the sample's rows: spherical k-means, from rows spread over the
-    /// sample, [`TRAIN_ROUNDS`] rounds; a list left empty takes another row of the sample.
-    pub fn train(&self) -> Centroids {
-        simd().dispatch(KMeans(self))
-    }
-}
-
-/// How many lists a table of `rows` rows is cut into.
-fn list_count(rows: usize) -> usize {
-    ((rows as f64).sqrt().round() as usize).clamp(MIN_LISTS, MAX_LISTS)
-}
-
-/// `v` scaled to unit length (all zeros as it is).
-fn unit_length(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
 }
 
 /// Takes `i` out of a list (its order does not matter).
@@ -1533,93 +1181,6 @@ impl pulp::WithSimd for Search<'_> {
     }
 }
 
-/// The nearest centroid of each row of `values`, through [`simd`]'s dispatch.
-struct NearestCentroids<'a> {
-    centroids: &'a Centroids,
-    values: &'a [i8],
-}
-
-impl pulp::WithSimd for NearestCentroids<'_> {
-    type Output = Vec<u32>;
-
-    #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
-        let mut out = Vec::with_capacity(self.values.len() / self.centroids.dims);
-        for row in self.values.chunks_exact(self.centroids.dims) {
-            out.push(self.centroids.place(row));
-        }
-        out
-    }
-}
-
-/// k-means of a [`Sample`], through [`simd`]'s dispatch.
-struct KMeans<'a>(&'a Sample);
-
-impl pulp::WithSimd for KMeans<'_> {
-    type Output = Centroids;
-
-    #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
-        let sample = self.0;
-        let dims = sample.dims;
-        let m = sample.scales.len();
-        let k = sample.lists.min(m).max(1);
-        let row = |r: usize| &sample.values[r * dims..(r + 1) * dims];
-        let mut centroids = Centroids {
-            dims,
-            scales: Vec::with_capacity(k),
-            values: Vec::with_capacity(k * dims),
-            made_at: sample.made_at,
-            groups: None,
-        };
-        if m == 0 || dims == 0 {
-            return centroids;
-        }
-        for c in 0..k {
-            let r = c * m / k;
-            centroids.scales.push(sample.scales[r]);
-            centroids.values.extend_from_slice(row(r));
-        }
-        let mut sums = vec![0f32; k * dims];
-        let mut sizes = vec![0usize; k];
-        for round in 0..TRAIN_ROUNDS {
-            sums.fill(0.0);
-            sizes.fill(0);
-            // Many centroids are grouped again each round: each row is then placed among
-            // a few groups' centroids, not all of them.
-            centroids.group();
-            for r in 0..m {
-                let values = row(r);
-                let c = centroids.place(values) as usize;
-                sizes[c] += 1;
-                let scale = sample.scales[r];
-                for (sum, &v) in sums[c * dims..(c + 1) * dims].iter_mut().zip(values) {
-                    *sum += f32::from(v) * scale;
-                }
-            }
-            for (c, &size) in sizes.iter().enumerate() {
-                let slot = c * dims..(c + 1) * dims;
-                let centre = if size == 0 {
-                    // An empty list starts again from a row of the sample, another each round.
-                    let r = (c * m / k + (round + 1) * 7919) % m;
-                    Quantised {
-                        scale: sample.scales[r],
-                        values: row(r).to_vec(),
-                    }
-                } else {
-                    unit_length(&mut sums[slot.clone()]);
-                    Quantised::of(&sums[slot.clone()])
-                };
-                centroids.scales[c] = centre.scale;
-                centroids.values[slot].copy_from_slice(&centre.values);
-            }
-        }
-        // Grouped as they end.
-        centroids.group();
-        centroids
-    }
-}
-
 /// The rows a search keeps (see [`VectorIndex::kept`]).
 struct RowFilter {
     entry_type: Option<EntryType>,
@@ -1630,16 +1191,6 @@ struct RowFilter {
     /// The row left out, in memory or in the base.
     skip: Option<usize>,
     skip_base: Option<usize>,
-}
-
-/// The machine's vector instructions, found once: code run through its `dispatch` is
-/// compiled for them (AVX2 and POPCNT on most x86-64 machines, which the baseline target
-/// the compiler otherwise assumes lacks) and picked at run time. `benches/embeddings.rs`
-/// measures the searches; a 256-dimension table of 100,000 rows was scanned three times
-/// faster this way.
-fn simd() -> pulp::Arch {
-    static ARCH: std::sync::LazyLock<pulp::Arch> = std::sync::LazyLock::new(pulp::Arch::new);
-    *ARCH
 }
 
 /// An `f32` ordered by `total_cmp`, for the heap.
@@ -1699,32 +1250,6 @@ mod tests {
         assert!((exact - approx).abs() < 0.01, "{exact} vs {approx}");
         let zero = Quantised::of(&[0.0; 8]);
         assert_eq!(zero.cosine(&Quantised::of(&a)), 0.0);
-    }
-
-    #[test]
-    fn dot_does_not_overflow() {
-        assert_eq!(dot(&[-128; 256], &[-128; 256]), 256 * 128 * 128);
-        assert_eq!(dot(&[127; 256], &[-128; 256]), -256 * 127 * 128);
-    }
-
-    #[test]
-    fn dot_is_the_same_on_every_path() {
-        // Every length around the chunks (16 and 32 values), values over the whole range.
-        let mut x: u32 = 12345;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as i8
-        };
-        for len in [0, 1, 15, 16, 17, 31, 32, 33, 100, 256, 257, 384] {
-            let a: Vec<i8> = (0..len).map(|_| next()).collect();
-            let b: Vec<i8> = (0..len).map(|_| next()).collect();
-            let exact: i32 = a.iter().zip(&b).map(|(&x, &y)| x as i32 * y as i32).sum();
-            assert_eq!(dot(&a, &b), exact, "{len}");
-            assert_eq!(dot_portable(&a, &b), exact, "{len}");
-        }
-        assert_eq!(dot_portable(&[-128; 256], &[-128; 256]), 256 * 128 * 128);
     }
 
     /// The lists scored, list after list, for sizes nearest first.

@@ -247,7 +247,7 @@ fn an_import_replacing_an_entry_embeds_its_new_text() {
 /// when the model is ready, without embedding anything again.
 #[test]
 fn vectors_kept_in_sled_move_to_the_file() {
-    use tandem::memory::vectors::{EntryVectors, Quantised};
+    use tandem::memory::quantised::{EntryVectors, Quantised};
     let home = TestHome::new();
     let model = test_model();
     let shown: Vec<_> = {
