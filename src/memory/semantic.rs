@@ -24,7 +24,7 @@ use super::embeddings::Embedder;
 use super::quantised::{EntryVectors, Quantised};
 use super::records::{Entry, EntryType};
 use super::vector_base::{self, Base};
-use super::vector_file::{Maker, Opened, Stored, VectorFile, VectorRecord};
+use super::vector_file::{Maker, Opened, Stored, StoredAt, VectorFile, VectorRecord};
 use super::vectors::{Cut, Filter, VectorIndex};
 use super::{Memory, MemoryError, Result, parse_id_bytes};
 
@@ -252,6 +252,23 @@ fn read_table(log: &Path, maker: Maker) -> std::io::Result<(VectorIndex, Opened)
     vector_base::remove_others(log, generation);
     let opened = VectorFile::open(log, maker, |record| index.apply(&record))?;
     Ok((index, opened))
+}
+
+/// Whether the vector file at `log`, or the base it names, holds vectors for `id`, and
+/// whether a context vector among them: read from disk (used while no model is ready,
+/// when nothing of it is in memory).
+fn stored_at(log: &Path, id: &Ulid) -> std::io::Result<Option<bool>> {
+    match VectorFile::stored_at(log, id)? {
+        StoredAt::Record(found) => Ok(found),
+        StoredAt::Base { maker, generation } => {
+            match Base::open(&vector_base::path_of(log, generation), maker, generation) {
+                Ok(base) => Ok(base.find(id).map(|r| base.context(r).is_some())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+        StoredAt::Nowhere => Ok(None),
+    }
 }
 
 /// The text an entry's summary vector is made of: title, tags, content. Public so the
@@ -496,7 +513,7 @@ impl Semantic {
         if self.lock_file().is_some() {
             return Ok(self.read_index().has(id));
         }
-        if let Some(context) = VectorFile::stored_at(&self.path, id)? {
+        if let Some(context) = stored_at(&self.path, id)? {
             return Ok((true, context));
         }
         let legacy = self.legacy.get(id.to_string())?;
@@ -718,6 +735,7 @@ impl Memory {
             let sem = &self.semantic;
             if let Some(file) = sem.lock_file().as_mut() {
                 file.clear()?;
+                vector_base::remove_others(file.path(), 0);
             }
             *sem.write_index() = VectorIndex::new(embedder.dimensions());
             self.entry_ids().collect::<Result<_>>()?

@@ -461,17 +461,16 @@ impl VectorFile {
         file.sync()
     }
 
-    /// Empties the file and removes its base (its vectors are being made again).
+    /// Empties the file (its vectors are being made again); the caller removes its base,
+    /// which the file no longer names.
     pub fn clear(&mut self) -> io::Result<()> {
         *self = VectorFile::create(&self.path, self.maker, 0, &[])?;
-        super::vector_base::remove_others(&self.path, 0);
         Ok(())
     }
 
-    /// Whether the file at `path` holds vectors for `id`, and whether a context vector
-    /// among them: read from the file (used while no model is ready, when nothing of it is
-    /// in memory).
-    pub fn stored_at(path: &Path, id: &Ulid) -> io::Result<Option<bool>> {
+    /// Where the file at `path` leaves the vectors of `id`: read from the file (used while
+    /// no model is ready, when nothing of it is in memory).
+    pub fn stored_at(path: &Path, id: &Ulid) -> io::Result<StoredAt> {
         // `None`: no record of `id`; `Some(None)`: removed.
         let mut last = None;
         let scanned = scan(path, None, |record| match record {
@@ -479,19 +478,27 @@ impl VectorFile {
             VectorRecord::Drop(d) if d == *id => last = Some(None),
             _ => {}
         })?;
-        match (last, scanned.maker) {
-            (Some(found), _) => Ok(found),
-            (None, Some(maker)) if scanned.generation != 0 => {
-                let base = super::vector_base::path_of(path, scanned.generation);
-                match super::vector_base::Base::open(&base, maker, scanned.generation) {
-                    Ok(base) => Ok(base.find(id).map(|r| base.context(r).is_some())),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
-            (None, _) => Ok(None),
-        }
+        Ok(match (last, scanned.maker) {
+            (Some(found), _) => StoredAt::Record(found),
+            (None, Some(maker)) if scanned.generation != 0 => StoredAt::Base {
+                maker,
+                generation: scanned.generation,
+            },
+            (None, _) => StoredAt::Nowhere,
+        })
     }
+}
+
+/// Where a vector file leaves an entry's vectors ([`VectorFile::stored_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredAt {
+    /// The file's last record of the entry: whether a context vector is among its
+    /// vectors; `None` when the record removed them.
+    Record(Option<bool>),
+    /// No record of the entry: the base the header names may hold it.
+    Base { maker: Maker, generation: u64 },
+    /// No record of the entry, and no base.
+    Nowhere,
 }
 
 #[cfg(test)]
@@ -549,13 +556,19 @@ mod tests {
         assert_eq!(stored, vec![a.clone(), b2]);
         assert_eq!(opened.records, 3);
         assert!(opened.discarded.is_none());
-        assert_eq!(VectorFile::stored_at(&path, &a.id).unwrap(), Some(true));
+        assert_eq!(
+            VectorFile::stored_at(&path, &a.id).unwrap(),
+            StoredAt::Record(Some(true))
+        );
 
         let mut file = opened.file;
         file.append(&[VectorRecord::Drop(a.id)]).unwrap();
         drop(file);
         assert_eq!(open(&path, MAKER).1.len(), 1);
-        assert_eq!(VectorFile::stored_at(&path, &a.id).unwrap(), None);
+        assert_eq!(
+            VectorFile::stored_at(&path, &a.id).unwrap(),
+            StoredAt::Record(None)
+        );
     }
 
     #[test]
@@ -655,7 +668,7 @@ mod tests {
         assert_eq!(open(&path, MAKER).1.len(), 2);
         assert_eq!(
             VectorFile::stored_at(&path, &stored(1, None, true).id).unwrap(),
-            Some(true)
+            StoredAt::Record(Some(true))
         );
     }
 
