@@ -1192,11 +1192,13 @@ mod tests {
         let c = compact(dir, CompactWhen::Always).unwrap();
         assert!(c.copy > 0, "{c:?}");
         assert_eq!(c.rewritten, c.copy < c.before, "{c:?}");
-        // sled writes a little as it opens and closes.
-        assert!(
-            c.after <= c.before.max(c.copy) && c.after <= c.before + c.before / 20,
-            "{c:?}"
-        );
+        // sled writes a little as it opens and closes, even when nothing was swapped in:
+        // within a twentieth.
+        let slack = c.before / 20;
+        assert!(c.after <= c.before + slack, "{c:?}");
+        if c.rewritten {
+            assert!(c.after <= c.copy + slack, "{c:?}");
+        }
         assert!(!is_compacting(dir));
         assert_eq!(reopened(dir), before);
     }
