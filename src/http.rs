@@ -694,7 +694,7 @@ impl Owners {
             owners.0.len() >= owners.1
         };
         if prune {
-            let live: Vec<String> = {
+            let live: std::collections::HashSet<String> = {
                 let sessions = self.sessions.sessions.read().await;
                 sessions.keys().map(|id| id.to_string()).collect()
             };
