@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::json;
-use tandem::memory::embeddings::Embedder;
-use tandem::memory::quantised::Quantised;
-use tandem::memory::vectors::{Filter, VectorIndex};
-use tandem::memory::{
+use tandem_core::memory::embeddings::Embedder;
+use tandem_core::memory::quantised::Quantised;
+use tandem_core::memory::vectors::{Filter, VectorIndex};
+use tandem_core::memory::{
     Entry, EntryType, Memory, NewEntry, NoProgress, Ranking, SearchQuery, summary_text,
 };
-use tandem::store::Store;
+use tandem_core::store::Store;
 use ulid::Ulid;
 
 mod common;

@@ -237,7 +237,7 @@ async fn activations(
     for i in 0..=samples {
         let fresh = agent
             .as_ref()
-            .is_none_or(|a| a.activations >= tandem::hub::gateway::ACTIVATIONS_PER_WINDOW);
+            .is_none_or(|a| a.activations >= tandem_core::hub::gateway::ACTIVATIONS_PER_WINDOW);
         if fresh {
             if let Some(old) = agent.take() {
                 old.stop().await;

@@ -490,7 +490,7 @@ async fn main() {
         ms(parse.p50)
     );
     let t = Instant::now();
-    tandem::hub::prompts::inject::count_tokens("warm");
+    tandem_core::hub::prompts::inject::count_tokens("warm");
     println!(
         "Loading the token counter's vocabulary (o200k_base), once per process: {} here.",
         ms(t.elapsed())

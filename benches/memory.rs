@@ -31,8 +31,8 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tandem::memory::{Memory, NoProgress, SearchQuery};
-use tandem::store::Store;
+use tandem_core::memory::{Memory, NoProgress, SearchQuery};
+use tandem_core::store::Store;
 
 mod common;
 use common::clustered::Clustered;
@@ -286,7 +286,7 @@ async fn bench_size(n: usize, reference: Option<&Path>) -> Report {
     let index_bytes = memory.index_size();
     let rss_in_process_kb = peak_rss_kb(std::process::id());
     drop(memory);
-    let db_bytes = tandem::store::dir_size(&home.join("db"));
+    let db_bytes = tandem_core::store::dir_size(&home.join("db"));
 
     // ---- over stdio ----
     // Over stdio, both servers get the same one-word queries of distinctive words: the

@@ -50,9 +50,9 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolRequestParams;
 use rmcp::{RoleClient, ServiceExt, service::RunningService};
 use serde_json::{Value, json};
-use tandem::memory::embeddings::Embedder;
-use tandem::memory::{Memory, NoProgress, Ranking, SearchQuery};
-use tandem::store::{CompactWhen, Store};
+use tandem_core::memory::embeddings::Embedder;
+use tandem_core::memory::{Memory, NoProgress, Ranking, SearchQuery};
+use tandem_core::store::{CompactWhen, Store};
 
 mod common;
 use common::corpus::Corpus;
@@ -229,13 +229,13 @@ async fn run(options: Options, model: Option<&Path>) {
     let data = home.tandem_home();
     // As the import and the embedding left it; then what a daemon does at its idle exit
     // (the entries' records packed, sled's files copied): the data dir at rest, measured.
-    let imported_bytes = tandem::store::dir_size(&data);
+    let imported_bytes = tandem_core::store::dir_size(&data);
     eprintln!("bench: the idle exit's compaction");
     let started = Instant::now();
-    let at_rest = tandem::store::compact(&data, CompactWhen::Idle).unwrap();
+    let at_rest = tandem_core::store::compact(&data, CompactWhen::Idle).unwrap();
     let at_rest_took = started.elapsed();
-    let db_bytes = tandem::store::dir_size(&data.join("db"));
-    let index_bytes = tandem::store::dir_size(&data.join("index").join("memory"));
+    let db_bytes = tandem_core::store::dir_size(&data.join("db"));
+    let index_bytes = tandem_core::store::dir_size(&data.join("index").join("memory"));
     // The vector file and its base (`memory-vectors.<generation>.base`).
     let vector_bytes: u64 = std::fs::read_dir(data.join("index"))
         .map(|dir| {
@@ -250,7 +250,7 @@ async fn run(options: Options, model: Option<&Path>) {
                 .sum()
         })
         .unwrap_or(0);
-    let all_bytes = tandem::store::dir_size(&data);
+    let all_bytes = tandem_core::store::dir_size(&data);
 
     eprintln!("bench: cold starts");
     let mut cold = Vec::new();
@@ -364,7 +364,7 @@ async fn run(options: Options, model: Option<&Path>) {
     let entries: Vec<_> = (0..options.adds)
         .map(|_| corpus.entry().new_entry())
         .collect();
-    let bytes_before_adds = tandem::store::dir_size(&data);
+    let bytes_before_adds = tandem_core::store::dir_size(&data);
     let mut suggested = 0u64;
     let faults_before = page_faults();
     for e in entries {
@@ -375,10 +375,10 @@ async fn run(options: Options, model: Option<&Path>) {
     let add_faults = faults_since(faults_before, options.adds);
     record_world(adds_made + options.adds as u64);
     drop(memory);
-    let grown = tandem::store::dir_size(&data).saturating_sub(bytes_before_adds);
+    let grown = tandem_core::store::dir_size(&data).saturating_sub(bytes_before_adds);
     // What a daemon does at its idle exit: compacts the database when worth it.
     let started = Instant::now();
-    let compaction = tandem::store::compact(&data, CompactWhen::Idle).unwrap();
+    let compaction = tandem_core::store::compact(&data, CompactWhen::Idle).unwrap();
     let compaction_took = started.elapsed();
 
     let per = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
@@ -512,7 +512,7 @@ async fn run(options: Options, model: Option<&Path>) {
 }
 
 /// What a compaction did, in a table's cell.
-fn describe_compaction(c: &tandem::store::Compaction, took: Duration) -> String {
+fn describe_compaction(c: &tandem_core::store::Compaction, took: Duration) -> String {
     format!(
         "{}: the database's files {} → {} for {} of records ({:.1} s)",
         match (c.rewritten, c.counted) {

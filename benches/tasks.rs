@@ -13,13 +13,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tandem::store::Store;
+use tandem_core::store::Store;
 
 // The tests' hermetic `git` runner.
 #[allow(dead_code)]
 #[path = "../tests/it/util.rs"]
 mod util;
-use tandem::tasks::{
+use tandem_core::tasks::{
     Completion, CompletionStatus, NewTask, NewWorkflow, Outcome, TaskCompleted, Tasks,
 };
 use util::git;

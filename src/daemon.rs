@@ -10,7 +10,7 @@
 //! - `mcp`: the connection carries MCP (newline-delimited JSON-RPC) until either side closes
 //!   it. The hello must name the session's workspace (an absolute path).
 //! - `cli`: the connection carries newline-delimited JSON-RPC 2.0 requests for
-//!   [`crate::calls`], answered in order, until the client closes it:
+//!   [`tandem_core::calls`], answered in order, until the client closes it:
 //!   `{"jsonrpc": "2.0", "id": 1, "method": "memory/search", "params": {"query": "cors"}}` →
 //!   `{"jsonrpc": "2.0", "id": 1, "result": {...}}`, or an error `{"code", "message",
 //!   "data"}` whose `data` is the spec's error object (`{"error": {"code": "ENTRY_NOT_FOUND",
@@ -24,7 +24,7 @@
 //! The daemon exits after an idle time with no client, on `stop`, and on SIGTERM/SIGINT; it
 //! then stops accepting, ends the sessions and drops the core (the index commits, sled
 //! flushes). Idle, it compacts the data dir's database once the core is closed, when that
-//! is worth it (`tandem daemon`, [`crate::store::compact`]).
+//! is worth it (`tandem daemon`, [`tandem_core::store::compact`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,11 +37,11 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
-use crate::calls::{self, CallError};
-use crate::core::Core;
-use crate::core::LazyCore;
 use crate::mcp::TandemServer;
 use crate::mcp::transport::{Line, error_line, read_line};
+use tandem_core::calls::{self, CallError};
+use tandem_core::core::Core;
+use tandem_core::core::LazyCore;
 
 /// The socket's file name in the data dir.
 pub const SOCKET: &str = "tandem.sock";
@@ -154,7 +154,7 @@ impl State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     /// No client for the idle time: nobody waits for it, the moment to compact the data
-    /// dir ([`crate::store::compact`]).
+    /// dir ([`tandem_core::store::compact`]).
     Idle,
     /// `stop`, or a signal: someone waits for it to go.
     Stopped,
@@ -211,7 +211,7 @@ pub async fn run(
         None => None,
     };
     /// How long the memory's vectors go unread, clients connected, before the daemon
-    /// gives back the pages searches read ([`crate::memory::Memory::release_idle_pages`]).
+    /// gives back the pages searches read ([`tandem_core::memory::Memory::release_idle_pages`]).
     const PAGES_QUIET: Duration = Duration::from_secs(30);
     let mut idle_since = Some(Instant::now());
     let signal = shutdown_signal();

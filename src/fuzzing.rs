@@ -17,10 +17,10 @@
 //! - [`scan`]: an object's members are valid JSON, and written back they make the same object.
 //! - [`config`]: the config loader, the user file's editors (which never turn a valid file
 //!   invalid) and the tokens file reader take any text.
-//! - [`calls`]: every method of [`crate::calls`], with JSON built from its parameters' schema,
+//! - [`calls`]: every method of [`tandem_core::calls`], with JSON built from its parameters' schema,
 //!   answers a result or the spec's error object, never an `INTERNAL_ERROR`.
 //!
-//! [`PromptCommand`]: crate::hub::prompts::command::PromptCommand
+//! [`PromptCommand`]: tandem_core::hub::prompts::command::PromptCommand
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,11 +29,11 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
-use crate::calls::{self, CallError, Session};
-use crate::core::{Core, LazyCore};
-use crate::hub::prompts::command;
-use crate::hub::{config as hub_config, scan as json_scan};
 use crate::mcp::transport::{self, Line};
+use tandem_core::calls::{self, CallError, Session};
+use tandem_core::core::{Core, LazyCore};
+use tandem_core::hub::prompts::command;
+use tandem_core::hub::{config as hub_config, scan as json_scan};
 
 /// How long one input may run a face before it counts as a hang.
 const SESSION_LIMIT: Duration = Duration::from_secs(30);
@@ -54,7 +54,7 @@ impl Harness {
         let workspace = dir.join("workspace");
         std::fs::create_dir_all(&workspace).expect("a workspace dir");
         let workspace = workspace.canonicalize().expect("a canonical workspace");
-        let core = Core::open(&home, &crate::memory::NoProgress).expect("the core opens");
+        let core = Core::open(&home, &tandem_core::memory::NoProgress).expect("the core opens");
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -416,7 +416,7 @@ pub fn config(harness: &Harness, data: &[u8]) {
     let dir = harness.home.join("fuzz-config");
     let ws = dir.join("workspace");
     std::fs::create_dir_all(&ws).expect("a config dir");
-    let user_file = crate::user_config::path(&dir);
+    let user_file = tandem_core::user_config::path(&dir);
     std::fs::write(&user_file, user).expect("writing config.json");
     std::fs::write(ws.join(hub_config::WORKSPACE_FILE), workspace).expect("writing .mcp.json");
     std::fs::write(dir.join(crate::tokens::TOKENS_FILE), user).expect("writing tokens.json");
@@ -424,14 +424,14 @@ pub fn config(harness: &Harness, data: &[u8]) {
     let env = |name: &str| (name == "SET").then(|| "value".to_string());
     let _ = hub_config::load(&user_file, &ws, &env, &|_, _| true);
     let _ = crate::tokens::list(&dir);
-    let settings = crate::config::Config {
+    let settings = tandem_core::config::Config {
         home: dir.clone(),
         log_filter: "info".into(),
         embedding_model: None,
         hf_endpoint: None,
         user_home: None,
     };
-    let _ = crate::memory::model_source::resolve(&settings);
+    let _ = tandem_core::memory::model_source::resolve(&settings);
 
     let change = hub_config::PromptSettingsChange {
         enabled: Some(true),
@@ -464,7 +464,7 @@ fn check_edit(file: &Path, before: &[u8], edited: bool) {
 
 // ---- every method's arguments -----------------------------------------------------------
 
-/// Up to four calls chosen by `data`: a method of [`crate::calls`], and JSON built from its
+/// Up to four calls chosen by `data`: a method of [`tandem_core::calls`], and JSON built from its
 /// parameters' schema (plausible keys, values of the right kind or of any, ids answered by
 /// the earlier calls of the same input). Each answers a result or the spec's error object.
 pub fn calls(harness: &Harness, data: &[u8]) {

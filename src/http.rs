@@ -40,10 +40,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::LazyCore;
-use crate::log_rate::LogBudget;
 use crate::mcp::{Caller, TandemServer};
 use crate::tokens::TokenSet;
+use tandem_core::core::LazyCore;
+use tandem_core::log_rate::LogBudget;
 
 /// Where the face listens when `--http` names no address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7370";

@@ -5,8 +5,8 @@
 
 use std::fmt::Write;
 
-use crate::memory::EntryDetails;
-use crate::tasks::{TaskRecord, TaskState};
+use tandem_core::memory::EntryDetails;
+use tandem_core::tasks::{TaskRecord, TaskState};
 
 /// An entry as a readable Markdown document (MCP resources, the editor's documents and
 /// hovers, `tandem memory show`).

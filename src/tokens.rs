@@ -49,7 +49,7 @@ pub enum TokenError {
         source: std::io::Error,
     },
     #[error("{0}")]
-    Unsafe(#[from] crate::guarded_file::GuardedFileError),
+    Unsafe(#[from] tandem_core::guarded_file::GuardedFileError),
     #[error("{} is not a valid tokens file: {source}", path.display())]
     Corrupt {
         path: PathBuf,
@@ -77,7 +77,7 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> TokenError + '_ {
 /// write it could let themselves in.
 pub fn list(home: &Path) -> Result<Vec<TokenRecord>, TokenError> {
     let path = home.join(TOKENS_FILE);
-    let Some(text) = crate::guarded_file::read_private(&path, MAX_FILE_BYTES)? else {
+    let Some(text) = tandem_core::guarded_file::read_private(&path, MAX_FILE_BYTES)? else {
         return Ok(Vec::new());
     };
     let file: TokensFile =
@@ -129,7 +129,7 @@ fn edit(
     home: &Path,
     change: impl FnOnce(&mut Vec<TokenRecord>) -> Result<(), TokenError>,
 ) -> Result<(), TokenError> {
-    crate::store::create_private_dir(home).map_err(io_error(home))?;
+    tandem_core::store::create_private_dir(home).map_err(io_error(home))?;
     let lock_path = home.join(LOCK_FILE);
     let lock = OpenOptions::new()
         .create(true)
@@ -143,7 +143,7 @@ fn edit(
     let path = home.join(TOKENS_FILE);
     let mut text = serde_json::to_vec_pretty(&TokensFile { tokens }).expect("plain data");
     text.push(b'\n');
-    crate::store::write_atomically(&path, &text).map_err(io_error(&path))?;
+    tandem_core::store::write_atomically(&path, &text).map_err(io_error(&path))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

@@ -3,7 +3,7 @@
 //! others. The worst case for similarity on add and for suggestions (issue 9); shared by
 //! the memory benchmark and the memory tests.
 
-use tandem::memory::{EntryType, NewEntry};
+use tandem_core::memory::{EntryType, NewEntry};
 
 /// Six topics of ten words. An entry draws most of its words from its topic.
 pub const TOPICS: [[&str; 10]; 6] = [

@@ -3,7 +3,7 @@
 //! from a seed, and queries drawn from the same vocabulary.
 
 use serde_json::{Value, json};
-use tandem::memory::{EntryType, NewEntry};
+use tandem_core::memory::{EntryType, NewEntry};
 
 /// A generated entry.
 pub struct Generated {

@@ -2,7 +2,7 @@
 --- `tandem://inject`), the downstream servers (`tandem.servers`), trusting the workspace's
 --- `.mcp.json` (`tandem.trust`), and the server's trust question (`window/showMessageRequest`).
 ---
---- Shapes (src/calls.rs, src/hub/prompts/inject.rs): Injection `{messages (OpenAI chat messages),
+--- Shapes (crates/core/src/calls.rs, crates/core/src/hub/prompts/inject.rs): Injection `{messages (OpenAI chat messages),
 --- sources, total_tokens, warnings, preview}`; HubServers `{workspace, files, errors, servers:
 --- [{name, state, retry_in_ms?, origin: {kind, file}, runs, prompts, tools, last_error,
 --- server_info}]}`; TrustReport `{file, sha256, trusted, servers: [{name, runs, env, error}],

@@ -1,9 +1,9 @@
 --- The knowledge base from the editor: search (vim.ui.select), and "save selection to
 --- memory" (from `:'<,'>Tandem memory add` or the server's code action).
 ---
---- Result shapes mirror src/memory/api.rs: SearchOutcome `{query, total, results, hint}` with
+--- Result shapes mirror crates/core/src/memory/api.rs: SearchOutcome `{query, total, results, hint}` with
 --- SearchResult `{id, type, title, score, snippet, tags}`; AddOutcome `{id, title, type,
---- created, similar_entries, tags, ...}`. Entry types: src/memory/records.rs `EntryType`.
+--- created, similar_entries, tags, ...}`. Entry types: crates/core/src/memory/records.rs `EntryType`.
 
 local api = vim.api
 local lsp = require("tandem.lsp")
@@ -11,7 +11,7 @@ local state = require("tandem.state")
 
 local M = {}
 
---- The entry types, in the order src/memory/records.rs lists them.
+--- The entry types, in the order crates/core/src/memory/records.rs lists them.
 M.TYPES = { "bug", "pattern", "decision", "pitfall", "config", "reference" }
 
 --- The longest title an entry may have, in characters (MAX_TITLE_CHARS).

@@ -98,7 +98,7 @@ function M.daemon(cb)
   end)
 end
 
---- The data dir the binary uses when nothing says otherwise (mirrors src/config.rs:
+--- The data dir the binary uses when nothing says otherwise (mirrors crates/core/src/config.rs:
 --- `$TANDEM_HOME`, else the platform data dir of the `directories` crate).
 ---@return string
 function M.default_home()

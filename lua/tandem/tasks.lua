@@ -1,7 +1,7 @@
 --- The workspace's workflows and their task trees (`tandem.tasks.list`): as markdown lines
 --- for a float, or as quickfix items. The formatting functions are pure (data in, data out).
 ---
---- Shapes mirror src/tasks/mod.rs: WorkflowRecord `{workflow_id, name, description, plan,
+--- Shapes mirror crates/core/src/tasks/mod.rs: WorkflowRecord `{workflow_id, name, description, plan,
 --- workspace, created_at, tasks}`; TaskRecord `{task_id, name, goal, status, started_at,
 --- completed_at, duration_seconds, progress (0..100), last_message, outcome {summary, ...},
 --- files_changed {added, modified, deleted, renamed}, subtasks, ...}`.

@@ -13,13 +13,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use tandem::calls::{self, Method};
-use tandem::config::Config;
-use tandem::core::Core;
-use tandem::core::CoreError;
 use tandem::daemon::{self, VERSION_MISMATCH};
-use tandem::memory::Progress;
-use tandem::store::StoreError;
+use tandem_core::calls::{self, Method};
+use tandem_core::config::Config;
+use tandem_core::core::Core;
+use tandem_core::core::CoreError;
+use tandem_core::memory::Progress;
+use tandem_core::store::StoreError;
 
 pub enum Backend {
     /// A `cli` session with the running daemon.

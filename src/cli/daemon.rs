@@ -8,12 +8,12 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use tokio::io::AsyncWriteExt;
 
-use tandem::calls::LogProgress;
-use tandem::config::Config;
-use tandem::core::Core;
-use tandem::core::CoreError;
 use tandem::daemon::{self, DaemonConfig, VERSION_MISMATCH};
-use tandem::store::StoreError;
+use tandem_core::calls::LogProgress;
+use tandem_core::config::Config;
+use tandem_core::core::Core;
+use tandem_core::core::CoreError;
+use tandem_core::store::StoreError;
 
 /// The idle time before the daemon exits, in seconds, when neither `--idle` nor
 /// `TANDEM_DAEMON_IDLE_SECS` says otherwise.
@@ -141,7 +141,7 @@ pub fn run(config: &Config, args: DaemonArgs) -> anyhow::Result<()> {
 /// to stop and waits for it. A process that took the data dir first (the lock is free
 /// between the close and the compaction) keeps it: there is nothing to do then.
 fn compact_on_idle(home: &Path) {
-    match tandem::store::compact(home, tandem::store::CompactWhen::Idle) {
+    match tandem_core::store::compact(home, tandem_core::store::CompactWhen::Idle) {
         Ok(c) if c.rewritten => {}
         Ok(c) if c.gave_way => {
             tracing::info!("another process wants the data dir; compacting it another time")
@@ -162,7 +162,7 @@ fn compact_on_idle(home: &Path) {
             c.before,
             c.record_bytes
         ),
-        Err(tandem::store::StoreError::Locked { pid, .. }) => {
+        Err(tandem_core::store::StoreError::Locked { pid, .. }) => {
             tracing::info!("pid {pid} took the data dir first; not compacting")
         }
         Err(e) => tracing::error!("compacting the data dir failed: {e}"),
@@ -212,7 +212,7 @@ async fn wait_gone(home: &Path) -> anyhow::Result<()> {
     let deadline = Instant::now() + STOP_TIMEOUT;
     // The socket goes first; the data dir is released once the index is committed and sled
     // flushed, when the process ends.
-    while daemon::socket_path(home).exists() || tandem::store::is_held(home) {
+    while daemon::socket_path(home).exists() || tandem_core::store::is_held(home) {
         if Instant::now() > deadline {
             bail!("the daemon did not stop within {STOP_TIMEOUT:?}");
         }
@@ -299,8 +299,8 @@ pub(crate) async fn connect_or_start(
             // exit of the one before), which may take longer than a start.
             Err(_)
                 if Instant::now() > deadline
-                    && (!tandem::store::is_compacting(&config.home)
-                        || Instant::now() > deadline + tandem::store::COMPACTION_WAIT) =>
+                    && (!tandem_core::store::is_compacting(&config.home)
+                        || Instant::now() > deadline + tandem_core::store::COMPACTION_WAIT) =>
             {
                 bail!(
                     "no tandem daemon answered on {} within {START_TIMEOUT:?}; see {}",
@@ -331,7 +331,7 @@ fn start_detached(config: &Config) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the tandem binary")?;
     let status = std::process::Command::new(exe)
         .args(["daemon", "--spawn"])
-        .env(tandem::config::HOME_ENV, &config.home)
+        .env(tandem_core::config::HOME_ENV, &config.home)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -425,7 +425,7 @@ fn spawn_daemon(config: &Config) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the tandem binary")?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("daemon")
-        .env(tandem::config::HOME_ENV, &config.home)
+        .env(tandem_core::config::HOME_ENV, &config.home)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());

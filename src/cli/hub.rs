@@ -8,11 +8,11 @@ use anyhow::bail;
 use clap::Args;
 use serde_json::Value;
 
-use tandem::calls::{
+use tandem_core::calls::{
     self,
     params::{ConventionalSetParams, GetPromptParams, HubListParams, InjectParams, TrustParams},
 };
-use tandem::config::Config;
+use tandem_core::config::Config;
 
 use super::backend::Backend;
 use super::memory::table;
@@ -460,7 +460,7 @@ pub fn inject_cli(config: &Config, cli: InjectCli) -> anyhow::Result<()> {
     }
 }
 
-fn print_conventional(list: &[tandem::hub::ConventionalPrompt]) {
+fn print_conventional(list: &[tandem_core::hub::ConventionalPrompt]) {
     if list.is_empty() {
         println!("no conventional prompts (see `tandem servers`)");
         return;
@@ -492,7 +492,10 @@ fn print_conventional(list: &[tandem::hub::ConventionalPrompt]) {
                     a.name.clone()
                 };
                 match &a.value {
-                    Some(v) => format!("{name}={}", tandem::hub::prompts::command::quote_value(v)),
+                    Some(v) => format!(
+                        "{name}={}",
+                        tandem_core::hub::prompts::command::quote_value(v)
+                    ),
                     None => name,
                 }
             })
@@ -535,7 +538,7 @@ fn inject(config: &Config, args: InjectArgs) -> anyhow::Result<()> {
     } else {
         print!(
             "{}",
-            tandem::hub::prompts::inject::render_preview(&injection)
+            tandem_core::hub::prompts::inject::render_preview(&injection)
         );
     }
     Ok(())

@@ -12,13 +12,13 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Value;
 
-use tandem::calls::{self, CallError, params::HubImportParams};
-use tandem::config::Config;
-use tandem::guarded_file;
-use tandem::hub::config::import::{
+use tandem_core::calls::{self, CallError, params::HubImportParams};
+use tandem_core::config::Config;
+use tandem_core::guarded_file;
+use tandem_core::hub::config::import::{
     self, AGENTS, Action, Format, Found, Location, Places, Plan, Skipped,
 };
-use tandem::hub::config::{self, ConfigProblem};
+use tandem_core::hub::config::{self, ConfigProblem};
 
 use super::backend::Backend;
 use super::memory::table;
@@ -100,7 +100,7 @@ pub fn run(config: &Config, args: ImportArgs) -> anyhow::Result<()> {
         }
     }
 
-    let file = tandem::user_config::path(&config.home);
+    let file = tandem_core::user_config::path(&config.home);
     let invalid = |e: ConfigProblem| {
         CallError::new(
             "CONFIG_INVALID",

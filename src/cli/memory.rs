@@ -8,11 +8,13 @@ use clap::{Args, Subcommand, ValueEnum};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 
-use tandem::calls::{self, params::*};
-use tandem::config::Config;
-use tandem::memory::embeddings::Embedder;
-use tandem::memory::model_source::{self, ModelSetting, PullProgress, Resolved, SettingSource};
-use tandem::memory::{
+use tandem_core::calls::{self, params::*};
+use tandem_core::config::Config;
+use tandem_core::memory::embeddings::Embedder;
+use tandem_core::memory::model_source::{
+    self, ModelSetting, PullProgress, Resolved, SettingSource,
+};
+use tandem_core::memory::{
     EntryType, ExportReport, ImportLine, ImportReport, MemoryError, MemoryType, RelationType,
 };
 
@@ -243,7 +245,7 @@ pub fn run(config: &Config, cmd: MemoryCommand) -> anyhow::Result<()> {
             drop(backend);
             // sled replays the log written since its last snapshot when it opens, then
             // writes one: once here, the import's wait is not the next start's.
-            if let Err(e) = tandem::store::Store::open(&config.home) {
+            if let Err(e) = tandem_core::store::Store::open(&config.home) {
                 tracing::warn!("reopening the data dir after the import failed: {e}");
             }
         }
@@ -514,7 +516,7 @@ fn import(backend: &mut Backend, file: Option<PathBuf>) -> anyhow::Result<Import
         if block.is_empty() {
             break;
         }
-        let checked = tandem::memory::check_import_lines(kinds.len() + 1, &block)
+        let checked = tandem_core::memory::check_import_lines(kinds.len() + 1, &block)
             .map_err(calls::CallError::from)?;
         kinds.extend(checked);
     }
@@ -961,8 +963,8 @@ impl DownloadBar {
 
 /// `tandem memory compact`: in this process, the data dir closed to every other.
 fn compact(config: &Config, out: &Output) -> anyhow::Result<()> {
-    use tandem::store::{CompactWhen, StoreError};
-    let compacted = match tandem::store::compact(&config.home, CompactWhen::Always) {
+    use tandem_core::store::{CompactWhen, StoreError};
+    let compacted = match tandem_core::store::compact(&config.home, CompactWhen::Always) {
         Err(StoreError::Locked { pid, .. }) => anyhow::bail!(
             "the data dir {} is held by pid {pid}: stop the daemon (`tandem daemon stop`) or the process holding it, then compact (the daemon compacts by itself when it exits idle)",
             config.home.display()

@@ -17,12 +17,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use tandem::calls::{CallError, LogProgress};
-use tandem::config::{self, Config};
-use tandem::core::Core;
-use tandem::core::CoreError;
-use tandem::core::LazyCore;
-use tandem::store::StoreError;
+use tandem_core::calls::{CallError, LogProgress};
+use tandem_core::config::{self, Config};
+use tandem_core::core::Core;
+use tandem_core::core::CoreError;
+use tandem_core::core::LazyCore;
+use tandem_core::store::StoreError;
 
 #[derive(Parser)]
 #[command(
@@ -234,8 +234,8 @@ fn workspace_root(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::
     let dir = dir
         .canonicalize()
         .with_context(|| format!("workspace {} does not exist", dir.display()))?;
-    Ok(match tandem::tasks::git::discover(&dir) {
-        Some(repo) => tandem::tasks::git::workdir(&repo),
+    Ok(match tandem_core::tasks::git::discover(&dir) {
+        Some(repo) => tandem_core::tasks::git::workdir(&repo),
         None => dir,
     })
 }

@@ -6,11 +6,11 @@ use std::net::SocketAddr;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
-use tandem::config::Config;
-use tandem::core::Core;
 use tandem::daemon::{self, DaemonConfig, HttpFace};
 use tandem::http::{self, HttpConfig};
 use tandem::tokens;
+use tandem_core::config::Config;
+use tandem_core::core::Core;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -63,7 +63,7 @@ pub fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             );
         }
         let home = config.home.clone();
-        let core = tokio::task::spawn_blocking(move || Core::open(&home, &tandem::calls::LogProgress))
+        let core = tokio::task::spawn_blocking(move || Core::open(&home, &tandem_core::calls::LogProgress))
             .await??;
         core.start_embeddings(config);
         let listener = std::net::TcpListener::bind(addr)

@@ -2,12 +2,12 @@
 
 use clap::{Args, Subcommand};
 
-use tandem::calls::{
+use tandem_core::calls::{
     self,
     params::{TaskShowParams, TasksListParams},
 };
-use tandem::config::Config;
-use tandem::tasks::{TaskRecord, TaskState, WorkflowRecord};
+use tandem_core::config::Config;
+use tandem_core::tasks::{TaskRecord, TaskState, WorkflowRecord};
 
 use super::backend::Backend;
 

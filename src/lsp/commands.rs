@@ -14,13 +14,13 @@ use tower_lsp_server::ls_types::{
 use super::TandemLsp;
 use super::memory::MEMORY_URI;
 use super::prompts::RUN_PROMPT;
-use super::session::{LspResult, invalid, uri_path};
+use super::session::{LspResult, call_error, invalid, uri_path};
 use super::{text, view};
-use crate::calls::{
+use tandem_core::calls::{
     self,
     params::{ShowParams, TaskShowParams},
 };
-use crate::tasks::TaskState;
+use tandem_core::tasks::TaskState;
 
 /// A task's document: `tandem://task/ID`.
 const TASK_URI: &str = "tandem://task/";
@@ -55,7 +55,7 @@ type Handled<'a> = Pin<Box<dyn Future<Output = LspResult<Value>> + Send + 'a>>;
 
 /// What a command does with its parameters.
 enum Run {
-    /// This method of `crate::calls`: the command answers as the MCP tool and the CLI.
+    /// This method of `tandem_core::calls`: the command answers as the MCP tool and the CLI.
     Call(&'static str),
     /// A handler of the session.
     Handler(for<'a> fn(&'a TandemLsp, Value) -> Handled<'a>),
@@ -340,7 +340,8 @@ impl TandemLsp {
             let entry = self
                 .session
                 .run(&calls::MEMORY_SHOW, ShowParams { id })
-                .await?;
+                .await
+                .map_err(call_error)?;
             return Ok(json!({
                 "uri": uri,
                 "title": entry.title,
@@ -353,7 +354,8 @@ impl TandemLsp {
             let record = self
                 .session
                 .run(&calls::TASKS_SHOW, TaskShowParams { id })
-                .await?;
+                .await
+                .map_err(call_error)?;
             return Ok(json!({
                 "uri": uri,
                 "title": format!("Task: {}", record.name),

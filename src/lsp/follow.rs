@@ -12,14 +12,14 @@ use tower_lsp_server::ls_types::notification::Notification;
 use tower_lsp_server::ls_types::{CodeLens, Diagnostic, MessageType, Uri};
 
 use super::TandemLsp;
-use super::session::{LspResult, ViewState, path_uri, uri_path};
+use super::session::{LspResult, ViewState, call_error, path_uri, uri_path};
 use super::view::{self, Focus};
-use crate::calls::{
+use tandem_core::calls::{
     self,
     params::{LiveChangesParams, TaskFocusParams},
 };
-use crate::events::{Event, FilesChange, HubChange, TaskChange};
-use crate::tasks::TaskState;
+use tandem_core::events::{Event, FilesChange, HubChange, TaskChange};
+use tandem_core::tasks::TaskState;
 
 /// Refreshes of the focus are at least this far apart (events in between fold into one).
 const DEBOUNCE: Duration = Duration::from_millis(30);
@@ -113,7 +113,7 @@ impl TandemLsp {
                 loop {
                     this.session.wake.notified().await;
                     let pending = this.session.take_pending();
-                    if pending.full || pending.files.len() > crate::watch::MAX_PATHS {
+                    if pending.full || pending.files.len() > tandem_core::watch::MAX_PATHS {
                         this.refresh().await;
                         tokio::time::sleep(DEBOUNCE).await;
                     } else if !pending.files.is_empty() {
@@ -189,7 +189,8 @@ impl TandemLsp {
         let focus = self
             .session
             .run(&calls::TASKS_FOCUS, TaskFocusParams::default())
-            .await?;
+            .await
+            .map_err(call_error)?;
         Ok(focus.filter(|f| f.task.state == TaskState::Running || dismissed != Some(f.task.id)))
     }
 
@@ -352,7 +353,13 @@ fn lens_key(focus: Option<&Focus>) -> Option<String> {
                 )
             })
             .collect();
-        format!("{} {} {} {:?}", f.task.id, f.headline(), f.decisions, hunks)
+        format!(
+            "{} {} {} {:?}",
+            f.task.id,
+            super::view::headline(f),
+            f.decisions,
+            hunks
+        )
     })
 }
 

@@ -8,13 +8,13 @@ use tower_lsp_server::ls_types::{
 };
 
 use super::TandemLsp;
-use super::session::LspResult;
+use super::session::{LspResult, call_error};
 use super::text;
-use crate::calls::{
+use tandem_core::calls::{
     self,
     params::{RecentParams, SearchParams, ShowParams},
 };
-use crate::memory::EntryDetails;
+use tandem_core::memory::EntryDetails;
 
 /// An entry's document: `tandem://memory/ID`.
 pub(super) const MEMORY_URI: &str = "tandem://memory/";
@@ -44,7 +44,7 @@ impl TandemLsp {
             Ok(entry) => hover_markdown(&entry),
             Err(e) if e.code() == "ENTRY_NOT_FOUND" => return Ok(None),
             Err(e) if e.code() == "AMBIGUOUS_ID" => format!("**{}**\n\n{}", e.code(), e.message()),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(call_error(e)),
         };
         Ok(Some(Hover {
             contents: HoverContents::Markup(MarkupContent {
@@ -61,7 +61,11 @@ impl TandemLsp {
             let recent = RecentParams {
                 limit: Some(SYMBOL_LIMIT),
             };
-            let entries = self.session.run(&calls::MEMORY_RECENT, recent).await?;
+            let entries = self
+                .session
+                .run(&calls::MEMORY_RECENT, recent)
+                .await
+                .map_err(call_error)?;
             return Ok(entries
                 .iter()
                 .filter_map(|e| {
@@ -76,7 +80,11 @@ impl TandemLsp {
             entry_type: None,
             project: None,
         };
-        let found = self.session.run(&calls::MEMORY_SEARCH, search).await?;
+        let found = self
+            .session
+            .run(&calls::MEMORY_SEARCH, search)
+            .await
+            .map_err(call_error)?;
         Ok(found
             .results
             .iter()

@@ -1,15 +1,15 @@
 //! The LSP face (tower-lsp-server 0.23): what the agent does, shown in the editor.
 //!
 //! One [`serve`] per editor connection (in the daemon, or in-process with `--standalone`).
-//! A session follows its workspace's *focus task* (see [`crate::tasks::Tasks::focus`]):
+//! A session follows its workspace's *focus task* (see [`tandem_core::tasks::Tasks::focus`]):
 //! diagnostics on the hunks it changed, code lenses, `$/progress` from its milestones. It
 //! learns of changes from the core's event bus (never by polling): the task's events, and
-//! the files a watch of the task's tree sees change on disk while it runs ([`crate::watch`]);
+//! the files a watch of the task's tree sees change on disk while it runs ([`tandem_core::watch`]);
 //! and from `didSave`. Memory is searched with `workspace/symbol`, shown on hover over `[ID]`
 //! citations and in `tandem://` documents, and added from a selection with a code action.
 //! Every request, command and custom method is documented in `docs/lsp-extensions.md`.
 //!
-//! The session reaches the core through `crate::calls` only, like the other faces; it uses
+//! The session reaches the core through `tandem_core::calls` only, like the other faces; it uses
 //! the core's infrastructure directly (the event bus, the watches) to follow the workspace.
 //!
 //! - `session.rs`: a connection's state, and its calls to the core;
@@ -38,8 +38,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tower_lsp_server::ls_types::*;
 use tower_lsp_server::{Client, LanguageServer, LspService, Server};
 
-use crate::core::LazyCore;
 use session::{Flags, LspResult, Session, uri_path};
+use tandem_core::core::LazyCore;
 use text::Encoding;
 
 /// Facts about the serving process, for `tandem/status`.
@@ -103,7 +103,7 @@ impl LanguageServer for TandemLsp {
             let _ = self
                 .session
                 .workspace
-                .set(crate::config::workspace_root(&root));
+                .set(tandem_core::config::workspace_root(&root));
         }
         if let Some(list) = prompts::prompt_filetypes(params.initialization_options.as_ref()) {
             let _ = self.session.prompt_filetypes.set(list);

@@ -9,9 +9,9 @@ use tower_lsp_server::ls_types::{
 use ulid::Ulid;
 
 use super::TandemLsp;
-use crate::calls::{self, CallError, params::TaskShowParams};
-use crate::events::TaskChange;
-use crate::tasks::{TaskRecord, TaskState};
+use tandem_core::calls::{self, CallError, params::TaskShowParams};
+use tandem_core::events::TaskChange;
+use tandem_core::tasks::{TaskRecord, TaskState};
 
 impl TandemLsp {
     /// Turns a task event into `$/progress`, at once (diagnostics follow, debounced).

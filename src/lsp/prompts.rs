@@ -12,7 +12,7 @@ use tower_lsp_server::ls_types::*;
 use super::TandemLsp;
 use super::session::{LspResult, invalid};
 use super::text;
-use crate::calls;
+use tandem_core::calls;
 
 /// The command that runs a prompt command line (the code action's).
 pub(super) const RUN_PROMPT: &str = "tandem.prompt.run";
@@ -49,10 +49,10 @@ impl TandemLsp {
     /// The injection, with its Markdown preview.
     pub(super) async fn inject(&self, params: Value) -> LspResult<Value> {
         let mut injection = self.session.call(calls::HUB_INJECT.name, params).await?;
-        let parsed: crate::hub::prompts::inject::Injection =
+        let parsed: tandem_core::hub::prompts::inject::Injection =
             serde_json::from_value(injection.clone())
                 .map_err(|e| invalid(format!("unexpected injection: {e}")))?;
-        injection["preview"] = json!(crate::hub::prompts::inject::render_preview(&parsed));
+        injection["preview"] = json!(tandem_core::hub::prompts::inject::render_preview(&parsed));
         Ok(injection)
     }
 
@@ -105,7 +105,7 @@ impl TandemLsp {
                 return Ok(None);
             }
         };
-        let completions: Vec<crate::hub::PromptCompletion> =
+        let completions: Vec<tandem_core::hub::PromptCompletion> =
             serde_json::from_value(found).unwrap_or_default();
         let items = completions
             .into_iter()
@@ -156,8 +156,8 @@ impl TandemLsp {
             .split('\n')
             .nth(line_no as usize)?
             .trim_end_matches('\r');
-        let cmd = crate::hub::prompts::command::parse(line).ok()?;
-        let name = crate::hub::prompts::command::command_name(&cmd.server, &cmd.prompt);
+        let cmd = tandem_core::hub::prompts::command::parse(line).ok()?;
+        let name = tandem_core::hub::prompts::command::command_name(&cmd.server, &cmd.prompt);
         Some(CodeActionOrCommand::CodeAction(CodeAction {
             title: format!("Run {name}"),
             command: Some(Command {

@@ -1,6 +1,6 @@
 //! One editor connection's state: its workspace, what the client can take, the documents it
 //! has open, the focus shown and what was published of it; and the ways the session reaches
-//! the core, which are `crate::calls`' methods only ([`Session::run`], [`Session::call`]).
+//! the core, which are `tandem_core::calls`' methods only ([`Session::run`], [`Session::call`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -14,9 +14,9 @@ use ulid::Ulid;
 use super::Host;
 use super::text::Encoding;
 use super::view::Focus;
-use crate::calls::{self, CallError, Method};
-use crate::core::{Core, LazyCore};
-use crate::watch::Watch;
+use tandem_core::calls::{self, CallError, Method};
+use tandem_core::core::{Core, LazyCore};
+use tandem_core::watch::Watch;
 
 pub(super) type LspResult<T> = jsonrpc::Result<T>;
 
@@ -24,23 +24,21 @@ pub(super) type LspResult<T> = jsonrpc::Result<T>;
 const REQUEST: &str = "an LSP request";
 
 /// A core error as a JSON-RPC error whose `data` is the spec's error object.
-impl From<CallError> for jsonrpc::Error {
-    fn from(e: CallError) -> jsonrpc::Error {
-        let code = match e.code() {
-            "INTERNAL_ERROR" | "SNAPSHOT_FAILED" => ErrorCode::InternalError,
-            _ => ErrorCode::InvalidParams,
-        };
-        jsonrpc::Error {
-            code,
-            message: e.message().to_string().into(),
-            data: Some(e.to_json()),
-        }
+pub(super) fn call_error(e: CallError) -> jsonrpc::Error {
+    let code = match e.code() {
+        "INTERNAL_ERROR" | "SNAPSHOT_FAILED" => ErrorCode::InternalError,
+        _ => ErrorCode::InvalidParams,
+    };
+    jsonrpc::Error {
+        code,
+        message: e.message().to_string().into(),
+        data: Some(e.to_json()),
     }
 }
 
 /// `INVALID_ARGUMENT` with this message.
 pub(super) fn invalid(message: impl Into<String>) -> jsonrpc::Error {
-    CallError::new("INVALID_ARGUMENT", message, json!({})).into()
+    call_error(CallError::new("INVALID_ARGUMENT", message, json!({})))
 }
 
 /// What the client can take, from its capabilities.
@@ -152,15 +150,16 @@ impl Session {
         calls::run_blocking(REQUEST, move || method.run(&core, Some(&ws), params)).await?
     }
 
-    /// Runs one of the core's operations by name (`crate::calls`) on JSON: the same
+    /// Runs one of the core's operations by name (`tandem_core::calls`) on JSON: the same
     /// arguments, results and error codes as the MCP tools and the CLI (the commands).
     pub async fn call(&self, method: &'static str, params: Value) -> LspResult<Value> {
-        let core = self.core().await?;
+        let core = self.core().await.map_err(call_error)?;
         let ws = self.workspace().to_path_buf();
-        Ok(calls::spawn_call(REQUEST, move || {
+        calls::spawn_call(REQUEST, move || {
             calls::call(&core, Some(&ws), method, params)
         })
-        .await?)
+        .await
+        .map_err(call_error)
     }
 
     /// Keeps the follower, which ends with the session ([`Session::end`]).

@@ -2,7 +2,7 @@
 //! and code lenses per file. No I/O here; the session feeds it and publishes the result.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::json;
 use tower_lsp_server::ls_types::{
@@ -10,58 +10,25 @@ use tower_lsp_server::ls_types::{
 };
 
 use crate::render::state_label;
-use crate::tasks::{Task, TaskState, Tasks, scope};
+use tandem_core::tasks::{Task, scope};
 
 pub const SHOW_TASK: &str = "tandem.task.show";
 pub const SHOW_DECISIONS: &str = "tandem.task.decisions";
 
 /// The focus task and what the editor needs of it, as `tasks/focus` gives it.
-pub use crate::calls::TaskFocus as Focus;
+pub use tandem_core::calls::TaskFocus as Focus;
 
-impl Focus {
-    pub fn root(&self) -> &Path {
-        Tasks::root_of(&self.task)
+/// The file's one-line status: `Task: NAME · in progress · 75% · Running tests…`.
+pub fn headline(focus: &Focus) -> String {
+    let t = &focus.task;
+    let mut s = format!("Task: {} · {}", t.name, state_label(t.state));
+    if let Some(p) = t.progress {
+        s.push_str(&format!(" · {p:.0}%"));
     }
-
-    fn running(&self) -> bool {
-        self.task.state == TaskState::Running
+    if let Some(m) = t.last_message.as_deref().filter(|_| focus.running()) {
+        s.push_str(&format!(" · {m}"));
     }
-
-    /// Paths (relative to the root) of files the task touched that still exist.
-    fn touched(&self) -> Vec<&str> {
-        if self.running() {
-            self.files
-                .iter()
-                .filter(|f| f.change != "deleted")
-                .map(|f| f.path.as_str())
-                .collect()
-        } else {
-            self.task
-                .files_changed
-                .as_ref()
-                .map(|f| {
-                    f.added
-                        .iter()
-                        .chain(&f.modified)
-                        .map(String::as_str)
-                        .collect()
-                })
-                .unwrap_or_default()
-        }
-    }
-
-    /// The file's one-line status: `Task: NAME · in progress · 75% · Running tests…`.
-    pub fn headline(&self) -> String {
-        let t = &self.task;
-        let mut s = format!("Task: {} · {}", t.name, state_label(t.state));
-        if let Some(p) = t.progress {
-            s.push_str(&format!(" · {p:.0}%"));
-        }
-        if let Some(m) = t.last_message.as_deref().filter(|_| self.running()) {
-            s.push_str(&format!(" · {m}"));
-        }
-        s
-    }
+    s
 }
 
 fn line_range(line: u32) -> Range {
@@ -201,7 +168,7 @@ pub fn code_lenses(focus: &Focus, path: &str) -> Vec<CodeLens> {
     if !focus.touched().contains(&path) {
         return Vec::new();
     }
-    let mut out = vec![lens(line_range(0), focus.headline(), SHOW_TASK, focus)];
+    let mut out = vec![lens(line_range(0), headline(focus), SHOW_TASK, focus)];
     if let Some(f) = focus.files.iter().find(|f| f.path == path) {
         for h in &f.hunks {
             let at = line_range(hunk_range(h.new_start, h.new_lines).start.line);
@@ -225,9 +192,11 @@ pub fn code_lenses(focus: &Focus, path: &str) -> Vec<CodeLens> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tasks::git::Hunk;
-    use crate::tasks::{FilesChanged, Outcome, Snapshot};
-    use crate::tasks::{IssueRecord, LiveFile};
+    use std::path::Path;
+    use tandem_core::tasks::TaskState;
+    use tandem_core::tasks::git::Hunk;
+    use tandem_core::tasks::{FilesChanged, Outcome, Snapshot};
+    use tandem_core::tasks::{IssueRecord, LiveFile};
 
     fn task(state: TaskState, areas: &[&str]) -> Task {
         Task {
@@ -357,7 +326,7 @@ mod tests {
         });
         let issue = IssueRecord {
             id: "i".into(),
-            issue_type: crate::tasks::IssueType::UnclearRequirement,
+            issue_type: tandem_core::tasks::IssueType::UnclearRequirement,
             description: "tokens never expire".into(),
             resolution: "left for review".into(),
             requires_human_review: true,

@@ -20,12 +20,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::schema;
-use crate::calls::{self, CallError};
-use crate::events::Event;
-use crate::hub::HubError;
-use crate::hub::gateway::catalog::{Discovered, ServerInfo};
-use crate::hub::gateway::proxy;
-use crate::hub::gateway::{Activated, Deactivated, Gateway};
+use tandem_core::calls::{self, CallError};
+use tandem_core::events::Event;
+use tandem_core::hub::HubError;
+use tandem_core::hub::gateway::catalog::{Discovered, ServerInfo};
+use tandem_core::hub::gateway::proxy;
+use tandem_core::hub::gateway::{Activated, Deactivated, Gateway};
 
 /// Changes within this window reach the agent as one `tools/list_changed`.
 const NOTIFY_WINDOW: Duration = Duration::from_millis(50);
@@ -257,7 +257,7 @@ fn listed(gateway: &Gateway) -> Listed {
 /// loop ends with the session (its gateway dropped) or the bus.
 pub async fn notify_changes(
     gateway: std::sync::Weak<Gateway>,
-    bus: crate::events::Bus,
+    bus: tandem_core::events::Bus,
     peer: Peer<RoleServer>,
     poke: Arc<tokio::sync::Notify>,
 ) {

@@ -9,7 +9,7 @@
 //! only for requests that cannot be routed (an unknown tool or resource).
 
 pub mod gateway;
-pub mod schema;
+use tandem_core::calls::schema;
 pub mod transport;
 
 use std::path::PathBuf;
@@ -30,12 +30,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::calls::params::{HelpParams, OwnPromptParams, RecentParams, ShowParams};
-use crate::calls::{self, CallError};
-use crate::core::LazyCore;
-use crate::hub::gateway::Gateway;
-use crate::memory;
 use crate::render::entry_markdown;
+use tandem_core::calls::params::{HelpParams, OwnPromptParams, RecentParams, ShowParams};
+use tandem_core::calls::{self, CallError};
+use tandem_core::core::LazyCore;
+use tandem_core::hub::gateway::Gateway;
+use tandem_core::memory;
 
 /// What the agent is told at connection: the spec's "three lines".
 pub const INSTRUCTIONS: &str = "Tandem memory: a shared knowledge base of bugs, patterns, decisions, pitfalls, configs and references.\n\
@@ -130,7 +130,7 @@ impl TandemServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let unknown = || ErrorData::invalid_params(format!("unknown tool '{name}'"), None);
         let gateway_tool = gateway::is_gateway_tool(name);
-        if !gateway_tool && !name.contains(crate::hub::gateway::proxy::SEPARATOR) {
+        if !gateway_tool && !name.contains(tandem_core::hub::gateway::proxy::SEPARATOR) {
             return Err(unknown());
         }
         let g = match self.gateway().await {
@@ -151,7 +151,7 @@ impl TandemServer {
         };
         match gateway::forward(&g, &server, &tool, arguments, context).await {
             // The server's own JSON-RPC error passes through as it gave it.
-            Err(crate::hub::HubError::Answered { error, .. }) => Err(error),
+            Err(tandem_core::hub::HubError::Answered { error, .. }) => Err(error),
             outcome => Ok(gateway::proxied(outcome).into()),
         }
     }
@@ -174,16 +174,16 @@ impl TandemServer {
         });
         format!(
             "{INSTRUCTIONS}\n\n{catalog}\n{}",
-            crate::hub::gateway::catalog::ORCHESTRATION
+            tandem_core::hub::gateway::catalog::ORCHESTRATION
         )
     }
 }
 
 /// A downstream server's failure on a proxied prompt or resource: its own JSON-RPC error as
 /// it gave it, anything else [`internal_error`].
-fn downstream_error(e: crate::hub::HubError) -> ErrorData {
+fn downstream_error(e: tandem_core::hub::HubError) -> ErrorData {
     match e {
-        crate::hub::HubError::Answered { error, .. } => error,
+        tandem_core::hub::HubError::Answered { error, .. } => error,
         e => internal_error(e),
     }
 }
@@ -437,7 +437,7 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let mut prompts: Vec<Prompt> = crate::hub::prompts::own::PROMPTS
+        let mut prompts: Vec<Prompt> = tandem_core::hub::prompts::own::PROMPTS
             .iter()
             .map(|(name, description)| Prompt::new(*name, Some(*description), None))
             .collect();
@@ -453,11 +453,13 @@ impl ServerHandler for TandemServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let Some((name, description)) = crate::hub::prompts::own::PROMPTS
+        let Some((name, description)) = tandem_core::hub::prompts::own::PROMPTS
             .iter()
             .find(|(n, _)| *n == request.name)
         else {
-            if request.name.contains(crate::hub::gateway::proxy::SEPARATOR)
+            if request
+                .name
+                .contains(tandem_core::hub::gateway::proxy::SEPARATOR)
                 && let Ok(gateway) = self.gateway().await
                 && let Some(got) = gateway
                     .get_prompt(&request.name, request.arguments.clone().unwrap_or_default())
@@ -472,7 +474,7 @@ impl ServerHandler for TandemServer {
                 format!(
                     "unknown prompt '{}' (known: {})",
                     request.name,
-                    crate::hub::prompts::own::PROMPTS
+                    tandem_core::hub::prompts::own::PROMPTS
                         .iter()
                         .map(|(n, _)| *n)
                         .collect::<Vec<_>>()
@@ -495,17 +497,17 @@ impl ServerHandler for TandemServer {
         // The role of a conventional prompt comes from its name; the message itself says user,
         // except the simulated tool call, which the assistant makes.
         let mut text = prompt.text;
-        if *name == crate::hub::prompts::own::SYSTEM_PROMPT
+        if *name == tandem_core::hub::prompts::own::SYSTEM_PROMPT
             && let Ok(gateway) = self.gateway().await
         {
             // The conventional system prompt carries the catalog too (spec 001, step 3).
             text = format!(
                 "{text}\n\n{}\n{}",
                 gateway.catalog(),
-                crate::hub::gateway::catalog::ORCHESTRATION
+                tandem_core::hub::gateway::catalog::ORCHESTRATION
             );
         }
-        let role = if *name == crate::hub::prompts::own::MEMORY_INDEX_CALL {
+        let role = if *name == tandem_core::hub::prompts::own::MEMORY_INDEX_CALL {
             Role::Assistant
         } else {
             Role::User
@@ -615,9 +617,9 @@ mod tests {
         let mut found = BTreeSet::new();
         for t in TOOLS.iter() {
             let mut schema = t.tool.input_schema.as_ref().clone();
-            found.extend(crate::limits::annotate(&mut schema));
+            found.extend(tandem_core::limits::annotate(&mut schema));
         }
-        let missing: Vec<&str> = crate::limits::FIELDS
+        let missing: Vec<&str> = tandem_core::limits::FIELDS
             .iter()
             .map(|&(name, _)| name)
             .filter(|name| !found.contains(name))
@@ -627,9 +629,9 @@ mod tests {
         let elsewhere = ["kind", "entry_ids", "jsonl", "paths"];
         assert_eq!(missing, elsewhere);
         let mut in_calls = BTreeSet::new();
-        for method in crate::calls::methods() {
-            let schema = crate::calls::params_schema(method).unwrap();
-            in_calls.extend(crate::limits::annotate(
+        for method in tandem_core::calls::methods() {
+            let schema = tandem_core::calls::params_schema(method).unwrap();
+            in_calls.extend(tandem_core::limits::annotate(
                 &mut schema.as_object().unwrap().clone(),
             ));
         }

@@ -193,7 +193,7 @@ fn a_full_log_is_rotated_and_the_oldest_dropped() {
     let home = TestHome::new();
     let logs = home.tandem_home().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
-    let full = tandem::log_file::Rotation::LOG.max_bytes;
+    let full = tandem_core::log_file::Rotation::LOG.max_bytes;
     let names = ["tandem.log", "tandem.log.1", "tandem.log.2", "tandem.log.3"];
     for name in names {
         std::fs::write(logs.join(name), format!("{name}\n")).unwrap();
@@ -235,7 +235,7 @@ fn data_dir_is_private_and_has_a_format_version() {
     }
     let format: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("format.json")).unwrap()).unwrap();
-    assert_eq!(format["format"], tandem::store::FORMAT_VERSION);
+    assert_eq!(format["format"], tandem_core::store::FORMAT_VERSION);
     assert!(dir.join("logs/tandem.log").exists());
     std::fs::write(
         dir.join("format.json"),

@@ -2,7 +2,7 @@
 //! `tandem memory compact`, with the binary as users run it.
 
 use serde_json::json;
-use tandem::store::{Store, dir_size};
+use tandem_core::store::{Store, dir_size};
 
 use crate::util::{DaemonGuard, TestHome, daemon_pid, is_alive, poll, succeeds, succeeds_json};
 
@@ -211,7 +211,7 @@ async fn a_client_that_comes_while_the_idle_daemon_compacts_is_served() {
     assert_eq!(churned_tree(&home), kept);
 }
 
-/// A compaction packs the entries' records (`src/pack.rs`): every way a user reads them
+/// A compaction packs the entries' records (`crates/core/src/pack.rs`): every way a user reads them
 /// gives what it gave before; an entry written after lives in sled until the next
 /// compaction packs it too; a record damaged in the pack is an error that says so, and
 /// the other entries still read.
@@ -220,7 +220,8 @@ fn memory_compact_packs_the_entries_and_they_read_back() {
     let home = TestHome::new();
     {
         let store = std::sync::Arc::new(Store::open(&home.tandem_home()).unwrap());
-        let memory = tandem::memory::Memory::open(store, &tandem::memory::NoProgress).unwrap();
+        let memory =
+            tandem_core::memory::Memory::open(store, &tandem_core::memory::NoProgress).unwrap();
         // Past the first dictionary's training: plain and compressed records both.
         memory
             .import(&mut crate::memory_codec::jsonl(0, 1_500).as_bytes())
@@ -233,7 +234,7 @@ fn memory_compact_packs_the_entries_and_they_read_back() {
     };
     let export = || succeeds(run(&["memory", "export"]));
     let before = export();
-    let pack = home.tandem_home().join("db").join(tandem::pack::FILE);
+    let pack = home.tandem_home().join("db").join(tandem_core::pack::FILE);
     assert!(!pack.exists());
 
     let c = succeeds_json(run(&["memory", "compact"]));
@@ -297,7 +298,7 @@ fn memory_compact_packs_the_entries_and_they_read_back() {
         let store = Store::open(&home.tandem_home()).unwrap();
         let entries = store.db().open_tree("memory.entries").unwrap();
         let value = entries.get(&id).unwrap().unwrap();
-        assert!(tandem::pack::is_pointer(&value));
+        assert!(tandem_core::pack::is_pointer(&value));
         u64::from_le_bytes(value[1..9].try_into().unwrap())
     };
     let mut bytes = std::fs::read(&pack).unwrap();

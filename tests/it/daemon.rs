@@ -44,7 +44,7 @@ async fn clients_share_one_daemon_and_stop_ends_it() {
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("daemon {pid} stopped")));
     assert!(!home.tandem_home().join("tandem.sock").exists());
     // "stopped" means done: the data dir is free (index committed, sled flushed) already.
-    assert!(!tandem::store::is_held(&home.tandem_home()));
+    assert!(!tandem_core::store::is_held(&home.tandem_home()));
     wait_until(|| lock_pid(&home).is_none(), "the daemon exits").await;
     assert_eq!(status(&home)["ok"], false);
 }

@@ -198,7 +198,7 @@ async fn a_corrupt_or_foreign_format_file_is_refused_with_the_reason() {
             "{\"format\": 99, \"created_by\": \"tandem 99\"}",
             format!(
                 "has format 99, newer than this tandem understands ({}); upgrade tandem",
-                tandem::store::FORMAT_VERSION
+                tandem_core::store::FORMAT_VERSION
             ),
         ),
     ] {

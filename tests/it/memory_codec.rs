@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use tandem::memory::{Entry, EntryType, Memory, NoProgress};
-use tandem::store::Store;
+use tandem_core::memory::{Entry, EntryType, Memory, NoProgress};
+use tandem_core::store::Store;
 
 use crate::util::{TestHome, entry};
 

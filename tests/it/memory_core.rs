@@ -1,7 +1,7 @@
 //! The memory core, driven through its Rust API: data-driven cases through `check` helpers.
 
-use tandem::calls::CallError;
-use tandem::memory::{
+use tandem_core::calls::CallError;
+use tandem_core::memory::{
     EntryType, ImportPart, Memory, MemoryError, MemoryType, NewEntry, RelationType, SearchQuery,
 };
 
@@ -684,7 +684,7 @@ fn restart_keeps_everything_and_rebuilds_a_lost_index() {
             search(&memory, "flux capacitor"),
             ["Persisted flux capacitor"]
         );
-        assert_eq!(memory.reindex(&tandem::memory::NoProgress).unwrap(), 8);
+        assert_eq!(memory.reindex(&tandem_core::memory::NoProgress).unwrap(), 8);
     }
 }
 
@@ -866,7 +866,7 @@ fn references_jsonl(title: &str, from: usize) -> String {
 fn references_jsonl_of(entries: impl Iterator<Item = (String, String)>) -> String {
     let mut jsonl = String::new();
     for (title, content) in entries {
-        let e = tandem::memory::Entry::new(EntryType::Reference, title, content, Vec::new());
+        let e = tandem_core::memory::Entry::new(EntryType::Reference, title, content, Vec::new());
         let mut record = serde_json::to_value(&e).unwrap();
         record["record"] = "entry".into();
         jsonl.push_str(&format!("{record}\n"));

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use tandem::memory::embeddings::Embedder;
-use tandem::memory::{Entry, EntryType, Memory, MemoryError, NewEntry, Ranking, SearchQuery};
+use tandem_core::memory::embeddings::Embedder;
+use tandem_core::memory::{Entry, EntryType, Memory, MemoryError, NewEntry, Ranking, SearchQuery};
 
 use crate::util::{TestHome, entry};
 
@@ -247,7 +247,7 @@ fn an_import_replacing_an_entry_embeds_its_new_text() {
 /// when the model is ready, without embedding anything again.
 #[test]
 fn vectors_kept_in_sled_move_to_the_file() {
-    use tandem::memory::quantised::{EntryVectors, Quantised};
+    use tandem_core::memory::quantised::{EntryVectors, Quantised};
     let home = TestHome::new();
     let model = test_model();
     let shown: Vec<_> = {
@@ -259,10 +259,10 @@ fn vectors_kept_in_sled_move_to_the_file() {
     };
     // Each entry's vectors as sled kept them, under its model's fingerprint.
     {
-        let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+        let store = tandem_core::store::Store::open(&home.tandem_home()).unwrap();
         let legacy = store.db().open_tree("memory.vectors").unwrap();
         for e in &shown {
-            let text = tandem::memory::summary_text(&e.title, &e.tags, &e.content);
+            let text = tandem_core::memory::summary_text(&e.title, &e.tags, &e.content);
             let vectors = EntryVectors {
                 summary: Quantised::of(&model.embed(&text)),
                 context: None,
@@ -284,7 +284,7 @@ fn vectors_kept_in_sled_move_to_the_file() {
         assert_eq!(found.results[0].title, SAFARI);
     }
     assert!(vector_file(&home).exists());
-    let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+    let store = tandem_core::store::Store::open(&home.tandem_home()).unwrap();
     assert!(store.db().open_tree("memory.vectors").unwrap().is_empty());
     drop(store);
     // From the file now: nothing embedded again.
@@ -509,7 +509,7 @@ fn a_large_memory_finds_by_meaning_beside_the_words() {
 
 /// Whether Safari's entry is among the two best (the same knowledge in other words,
 /// added since, may rank first).
-fn finds_safari(found: &tandem::memory::api::SearchOutcome) -> bool {
+fn finds_safari(found: &tandem_core::memory::api::SearchOutcome) -> bool {
     found.results.iter().take(2).any(|r| r.title == SAFARI)
 }
 

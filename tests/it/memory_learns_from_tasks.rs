@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tandem::learn::{self, TaskCompletion};
-use tandem::memory::{EntryType, Memory, NewEntry, NoProgress, SearchQuery};
-use tandem::store::Store;
-use tandem::tasks::{
+use tandem_core::learn::{self, TaskCompletion};
+use tandem_core::memory::{EntryType, Memory, NewEntry, NoProgress, SearchQuery};
+use tandem_core::store::Store;
+use tandem_core::tasks::{
     Completion, CompletionStatus, DecisionCategory, IssueType, NewDecision, NewIssue, NewMilestone,
     NewTask, NewWorkflow, Outcome, Tasks,
 };

@@ -5,11 +5,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use tandem::memory::{
+use tandem_core::memory::{
     MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS, Memory, NoProgress,
     Suggestion, SuggestionKind, SuggestionStatus,
 };
-use tandem::store::Store;
+use tandem_core::store::Store;
 use ulid::Ulid;
 
 use crate::util::TestHome;

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use tandem::store::Store;
-use tandem::tasks::{NewTask, NewWorkflow, Tasks};
+use tandem_core::store::Store;
+use tandem_core::tasks::{NewTask, NewWorkflow, Tasks};
 
 use crate::util::{TestHome, git, repo_with, write_files};
 
@@ -93,7 +93,7 @@ fn live_changes_give_files_and_line_ranges() {
 /// focus follows every write after it was first asked, and reads the same after a reopen.
 #[test]
 fn list_limit_records_and_focus_follow_every_write() {
-    use tandem::tasks::{Completion, CompletionStatus, Outcome};
+    use tandem_core::tasks::{Completion, CompletionStatus, Outcome};
 
     let home = TestHome::new();
     let a = home.path().join("a");
@@ -166,7 +166,7 @@ fn list_limit_records_and_focus_follow_every_write() {
     assert_eq!(focus(&t, &a).as_deref(), Some("in W3"), "started last");
     assert_eq!(focus(&t, &b).as_deref(), Some("other"));
 
-    let names = |records: &[tandem::tasks::WorkflowRecord]| -> Vec<String> {
+    let names = |records: &[tandem_core::tasks::WorkflowRecord]| -> Vec<String> {
         records.iter().map(|w| w.name.clone()).collect()
     };
     let listed = t.list(Some(&a), None).unwrap();

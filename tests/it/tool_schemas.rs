@@ -9,7 +9,7 @@
 //! (exactly for arguments; a result may have documented extras), `type`, `enum`, `required`
 //! (exactly for arguments), `default`, `minimum`, `maximum` and `maxLength`, at every level.
 //! The spec's `nullable` is not compared: a result field with no value is left out instead
-//! (`mcp::schema`).
+//! (`calls::schema`).
 
 use std::time::Duration;
 

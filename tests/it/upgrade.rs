@@ -60,7 +60,7 @@ fn a_format_1_data_dir_is_upgraded_with_everything_in_it() {
     let run = |args: &[&str]| tandem(&home, args);
 
     let shown = succeeds_json(run(&["memory", "show", PITFALL]));
-    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    assert_eq!(format_of(&home), tandem_core::store::FORMAT_VERSION);
     assert!(!home.tandem_home().join("db.format-1").exists());
     assert!(!home.tandem_home().join("db.upgrading").exists());
     assert_eq!(
@@ -94,7 +94,7 @@ fn a_format_1_data_dir_is_upgraded_with_everything_in_it() {
     ]));
     let again = succeeds_json(run(&["memory", "show", added["id"].as_str().unwrap()]));
     assert_eq!(again["content"], "Written in format 2.");
-    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    assert_eq!(format_of(&home), tandem_core::store::FORMAT_VERSION);
 }
 
 /// An upgrade cut short at each step resumes at the next open: a half-written new
@@ -119,7 +119,11 @@ fn an_upgrade_cut_short_resumes() {
                 shown["title"], "Store timestamps as UTC ISO strings with a colon offset",
                 "{format}: {cut}"
             );
-            assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION, "{cut}");
+            assert_eq!(
+                format_of(&home),
+                tandem_core::store::FORMAT_VERSION,
+                "{cut}"
+            );
             assert!(!dir.join("db.upgrading").exists(), "{format}: {cut}");
             assert!(!dir.join(&old).exists(), "{format}: {cut}");
         }
@@ -134,7 +138,7 @@ fn a_format_2_data_dir_is_upgraded_and_its_entries_compressed() {
     assert_eq!(format_of(&home), 2);
     let run = |args: &[&str]| tandem(&home, args);
     let shown = succeeds_json(run(&["memory", "show", PITFALL]));
-    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    assert_eq!(format_of(&home), tandem_core::store::FORMAT_VERSION);
     assert!(!home.tandem_home().join("db.format-2").exists());
     assert!(!home.tandem_home().join("db.upgrading").exists());
     assert_eq!(shown["context"], "web/date.ts while fixing the calendar");
@@ -149,7 +153,7 @@ fn a_format_2_data_dir_is_upgraded_and_its_entries_compressed() {
 
     // Every record is a zstd frame now, packed by the copy (but those written since: the
     // entries shown), and the export holds every entry.
-    let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+    let store = tandem_core::store::Store::open(&home.tandem_home()).unwrap();
     let entries = store.db().open_tree("memory.entries").unwrap();
     assert_eq!(entries.len(), 1203);
     let values: Vec<_> = entries.iter().values().map(Result::unwrap).collect();
@@ -161,7 +165,7 @@ fn a_format_2_data_dir_is_upgraded_and_its_entries_compressed() {
     }));
     let packed = values
         .iter()
-        .filter(|v| tandem::pack::is_pointer(v))
+        .filter(|v| tandem_core::pack::is_pointer(v))
         .count();
     assert!(packed >= 1190, "{packed}");
     drop((values, entries, store));
@@ -181,12 +185,12 @@ fn a_format_2_data_dir_is_upgraded_and_its_entries_compressed() {
 #[test]
 fn a_format_3_data_dir_keeps_the_order_of_its_writes() {
     use std::sync::Arc;
-    use tandem::memory::{Memory, NoProgress};
+    use tandem_core::memory::{Memory, NoProgress};
 
     let home = home_of_format(3);
     assert_eq!(format_of(&home), 3);
     let recent = |limit: usize| -> Vec<String> {
-        let store = Arc::new(tandem::store::Store::open(&home.tandem_home()).unwrap());
+        let store = Arc::new(tandem_core::store::Store::open(&home.tandem_home()).unwrap());
         let memory = Memory::open(store.clone(), &NoProgress).unwrap();
         let names = store.db().tree_names();
         assert!(!names.iter().any(|n| n == b"memory.by_seq"), "{names:?}");
@@ -200,7 +204,7 @@ fn a_format_3_data_dir_keeps_the_order_of_its_writes() {
     expected.push("Pin the sled cache to 64 MB".into());
     expected.push("Safari rejects ISO dates without a colon in the offset".into());
     assert_eq!(recent(100), expected);
-    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    assert_eq!(format_of(&home), tandem_core::store::FORMAT_VERSION);
 
     let run = |args: &[&str]| tandem(&home, args);
     succeeds_json(run(&[
@@ -245,7 +249,7 @@ fn a_format_4_data_dir_lists_its_pending_suggestions_as_before() {
             .collect()
     };
     let listed = succeeds_json(run(&["memory", "suggestions"]));
-    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    assert_eq!(format_of(&home), tandem_core::store::FORMAT_VERSION);
     let links = [
         "01M8EHWJPYV8HFMM43FF02ZKJG",
         "01M8EHWJWP1WZBD6NDGT47DQD0",
@@ -286,7 +290,7 @@ fn a_format_4_data_dir_lists_its_pending_suggestions_as_before() {
 
     // Format 4's JSON records and text keys were written again in binary: each
     // suggestion, and its key naming it.
-    let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+    let store = tandem_core::store::Store::open(&home.tandem_home()).unwrap();
     let db = store.db();
     let (records, keys) = (
         db.open_tree("memory.suggestions").unwrap(),
@@ -296,7 +300,7 @@ fn a_format_4_data_dir_lists_its_pending_suggestions_as_before() {
     for item in records.iter() {
         let (id, record) = item.unwrap();
         assert_ne!(record.first(), Some(&b'{'), "still JSON: {id:?}");
-        let s = tandem::memory::Suggestion::from_record(&record).unwrap();
+        let s = tandem_core::memory::Suggestion::from_record(&record).unwrap();
         assert_eq!(s.id.to_string().as_bytes(), &id[..]);
         assert_eq!(
             s.remembered_key(),
@@ -319,7 +323,7 @@ fn a_format_5_data_dir_forgets_the_keys_of_its_links_and_generalisations() {
     assert_eq!(format_of(&home), 5);
     // The first byte of each key (its kind's tag), and how many suggestions there are.
     let keys = || {
-        let store = tandem::store::Store::open(&home.tandem_home()).unwrap();
+        let store = tandem_core::store::Store::open(&home.tandem_home()).unwrap();
         let db = store.db();
         let tree = db.open_tree("memory.suggestion_keys").unwrap();
         let tags: Vec<u8> = tree.iter().keys().map(|k| k.unwrap()[0]).collect();
@@ -327,8 +331,8 @@ fn a_format_5_data_dir_forgets_the_keys_of_its_links_and_generalisations() {
     };
     let (kept, suggestions) = keys();
     let (link, generalize) = (
-        tandem::memory::SuggestionKind::Link.tag(),
-        tandem::memory::SuggestionKind::Generalize.tag(),
+        tandem_core::memory::SuggestionKind::Link.tag(),
+        tandem_core::memory::SuggestionKind::Generalize.tag(),
     );
     assert!(suggestions > 12, "{suggestions}");
     assert_eq!(kept.len(), suggestions, "{kept:?}");
@@ -380,16 +384,16 @@ fn a_format_5_data_dir_forgets_the_keys_of_its_links_and_generalisations() {
     assert!(said.contains("accepted"), "{said}");
 }
 
-/// Format 6 lets a compaction pack the entries' records (`src/pack.rs`): a format 5 data
+/// Format 6 lets a compaction pack the entries' records (`crates/core/src/pack.rs`): a format 5 data
 /// dir opens as it was, and a compaction then packs its records, which read back the same.
 #[test]
 fn a_format_5_data_dir_opens_and_a_compaction_packs_its_entries() {
     let home = home_of_format(5);
     let run = |args: &[&str]| tandem(&home, args);
     let exported = succeeds(run(&["memory", "export"]));
-    assert_eq!(format_of(&home), tandem::store::FORMAT_VERSION);
+    assert_eq!(format_of(&home), tandem_core::store::FORMAT_VERSION);
     assert!(exported.lines().count() > 17, "{exported}");
-    let pack = home.tandem_home().join("db").join(tandem::pack::FILE);
+    let pack = home.tandem_home().join("db").join(tandem_core::pack::FILE);
     assert!(!pack.exists());
     let c = succeeds_json(run(&["memory", "compact"]));
     assert_eq!(c["rewritten"], true, "{c}");

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tandem::memory::{EntryType, Memory, NewEntry, NoProgress};
-use tandem::store::Store;
+use tandem_core::memory::{EntryType, Memory, NewEntry, NoProgress};
+use tandem_core::store::Store;
 
 /// Runs `cmd`, a `tandem` command that must succeed: its stdout.
 pub fn succeeds(mut cmd: std::process::Command) -> String {

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tandem::events::{Bus, Event, FilesChange};
-use tandem::watch::Watches;
+use tandem_core::events::{Bus, Event, FilesChange};
+use tandem_core::watch::Watches;
 use tokio::sync::broadcast::Receiver;
 
 use crate::util::{git, repo_with, write_files};

@@ -1,7 +1,7 @@
 // The LSP face's extensions, as `docs/lsp-extensions.md` documents them and `src/lsp/` serves
 // them (Rust): the custom requests and notifications (`commands.rs`, `follow.rs`), the
 // `workspace/executeCommand` commands (the table in `commands.rs`) and the JSON they answer
-// (`src/tasks/records.rs`, `src/memory/api.rs`, `src/hub/`). Only what this extension reads is
+// (`crates/core/src/tasks/records.rs`, `crates/core/src/memory/api.rs`, `crates/core/src/hub/`). Only what this extension reads is
 // typed here; keep it in step with those files.
 
 /// `tandem/document` (`commands.rs`): a memory entry or a task record as Markdown.
@@ -66,7 +66,7 @@ export const Cmd = {
     trust: "tandem.trust",
 } as const;
 
-/// `TaskRecord` (`src/tasks/records.rs`).
+/// `TaskRecord` (`crates/core/src/tasks/records.rs`).
 export interface TaskRecord {
     task_id: string;
     workflow_id: string;
@@ -82,7 +82,7 @@ export interface TaskRecord {
     subtasks: TaskRecord[];
 }
 
-/// `WorkflowRecord` (`src/tasks/records.rs`).
+/// `WorkflowRecord` (`crates/core/src/tasks/records.rs`).
 export interface WorkflowRecord {
     workflow_id: string;
     name: string;
@@ -93,7 +93,7 @@ export interface WorkflowRecord {
     omitted_tasks?: number;
 }
 
-/// `SearchOutcome` (`src/memory/api.rs`), the answer of `tandem.memory.search`.
+/// `SearchOutcome` (`crates/core/src/memory/api.rs`), the answer of `tandem.memory.search`.
 export interface SearchOutcome {
     query: string;
     total: number;
@@ -108,7 +108,7 @@ export interface SearchResult {
     tags: string[];
 }
 
-/// An item of `tandem.prompts.list` (`src/hub/`).
+/// An item of `tandem.prompts.list` (`crates/core/src/hub/`).
 export interface PromptInfo {
     server: string;
     name: string;
@@ -148,7 +148,7 @@ export type PromptContent =
     | { type: "resource"; resource: { uri: string; text?: string; mimeType?: string } }
     | { type: string; [key: string]: unknown };
 
-/// The answer of `tandem.servers` (`src/hub/mod.rs`); each server as `hub/client/server.rs` reports it.
+/// The answer of `tandem.servers` (`crates/core/src/hub/mod.rs`); each server as `hub/client/server.rs` reports it.
 export interface ServersReport {
     workspace: string;
     files: string[];
@@ -165,5 +165,5 @@ export interface TrustReport {
     done: string | null;
 }
 
-/// The memory's entry types (`src/memory/records.rs`), as `tandem.memory.saveSelection` takes them.
+/// The memory's entry types (`crates/core/src/memory/records.rs`), as `tandem.memory.saveSelection` takes them.
 export const ENTRY_TYPES = ["pattern", "pitfall", "decision", "bug", "config", "reference"] as const;

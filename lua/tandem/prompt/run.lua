@@ -13,7 +13,7 @@
 --- - prompt/complete.lua: command-line completion, and completion in prompt buffers no
 ---   client is attached to (in attached ones, the server's `textDocument/completion`).
 ---
---- Shapes (src/hub/mod.rs, src/calls.rs): PromptInfo `{server, name, command, title,
+--- Shapes (crates/core/src/hub/mod.rs, crates/core/src/calls.rs): PromptInfo `{server, name, command, title,
 --- description, arguments: [{name, description, required}]}`; PromptRun `{server, prompt,
 --- description, messages: [{role, content}]}` with MCP content (`text`, `image`, `audio`,
 --- `resource`, `resource_link`); Completion `{label, insert_text, kind, detail,

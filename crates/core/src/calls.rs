@@ -16,6 +16,7 @@
 //! (`memory/export` and `memory/import` carry the JSON Lines in the JSON).
 
 pub mod params;
+pub mod schema;
 
 use std::path::Path;
 
@@ -211,7 +212,7 @@ impl<P: DeserializeOwned + JsonSchema, R: Serialize> AnyMethod for Method<P, R> 
     }
 
     fn params_schema(&self) -> Value {
-        crate::mcp::schema::settings(crate::mcp::schema::Contract::Input)
+        schema::settings(schema::Contract::Input)
             .into_generator()
             .into_root_schema_for::<P>()
             .to_value()
@@ -587,6 +588,39 @@ pub struct TaskFocus {
     pub review_issues: Vec<tasks::IssueRecord>,
     /// Live changes of a running task (empty once completed: its record says what changed).
     pub files: Vec<tasks::LiveFile>,
+}
+
+impl TaskFocus {
+    pub fn root(&self) -> &Path {
+        tasks::Tasks::root_of(&self.task)
+    }
+
+    pub fn running(&self) -> bool {
+        self.task.state == tasks::TaskState::Running
+    }
+
+    /// Paths (relative to the root) of files the task touched that still exist.
+    pub fn touched(&self) -> Vec<&str> {
+        if self.running() {
+            self.files
+                .iter()
+                .filter(|f| f.change != "deleted")
+                .map(|f| f.path.as_str())
+                .collect()
+        } else {
+            self.task
+                .files_changed
+                .as_ref()
+                .map(|f| {
+                    f.added
+                        .iter()
+                        .chain(&f.modified)
+                        .map(String::as_str)
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+    }
 }
 
 pub const TASKS_FOCUS: Method<TaskFocusParams, Option<TaskFocus>> =

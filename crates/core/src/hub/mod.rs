@@ -11,7 +11,7 @@ pub mod client;
 pub mod config;
 pub mod gateway;
 pub mod prompts;
-pub(crate) mod scan;
+pub mod scan;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

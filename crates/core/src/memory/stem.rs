@@ -165,7 +165,7 @@ mod tests {
     fn the_cached_terms_are_the_filters() {
         let labelled = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("benches/data/memory-labelled.json"),
+                .join("../../benches/data/memory-labelled.json"),
         )
         .unwrap();
         let special = "The THE the An and AND Dying lying tying skis news gently generously \

@@ -20,7 +20,7 @@ use crate::pack::{self, Pack, PackError};
 ///
 /// 1: sled without compression. 2: sled with zstd compression of its pages. 3: sled
 /// without compression again; the memory compresses its entries' records itself, with a
-/// dictionary trained on them (`src/codec.rs`): sled compressed each page fragment it
+/// dictionary trained on them (`crates/core/src/codec.rs`): sled compressed each page fragment it
 /// logged with a new zstd context, two thirds of an add's transaction. sled keeps the
 /// setting in its own files and will not open a database with the other one, so a
 /// compressed database (format 2) is copied into a new one; format 1 is already format 3's.

@@ -3,7 +3,7 @@
 //! The results serialise to exactly the output fields of spec 003 (plus a few documented
 //! extras), so every face emits them as they are: MCP as `structuredContent`, the CLI with
 //! `--json`. Their JSON Schema is derived here once and is what MCP declares as
-//! `outputSchema` (made flat by `mcp::schema`). A field with no value is left out rather
+//! `outputSchema` (made flat by `calls::schema`). A field with no value is left out rather
 //! than sent as `null` (the spec's output schemas require no field): a flat schema cannot
 //! say "a string or null" to every validator.
 
