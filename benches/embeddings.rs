@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::json;
-use tandem_core::memory::embeddings::Embedder;
-use tandem_core::memory::quantised::Quantised;
-use tandem_core::memory::vectors::{Filter, VectorIndex};
 use tandem_core::memory::{
     Entry, EntryType, Memory, NewEntry, NoProgress, Ranking, SearchQuery, summary_text,
 };
 use tandem_core::store::Store;
+use tandem_search::embeddings::Embedder;
+use tandem_search::quantised::Quantised;
+use tandem_search::vectors::{Filter, VectorIndex};
 use ulid::Ulid;
 
 mod common;

@@ -17,11 +17,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use tandem_core::memory::embeddings::Embedder;
 use tandem_core::memory::{
     EntryType, Memory, NewEntry, NoProgress, Ranking, SearchQuery, summary_text,
 };
 use tandem_core::store::Store;
+use tandem_search::embeddings::Embedder;
 
 /// Results looked at per query.
 const K: usize = 5;
@@ -187,7 +187,7 @@ fn main() {
     for q in &set.queries {
         let v = embedder.embed(&q.query);
         for (key, e) in &vectors {
-            let c = tandem_core::memory::embeddings::cosine(&v, e);
+            let c = tandem_search::embeddings::cosine(&v, e);
             if q.relevant.iter().any(|r| r == key) {
                 relevant.push(c);
             } else {
@@ -200,7 +200,7 @@ fn main() {
     let keys: Vec<&str> = set.entries.iter().map(|e| e.key.as_str()).collect();
     for (i, a) in keys.iter().enumerate() {
         for b in &keys[i + 1..] {
-            let c = tandem_core::memory::embeddings::cosine(&vectors[a], &vectors[b]);
+            let c = tandem_search::embeddings::cosine(&vectors[a], &vectors[b]);
             let same = set
                 .queries
                 .iter()

@@ -50,9 +50,9 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolRequestParams;
 use rmcp::{RoleClient, ServiceExt, service::RunningService};
 use serde_json::{Value, json};
-use tandem_core::memory::embeddings::Embedder;
 use tandem_core::memory::{Memory, NoProgress, Ranking, SearchQuery};
 use tandem_core::store::{CompactWhen, Store};
+use tandem_search::embeddings::Embedder;
 
 mod common;
 use common::corpus::Corpus;

@@ -10,13 +10,13 @@ use serde::Serialize;
 
 use tandem_core::calls::{self, params::*};
 use tandem_core::config::Config;
-use tandem_core::memory::embeddings::Embedder;
 use tandem_core::memory::model_source::{
     self, ModelSetting, PullProgress, Resolved, SettingSource,
 };
 use tandem_core::memory::{
     EntryType, ExportReport, ImportLine, ImportReport, MemoryError, MemoryType, RelationType,
 };
+use tandem_search::embeddings::Embedder;
 
 use super::backend::Backend;
 

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use tandem_core::memory::embeddings::Embedder;
 use tandem_core::memory::{Entry, EntryType, Memory, MemoryError, NewEntry, Ranking, SearchQuery};
+use tandem_search::embeddings::Embedder;
 
 use crate::util::{TestHome, entry};
 
@@ -247,7 +247,7 @@ fn an_import_replacing_an_entry_embeds_its_new_text() {
 /// when the model is ready, without embedding anything again.
 #[test]
 fn vectors_kept_in_sled_move_to_the_file() {
-    use tandem_core::memory::quantised::{EntryVectors, Quantised};
+    use tandem_search::quantised::{DocVectors, Quantised};
     let home = TestHome::new();
     let model = test_model();
     let shown: Vec<_> = {
@@ -263,7 +263,7 @@ fn vectors_kept_in_sled_move_to_the_file() {
         let legacy = store.db().open_tree("memory.vectors").unwrap();
         for e in &shown {
             let text = tandem_core::memory::summary_text(&e.title, &e.tags, &e.content);
-            let vectors = EntryVectors {
+            let vectors = DocVectors {
                 summary: Quantised::of(&model.embed(&text)),
                 context: None,
             };

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
-use tandem_core::memory::embeddings::Embedder;
+use tandem_search::embeddings::Embedder;
 
 use crate::util::{TestHome, succeeds, succeeds_json};
 

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::codec::Codec;
 use crate::pack::{self, Pack, PackError};
 
+pub use tandem_search::files::{dir_size, write_atomically};
+
 /// The on-disk format this binary reads and writes. Bump it when a stored record changes
 /// in a way an older binary would misread, and say in [`upgrade`] how an older data dir
 /// becomes this one.
@@ -880,29 +882,6 @@ pub fn is_held(dir: &Path) -> bool {
     matches!(file.try_lock(), Err(fs::TryLockError::WouldBlock))
 }
 
-/// Writes a small file so that a crash leaves either the old or the new content.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        // Only the user may read or write what the data dir holds: a config file others
-        // may write is refused when read (`guarded_file::read_private`).
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    if let Some(parent) = path.parent() {
-        File::open(parent)?.sync_all()?;
-    }
-    Ok(())
-}
-
 /// The shortest id prefix accepted in place of a full ULID.
 pub const MIN_ID_PREFIX: usize = 5;
 
@@ -937,22 +916,6 @@ pub fn lookup_id(tree: &sled::Tree, wanted: &str) -> Result<IdLookup, sled::Erro
         1 => IdLookup::Found(found.pop().expect("one record").1),
         _ => IdLookup::Ambiguous(found),
     })
-}
-
-/// Bytes used by the files under `dir` (0 for what cannot be read).
-pub fn dir_size(dir: &Path) -> u64 {
-    fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_size(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

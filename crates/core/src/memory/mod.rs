@@ -1,32 +1,22 @@
 //! The memory: a developer knowledge base (spec 003).
 //!
-//! sled holds the truth (entries, links, suggestions); [`index::MemoryIndex`] is a tantivy
+//! sled holds the truth (entries, links, suggestions); [`index::TextIndex`] is a tantivy
 //! index derived from it. Every write is in sled, flushed, before it is acknowledged; the
 //! index follows in the same call.
 
 pub mod api;
-mod centroids;
 mod compression;
-pub mod embeddings;
 pub mod error;
 pub mod help;
-pub mod index;
-mod maxscore;
 pub mod model_source;
 mod proposals;
-pub mod quantised;
 pub mod records;
 mod review;
 mod search;
 mod semantic;
 mod similarity;
-mod stages;
-mod stem;
 mod suggestions;
 mod transfer;
-mod vector_base;
-mod vector_file;
-pub mod vectors;
 mod writes;
 
 use std::collections::HashMap;
@@ -44,12 +34,12 @@ pub use records::{
     SuggestionKind, SuggestionStatus,
 };
 
-use index::{IndexState, MemoryIndex, SearchTuning};
-use records::{MAX_TITLE_CHARS, MIN_ID_PREFIX};
+use records::{ENTRY_KINDS, MAX_TITLE_CHARS, MIN_ID_PREFIX};
 pub use review::{SUGGESTION_LIMIT, generalize_command};
 pub use search::SEARCH_LIMIT;
 pub use semantic::{ModelState, summary_text};
 pub use suggestions::{MAX_GENERALIZE_MEMBERS, MAX_PENDING_GENERALIZATIONS, MAX_PENDING_LINKS};
+use tandem_search::text::{IndexState, SearchTuning, TextIndex};
 pub use transfer::{ImportLine, ImportPart, check_import_lines};
 
 use crate::codec::Codec;
@@ -139,7 +129,7 @@ pub struct Memory {
     codec: Arc<Codec>,
     /// ...and the thread training the next one, if any (`compression.rs`).
     retraining: Mutex<Option<std::thread::JoinHandle<()>>>,
-    index: Arc<MemoryIndex>,
+    index: Arc<TextIndex>,
     /// The embedding model and the entries' vectors.
     semantic: semantic::Semantic,
     /// Serialises writers: an add reads the index and the suggestions, then writes.
@@ -160,7 +150,11 @@ impl Memory {
         tuning: SearchTuning,
     ) -> Result<Memory> {
         let db = store.db();
-        let (index, state) = MemoryIndex::open(&store.dir().join("index").join("memory"), tuning)?;
+        let (index, state) = TextIndex::open(
+            &store.dir().join("index").join("memory"),
+            ENTRY_KINDS,
+            tuning,
+        )?;
         writes::convert_by_seq(db)?;
         suggestions::rewrite_keys_if_stale(&store)?;
         let memory = Memory {
@@ -262,7 +256,7 @@ impl Memory {
         Ok(self.idx().merge_segments()?)
     }
 
-    fn idx(&self) -> &MemoryIndex {
+    fn idx(&self) -> &TextIndex {
         &self.index
     }
 

@@ -17,9 +17,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use super::MemoryError;
-use super::embeddings::{CONFIG_FILE, EmbedError, Embedder, MODEL_FILE, TOKENIZER_FILE};
 use crate::config::{Config, EMBEDDING_MODEL_ENV};
 use crate::user_config;
+use tandem_search::embeddings::{CONFIG_FILE, EmbedError, Embedder, MODEL_FILE, TOKENIZER_FILE};
 
 /// The model used when nothing is set: model2vec's general-purpose English model (256
 /// dimensions, about 30 MB).

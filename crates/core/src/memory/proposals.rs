@@ -17,13 +17,13 @@
 
 use ulid::Ulid;
 
-use super::embeddings::Embedder;
 use super::records::{Entry, Proposal, SuggestionKind, SuggestionStatus};
 use super::similarity::{self, Similar, Threshold, Weighed};
 use super::{
     Memory, NewProposal, ProposalsOutcome, Result, SkippedProposal, SuggestedEntry, Suggestion,
     next_id, now, semantic, suggestions, validate,
 };
+use tandem_search::embeddings::Embedder;
 
 impl Memory {
     /// The existing entry saying what `entry` (proposed) says, among those `similar` to it:

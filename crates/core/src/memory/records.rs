@@ -9,6 +9,7 @@ use std::str::FromStr;
 use jiff::Timestamp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tandem_search::{AsDocument, Document, Kind, Kinds};
 use ulid::Ulid;
 
 use super::error::MemoryError;
@@ -36,6 +37,8 @@ macro_rules! string_enum {
         impl $name {
             /// Every value, in the order the spec lists them.
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// Their spellings, in the same order.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
 
             pub fn as_str(self) -> &'static str {
                 match self {
@@ -190,6 +193,42 @@ pub struct Entry {
     /// writes and in entries made before authors were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,
+}
+
+/// The entry types as the search engine's kinds. The indexes store a kind by its name or
+/// its place among these, so the order of [`EntryType::ALL`] is part of the on-disk format.
+pub const ENTRY_KINDS: Kinds = Kinds(EntryType::NAMES);
+
+impl EntryType {
+    pub fn kind(self) -> Kind {
+        Kind(self as u8)
+    }
+
+    /// The entry type of a kind the engine read back (the first for one it does not
+    /// know, as the vector base always read it).
+    pub fn of_kind(kind: Kind) -> EntryType {
+        EntryType::ALL
+            .get(usize::from(kind.0))
+            .copied()
+            .unwrap_or(EntryType::ALL[0])
+    }
+}
+
+/// An entry as the search engine indexes it: the content is the document's body and the
+/// project its group.
+impl AsDocument for Entry {
+    fn as_document(&self) -> Document<'_> {
+        Document {
+            id: self.id,
+            seq: self.seq,
+            kind: self.entry_type.kind(),
+            group: self.project.as_deref(),
+            title: &self.title,
+            tags: &self.tags,
+            body: &self.content,
+            context: self.context.as_deref(),
+        }
+    }
 }
 
 impl Entry {

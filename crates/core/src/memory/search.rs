@@ -1,6 +1,6 @@
 //! Search (`rekall_search`): the query's words, plus its context's most distinctive ones at
 //! a lower weight (on a large index, within a budget of postings), searched with BM25 over
-//! the index (the fields and filters in [`index::MemoryIndex::plan`]); each hit scored 0..1
+//! the index (the fields and filters in [`index::TextIndex::plan`]); each hit scored 0..1
 //! from its coverage of the query and its BM25 score relative to the best, and shown with a
 //! snippet.
 //!
@@ -20,15 +20,15 @@ use std::sync::{Mutex, OnceLock};
 use tantivy::DocAddress;
 use ulid::Ulid;
 
-use super::embeddings::Embedder;
-use super::index::{self, TextField};
-use super::quantised::Quantised;
-use super::stages::{Flag, Stage};
-use super::vectors::{self, Filter};
 use super::{
-    Entry, Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery, SearchResult,
-    check_range, round2, semantic, similarity, squash,
+    Entry, EntryType, Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery,
+    SearchResult, check_range, round2, semantic, similarity, squash,
 };
+use tandem_search::embeddings::Embedder;
+use tandem_search::quantised::Quantised;
+use tandem_search::stages::{Flag, Stage};
+use tandem_search::text::{self, TextField};
+use tandem_search::vectors::{self, Filter};
 
 /// Search `limit` bounds and default (spec 003).
 pub const SEARCH_LIMIT: (i64, i64, i64) = (1, 20, 5);
@@ -165,24 +165,40 @@ impl Memory {
         } else {
             Vec::new()
         };
-        let full = lexical.then(|| idx.plan(&scored, q.entry_type, q.project.as_deref()));
+        let full = lexical.then(|| {
+            idx.plan(
+                &scored,
+                q.entry_type.map(EntryType::kind),
+                q.project.as_deref(),
+            )
+        });
         // Every word of the query, those BM25 leaves out too, counts in `total` and is
         // highlighted in the snippets: the full plan of every word, where BM25's leaves
         // some out.
-        let every_word = (scored.len() < weighted.len())
-            .then(|| idx.plan(&weighted, q.entry_type, q.project.as_deref()));
+        let every_word = (scored.len() < weighted.len()).then(|| {
+            idx.plan(
+                &weighted,
+                q.entry_type.map(EntryType::kind),
+                q.project.as_deref(),
+            )
+        });
         let counted_full = every_word.as_ref().or(full.as_ref());
         // On a large index, a query of common words only reads the entries holding them
         // all first; the full plan when they are too few.
         let narrowed = full.as_ref().and_then(|_| {
-            idx.plan_narrowed(&searcher, &weighted, q.entry_type, q.project.as_deref())
+            idx.plan_narrowed(
+                &searcher,
+                &weighted,
+                q.entry_type.map(EntryType::kind),
+                q.project.as_deref(),
+            )
         });
         let plan = narrowed.as_ref().or(full.as_ref());
         // The narrowed plan holds every word.
         let counted = narrowed.as_ref().or(counted_full);
         let filter = Filter {
-            entry_type: q.entry_type,
-            project: q.project.as_deref(),
+            kind: q.entry_type.map(EntryType::kind),
+            group: q.project.as_deref(),
         };
         let by_meaning = |embedder: &Embedder| {
             let vector =
@@ -192,7 +208,7 @@ impl Memory {
         };
         // BM25's top hits, its count of matches, the snippet generators and the vectors'
         // nearest are independent. With both sides and a large table, a helper thread
-        // (`index::helpers`) embeds the query and scores the first of the vectors' two
+        // (`text::helpers`) embeds the query and scores the first of the vectors' two
         // parts while this one finds the top hits; each then takes the index's segments
         // and the vectors' part the other has not begun (two threads, not three on two
         // cores: BM25's own second thread beside the vectors' made its slowest searches
@@ -203,13 +219,12 @@ impl Memory {
         // whichever thread is free first, and this one makes the generators. This one
         // waits for the helper spinning, not asleep on the scope's end (woken late), and
         // the helper stays for the steps after (`stages`).
-        let count = |plan: &index::SearchPlan| idx.total(&searcher, plan);
+        let count = |plan: &text::SearchPlan| idx.total(&searcher, plan);
         let make_generators =
-            |plan: &index::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
+            |plan: &text::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
         let counting = AtomicBool::new(false);
-        let count_unless_taken = |plan: &index::SearchPlan| {
-            (!counting.swap(true, Ordering::AcqRel)).then(|| count(plan))
-        };
+        let count_unless_taken =
+            |plan: &text::SearchPlan| (!counting.swap(true, Ordering::AcqRel)).then(|| count(plan));
         let top_search = plan
             .map(|plan| idx.top_search(&searcher, plan, pool))
             .transpose()?;
@@ -322,7 +337,7 @@ impl Memory {
             }
         };
         let covering: Stage<Cover, Result<Covered>> = Stage::new();
-        let snippets: OnceLock<Option<index::Snippets>> = OnceLock::new();
+        let snippets: OnceLock<Option<text::Snippets>> = OnceLock::new();
         let show = |&(score, id): &(f32, Ulid)| -> Result<Option<SearchResult>> {
             let generators = snippets.get().and_then(Option::as_ref);
             Ok(self.get(&id)?.map(|entry| shown(entry, score, generators)))
@@ -331,7 +346,7 @@ impl Memory {
         let ended = Flag::default();
         let beside_done = Flag::default();
 
-        let finish = |generators: tantivy::Result<Option<index::Snippets>>,
+        let finish = |generators: tantivy::Result<Option<text::Snippets>>,
                       counted_here: Option<tantivy::Result<u64>>|
          -> Result<SearchOutcome> {
             let counted_beside =
@@ -344,7 +359,7 @@ impl Memory {
             };
             let hits = top_search
                 .as_ref()
-                .map_or(Ok(Vec::new()), index::TopSearch::hits);
+                .map_or(Ok(Vec::new()), text::TopSearch::hits);
             let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
             if let (Some(_), Some(full), Some(counted_full)) = (&narrowed, &full, counted_full)
                 && hits.len() < pool
@@ -400,7 +415,7 @@ impl Memory {
                     .filter(|id| !bm25.contains_key(id))
                     .copied()
                     .collect();
-                for ord in index::largest_first(&searcher) {
+                for ord in text::largest_first(&searcher) {
                     let placed: Vec<(Ulid, DocAddress)> = hits
                         .iter()
                         .filter(|h| h.doc.segment_ord == ord)
@@ -471,7 +486,7 @@ impl Memory {
             }
             Ok(outcome(total, results))
         };
-        match (beside.zip(held.as_deref()), index::helpers()) {
+        match (beside.zip(held.as_deref()), text::helpers()) {
             (Some(((embedder, counted), table)), Some(helpers))
                 if helpers.current_thread_index().is_none() =>
             {
@@ -522,11 +537,11 @@ enum Covered {
 
 /// An entry as a search result: its best snippet, or its lead when no word was found in
 /// its texts.
-fn shown(entry: Entry, score: f32, generators: Option<&index::Snippets>) -> SearchResult {
+fn shown(entry: Entry, score: f32, generators: Option<&text::Snippets>) -> SearchResult {
     let tags = entry.tags.join(" ");
     // On a tie, content first, then title, context, tags.
     let texts = [
-        (TextField::Content, entry.content.as_str()),
+        (TextField::Body, entry.content.as_str()),
         (TextField::Title, entry.title.as_str()),
         (TextField::Context, entry.context.as_deref().unwrap_or("")),
         (TextField::Tags, tags.as_str()),
@@ -588,10 +603,10 @@ fn lead(content: &str, title: &str) -> String {
 mod tests {
     use std::sync::Arc;
 
-    use crate::memory::embeddings::tests::test_model;
-    use crate::memory::index::SearchTuning;
     use crate::memory::{EntryType, Memory, NewEntry, NoProgress, SearchQuery};
     use crate::store::Store;
+    use tandem_search::testing::test_model;
+    use tandem_search::text::SearchTuning;
 
     /// Hybrid searches on several threads at once, each sharing its steps with the one
     /// helper thread (every table has one with [`SearchTuning::every_path`]), find what

@@ -6,7 +6,7 @@
 //! embedded in the background, and every add embeds its entry before it is acknowledged.
 //!
 //! Vectors are derived data, like the search index: they live in a file beside it
-//! ([`super::vector_file`]), whose header names the model that made them; a different model
+//! ([`tandem_search::vector_file`]), whose header names the model that made them; a different model
 //! (the setting changed) has them made again. When the model is ready the file is read
 //! into [`VectorIndex`]; sled counts the entries, so a file that holds fewer (it lost its
 //! tail, or entries came while no model was ready) has the others embedded, and nothing
@@ -20,13 +20,13 @@ use std::time::{Duration, Instant};
 
 use ulid::Ulid;
 
-use super::embeddings::Embedder;
-use super::quantised::{EntryVectors, Quantised};
-use super::records::{Entry, EntryType};
-use super::vector_base::{self, Base};
-use super::vector_file::{Maker, Opened, Stored, StoredAt, VectorFile, VectorRecord};
-use super::vectors::{Cut, Filter, VectorIndex};
+use super::records::{ENTRY_KINDS, Entry, EntryType};
 use super::{Memory, MemoryError, Result, parse_id_bytes};
+use tandem_search::embeddings::Embedder;
+use tandem_search::quantised::{DocVectors, Quantised};
+use tandem_search::vector_base::{self, Base};
+use tandem_search::vector_file::{Maker, Opened, Stored, StoredAt, VectorFile, VectorRecord};
+use tandem_search::vectors::{Cut, Filter, VectorIndex};
 
 /// Data dirs written before the vector file kept the vectors in this sled tree, under the
 /// model fingerprint at [`META_MODEL`] in `memory.meta`; they move to the file when a model
@@ -114,7 +114,7 @@ fn lock_file(file: &Mutex<Option<VectorFile>>) -> MutexGuard<'_, Option<VectorFi
     file.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Cuts the table into lists apart from it, into a base ([`super::vector_base`]): its
+/// Cuts the table into lists apart from it, into a base ([`tandem_search::vector_base`]): its
 /// centroids are made of a sample without the table (or the base's kept, when the table
 /// has not grown much), its rows placed and then written a part at a time under the read
 /// lock (searches go on; an add waits for one part at most), and the base installed under
@@ -215,7 +215,7 @@ fn cut_into_lists(
         }
     };
     let records = table.records_after(&base);
-    match VectorFile::create(&log, maker, next, &records) {
+    match VectorFile::create(&log, maker, ENTRY_KINDS, next, &records) {
         Ok(new) => {
             *file = Some(new);
             table.install_base(base, records);
@@ -250,7 +250,7 @@ fn read_table(log: &Path, maker: Maker) -> std::io::Result<(VectorIndex, Opened)
         },
     };
     vector_base::remove_others(log, generation);
-    let opened = VectorFile::open(log, maker, |record| index.apply(&record))?;
+    let opened = VectorFile::open(log, maker, ENTRY_KINDS, |record| index.apply(&record))?;
     Ok((index, opened))
 }
 
@@ -258,7 +258,7 @@ fn read_table(log: &Path, maker: Maker) -> std::io::Result<(VectorIndex, Opened)
 /// whether a context vector among them: read from disk (used while no model is ready,
 /// when nothing of it is in memory).
 fn stored_at(log: &Path, id: &Ulid) -> std::io::Result<Option<bool>> {
-    match VectorFile::stored_at(log, id)? {
+    match VectorFile::stored_at(log, ENTRY_KINDS, id)? {
         StoredAt::Record(found) => Ok(found),
         StoredAt::Base { maker, generation } => {
             match Base::open(&vector_base::path_of(log, generation), maker, generation) {
@@ -416,8 +416,8 @@ impl Semantic {
     }
 
     /// An entry's vectors under `embedder`.
-    pub fn vectors_of(embedder: &Embedder, entry: &Entry) -> EntryVectors {
-        EntryVectors {
+    pub fn vectors_of(embedder: &Embedder, entry: &Entry) -> DocVectors {
+        DocVectors {
             summary: Quantised::of(&embedder.embed(&summary_text(
                 &entry.title,
                 &entry.tags,
@@ -435,8 +435,8 @@ impl Semantic {
     pub fn stored(embedder: &Embedder, entry: &Entry) -> Stored {
         Stored {
             id: entry.id,
-            entry_type: entry.entry_type,
-            project: entry.project.clone(),
+            kind: entry.entry_type.kind(),
+            group: entry.project.clone(),
             vectors: Semantic::vectors_of(embedder, entry),
         }
     }
@@ -499,7 +499,7 @@ impl Semantic {
         let records: Vec<VectorRecord> = ids.iter().copied().map(VectorRecord::Drop).collect();
         match self.lock_file().as_mut() {
             Some(file) => file.append(&records).and_then(|()| file.sync())?,
-            None => VectorFile::append_at(&self.path, &records)?,
+            None => VectorFile::append_at(&self.path, ENTRY_KINDS, &records)?,
         }
         for id in ids {
             self.legacy.remove(id.to_string())?;
@@ -517,7 +517,7 @@ impl Semantic {
             return Ok((true, context));
         }
         let legacy = self.legacy.get(id.to_string())?;
-        Ok(match legacy.as_deref().and_then(EntryVectors::decode) {
+        Ok(match legacy.as_deref().and_then(DocVectors::decode) {
             Some(v) => (true, v.context.is_some()),
             None => (false, false),
         })
@@ -542,7 +542,8 @@ impl Semantic {
     /// The type of each entry of `ids` that has a row in the table.
     pub fn entry_types<'a>(&self, ids: impl Iterator<Item = &'a Ulid>) -> Vec<Option<EntryType>> {
         let index = self.read_index();
-        ids.map(|id| index.entry_type(id)).collect()
+        ids.map(|id| index.kind(id).map(EntryType::of_kind))
+            .collect()
     }
 
     /// The cosine of `query` with the summary of each of `ids` that has one.
@@ -829,7 +830,7 @@ impl Memory {
         for item in self.semantic.legacy.iter() {
             let (key, value) = item?;
             let id = parse_id_bytes(&key)?;
-            let Some(vectors) = EntryVectors::decode(&value) else {
+            let Some(vectors) = DocVectors::decode(&value) else {
                 continue;
             };
             if index.has(&id).0 || vectors.summary.values.len() != maker.dims {
@@ -838,8 +839,8 @@ impl Memory {
             if let Some(entry) = self.get(&id)? {
                 out.push(Stored {
                     id,
-                    entry_type: entry.entry_type,
-                    project: entry.project,
+                    kind: entry.entry_type.kind(),
+                    group: entry.project,
                     vectors,
                 });
             }
@@ -903,9 +904,9 @@ mod tests {
     fn stored(n: u64) -> Stored {
         Stored {
             id: Ulid::from_parts(n, n as u128),
-            entry_type: EntryType::ALL[n as usize % EntryType::ALL.len()],
-            project: n.is_multiple_of(3).then(|| "Web".to_string()),
-            vectors: EntryVectors {
+            kind: EntryType::ALL[n as usize % EntryType::ALL.len()].kind(),
+            group: n.is_multiple_of(3).then(|| "Web".to_string()),
+            vectors: DocVectors {
                 summary: vector(n),
                 context: n.is_multiple_of(5).then(|| vector(n + 1)),
             },
@@ -925,8 +926,8 @@ mod tests {
             let query = vector(1_000_000 + q);
             out.push(index.nearest_exact(&query, 10, Filter::default(), None));
             let web = Filter {
-                entry_type: None,
-                project: Some("web"),
+                kind: None,
+                group: Some("web"),
             };
             out.push(index.nearest_exact(&query, 5, web, None));
         }
@@ -935,7 +936,7 @@ mod tests {
 
     /// A vector file at `log` and a table of `all`'s rows, written to it, not cut yet.
     fn uncut_table(log: &Path, all: &[Stored]) -> (Arc<Mutex<Option<VectorFile>>>, VectorIndex) {
-        let file = VectorFile::create(log, MAKER, 0, &[]).unwrap();
+        let file = VectorFile::create(log, MAKER, ENTRY_KINDS, 0, &[]).unwrap();
         let file = Arc::new(Mutex::new(Some(file)));
         let mut table = VectorIndex::new(MAKER.dims);
         let records: Vec<VectorRecord> = all.iter().cloned().map(VectorRecord::Put).collect();
@@ -1066,7 +1067,7 @@ mod tests {
             for s in all.iter().step_by(7) {
                 assert_eq!(table.get(&s.id), Some(s.vectors.summary.clone()));
                 assert_eq!(table.has(&s.id), (true, s.vectors.context.is_some()));
-                assert_eq!(table.entry_type(&s.id), Some(s.entry_type));
+                assert_eq!(table.kind(&s.id), Some(s.kind));
             }
             assert!(!table.wants_lists());
         }
@@ -1077,7 +1078,7 @@ mod tests {
         // Changes after the cut: a row replaced, one removed, one added; a reopened memory
         // reads the same table.
         let changed = Stored {
-            vectors: EntryVectors {
+            vectors: DocVectors {
                 summary: vector(123_456_789),
                 context: None,
             },

@@ -25,15 +25,15 @@ use std::sync::Arc;
 use tantivy::Searcher;
 use ulid::Ulid;
 
-use super::index::MemoryIndex;
-use super::quantised::EntryVectors;
 use super::records::{Entry, EntryType, MemoryType};
-use super::vectors::Filter;
 use super::{
     DUPLICATE_MIN, GENERALIZE_MIN, LINK_SUGGESTION_MIN, Memory, MemoryError, SAME_ANSWER_MIN,
     SEMANTIC_DUPLICATE_MIN, SEMANTIC_GENERALIZE_MIN, SEMANTIC_LINK_MIN, SEMANTIC_SAME_ANSWER_MIN,
     SEMANTIC_SIMILAR_MIN, SIMILAR_MIN,
 };
+use tandem_search::quantised::DocVectors;
+use tandem_search::text::TextIndex;
+use tandem_search::vectors::Filter;
 
 /// How many BM25 candidates are scored.
 const CANDIDATES: usize = 20;
@@ -236,7 +236,7 @@ impl SimilarityCache {
     /// An entry's weighted term frequencies by term number (title and tags count
     /// [`TITLE_WEIGHT`] times a content word), and for each term the word as first written
     /// (lower-cased), to show people words rather than stems.
-    fn term_freqs(&mut self, idx: &MemoryIndex, entry: &Entry) -> (Tf, HashMap<TermId, String>) {
+    fn term_freqs(&mut self, idx: &TextIndex, entry: &Entry) -> (Tf, HashMap<TermId, String>) {
         let mut tf: HashMap<TermId, f32> = HashMap::new();
         let mut words: HashMap<TermId, String> = HashMap::new();
         let tags = entry.tags.join(" ");
@@ -257,7 +257,7 @@ impl SimilarityCache {
         (tf, words)
     }
 
-    fn doc_freq(&mut self, idx: &MemoryIndex, searcher: &Searcher, term: TermId) -> u64 {
+    fn doc_freq(&mut self, idx: &TextIndex, searcher: &Searcher, term: TermId) -> u64 {
         let slot = &mut self.df[term as usize];
         if *slot == UNREAD {
             *slot = idx.doc_freq(searcher, &self.terms[term as usize]);
@@ -309,7 +309,7 @@ impl SimilarityCache {
     /// term number, and the length of that vector.
     fn weights(
         &mut self,
-        idx: &MemoryIndex,
+        idx: &TextIndex,
         searcher: &Searcher,
         n_docs: u64,
         tf: &Tf,
@@ -330,7 +330,7 @@ impl SimilarityCache {
     fn entry(
         &mut self,
         memory: &Memory,
-        idx: &MemoryIndex,
+        idx: &TextIndex,
         id: Ulid,
     ) -> Result<Option<Arc<Cached>>, MemoryError> {
         if let Some(cached) = self.entries.get(&id) {
@@ -348,7 +348,7 @@ impl SimilarityCache {
     /// shared terms, whose idf is already known.
     fn cosine(
         &mut self,
-        idx: &MemoryIndex,
+        idx: &TextIndex,
         searcher: &Searcher,
         mine: &[(TermId, f32, f32)],
         my_norm: f32,
@@ -364,7 +364,7 @@ impl SimilarityCache {
     }
 
     /// The length of an entry's tf-idf vector.
-    fn norm(&mut self, idx: &MemoryIndex, searcher: &Searcher, id: Ulid, tf: &Tf) -> f32 {
+    fn norm(&mut self, idx: &TextIndex, searcher: &Searcher, id: Ulid, tf: &Tf) -> f32 {
         if let Some(&n) = self.norms.get(&id) {
             return n;
         }
@@ -606,7 +606,7 @@ pub fn find_similar(
     memory: &Memory,
     cache: &mut SimilarityCache,
     entry: &Entry,
-    vectors: Option<&EntryVectors>,
+    vectors: Option<&DocVectors>,
     weighed: Weighed,
 ) -> Result<SimilarEntries, MemoryError> {
     let Some(vectors) = vectors else {
@@ -682,7 +682,7 @@ pub fn scores_against(
     memory: &Memory,
     cache: &mut SimilarityCache,
     entry: &Entry,
-    vectors: Option<&EntryVectors>,
+    vectors: Option<&DocVectors>,
     ids: &[Ulid],
 ) -> Result<Vec<f32>, MemoryError> {
     if let Some(vectors) = vectors {

@@ -840,11 +840,11 @@ mod tests {
 
     use super::*;
     use crate::memory::encode;
-    use crate::memory::index::SearchTuning;
     use crate::memory::records::EntryType;
     use crate::memory::similarity::{SimilarityCache, Words};
     use crate::memory::{MemoryError, NoProgress};
     use crate::store::Store;
+    use tandem_search::text::SearchTuning;
 
     fn entry(entry_type: EntryType) -> Entry {
         Entry::new(entry_type, "t", "", Vec::new())

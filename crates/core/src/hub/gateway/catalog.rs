@@ -462,7 +462,7 @@ pub fn discover(intent: &str, servers: &[Searchable]) -> Vec<Discovered> {
 
 /// The analysed words of `text` (lower-cased, stemmed, stop words out), as the index sees them.
 fn analysed(text: &str) -> Vec<String> {
-    let mut analyzer = crate::memory::index::analyzer();
+    let mut analyzer = tandem_search::text::analyzer();
     let mut stream = analyzer.token_stream(text);
     let mut out = Vec::new();
     while let Some(token) = stream.next() {
@@ -487,7 +487,7 @@ fn full_text(intent: &str, servers: &[Searchable]) -> Vec<(usize, f32, String)> 
     let index = Index::create_in_ram(builder.build());
     index
         .tokenizers()
-        .register(ANALYZER, crate::memory::index::analyzer());
+        .register(ANALYZER, tandem_search::text::analyzer());
     let indexed = (|| -> tantivy::Result<Vec<(usize, f32, String)>> {
         let mut writer = index.writer_with_num_threads(1, 15_000_000)?;
         for (i, s) in servers.iter().enumerate() {

@@ -1,17 +1,17 @@
 //! The top hits of a union of weighted terms by MaxScore (Turtle and Flood, 1995): the
-//! terms are ordered by the most each can add to an entry's BM25 score; once the hits found
+//! terms are ordered by the most each can add to a document's BM25 score; once the hits found
 //! hold a score that the weakest terms together cannot reach, those terms' postings only
-//! complete the score of entries the others bring, and an entry whose bound falls short is
+//! complete the score of documents the others bring, and a document whose bound falls short is
 //! left before they are read. A query of a distinctive word and common ones then reads the
 //! distinctive word's postings and looks the others up, where tantivy's block-max WAND over
-//! the union moved every posting list to every candidate (at a million entries, 2.4–3.8 ms
+//! the union moved every posting list to every candidate (at a million documents, 2.4–3.8 ms
 //! for ten hits that this finds in a fraction: docs/benchmarks.md).
 //!
 //! [`WithOptional`] serves words required beside optional ones (a search's context
-//! beside words most entries hold): it reads the optional words' postings and looks up the
-//! required ones, where tantivy's scorer for that scored every entry holding the required.
+//! beside words most documents hold): it reads the optional words' postings and looks up the
+//! required ones, where tantivy's scorer for that scored every document holding the required.
 //! [`Intersection`] finds the top hits of the required words themselves when they have two
-//! lists a word (in an entry's words and its context).
+//! lists a word (in a document's words and its context).
 //!
 //! All three search a segment at a time, for the segments to be searched side by side
 //! (`index.rs`, `TopSearch`), their hits then [`merge`]d. The scores are tantivy's own (the
@@ -73,7 +73,7 @@ pub struct HitLimits<'a> {
 
 /// The highest `k`-th score of the segments of a search, as they are searched (side by
 /// side, each reading the others' as it goes): a hit of another segment that scores less
-/// cannot rank. At a million entries, a half searched with its `k`-th score from the
+/// cannot rank. At a million documents, a half searched with its `k`-th score from the
 /// start took 10–20 % less time (its BM25 threshold prunes from the first block).
 #[derive(Debug, Default)]
 pub struct Floor(AtomicU32);
@@ -106,7 +106,7 @@ pub struct Union {
 }
 
 impl Union {
-    /// `None` when fewer than two of the clauses' words are held by any entry: a single
+    /// `None` when fewer than two of the clauses' words are held by any document: a single
     /// word's postings are best skipped block by block on their own maxima, as tantivy's
     /// block-max WAND does.
     pub fn new(searcher: &Searcher, clauses: &[Clause]) -> tantivy::Result<Option<Union>> {
@@ -141,10 +141,10 @@ impl Union {
 
 /// Clauses of every group of `required` (a word's alternatives) and optional ones,
 /// weighed: [`WithOptional::segment`] finds the `k` best `(score, address)` of a segment
-/// among the entries holding a clause of each group and an optional one at least, scored
+/// among the documents holding a clause of each group and an optional one at least, scored
 /// by every clause they hold, best first. Read from the optional clauses' postings, each
-/// entry looked up in the required ones: for optional clauses of rare words (a search's
-/// context), where the entries holding every required word are many.
+/// document looked up in the required ones: for optional clauses of rare words (a search's
+/// context), where the documents holding every required word are many.
 pub struct WithOptional {
     required: Vec<Vec<(Term, Bm25Weight)>>,
     optional: Vec<(Term, Bm25Weight)>,
@@ -196,10 +196,10 @@ impl WithOptional {
 
 /// Each group of clauses (a word's alternatives) required, weighed:
 /// [`Intersection::segment`] finds the `k` best `(score, address)` of a segment among the
-/// entries holding a clause of every group, scored by every clause they hold, best first.
-/// It reads the rarest group's postings and looks each entry up in the others', unless its
+/// documents holding a clause of every group, scored by every clause they hold, best first.
+/// It reads the rarest group's postings and looks each document up in the others', unless its
 /// score so far and the most the other groups add cannot reach the hits found. For words
-/// most entries hold in either of two fields (an entry's words and its context): tantivy
+/// most documents hold in either of two fields (a document's words and its context): tantivy
 /// scores an intersection of unions without pruning, each union's postings gathered window
 /// by window, where it prunes an intersection of single terms block by block.
 pub struct Intersection {
@@ -223,7 +223,7 @@ impl Group {
         }
     }
 
-    /// The entry of the group's that comes first.
+    /// The document of the group's that comes first.
     fn doc(&self) -> DocId {
         self.cursors
             .iter()
@@ -254,7 +254,7 @@ impl Group {
     }
 
     /// The parts of the clauses holding `doc`, the cursors moved to it or past; `Err`
-    /// with the group's next entry when none holds it.
+    /// with the group's next document when none holds it.
     fn at(&mut self, doc: DocId) -> Result<f32, DocId> {
         self.seek(doc);
         let (mut score, mut held, mut next) = (0.0, false, TERMINATED);
@@ -285,7 +285,7 @@ impl Intersection {
     }
 
     /// `None` when each group has one list at most in the segment: tantivy's block-max
-    /// intersection of single terms is the faster then (at a million entries, 8 ms where
+    /// intersection of single terms is the faster then (at a million documents, 8 ms where
     /// this took 16).
     pub fn segment(
         &self,
@@ -323,7 +323,7 @@ impl Intersection {
                     Ok(part) => score += part,
                     Err(TERMINATED) => break 'docs,
                     Err(next) => {
-                        // No entry before `next` holds every group.
+                        // No document before `next` holds every group.
                         first.seek(next);
                         doc = first.doc();
                         continue 'docs;
@@ -359,7 +359,7 @@ pub fn merge(
         .collect()
 }
 
-/// A clause's term and its BM25 weight, boosted; `None` when no entry holds the term.
+/// A clause's term and its BM25 weight, boosted; `None` when no document holds the term.
 fn weigh(searcher: &Searcher, c: &Clause) -> tantivy::Result<Option<(Term, Bm25Weight)>> {
     let term = Term::from_field_text(c.field, &c.term);
     if searcher.doc_freq(&term)? == 0 {
@@ -369,7 +369,7 @@ fn weigh(searcher: &Searcher, c: &Clause) -> tantivy::Result<Option<(Term, Bm25W
     Ok(Some((term, weight.boost_by(c.boost))))
 }
 
-/// Clauses weighed, those no entry holds left out.
+/// Clauses weighed, those no document holds left out.
 fn weigh_all(searcher: &Searcher, clauses: &[Clause]) -> tantivy::Result<Vec<(Term, Bm25Weight)>> {
     let mut weights = Vec::with_capacity(clauses.len());
     for c in clauses {
@@ -387,7 +387,7 @@ fn weigh_groups(
 }
 
 /// The groups of weighed clauses in one segment; `None` when a group has no list there:
-/// no entry of the segment holds every group.
+/// no document of the segment holds every group.
 fn groups(
     reader: &SegmentReader,
     weights: &[Vec<(Term, Bm25Weight)>],
@@ -445,7 +445,7 @@ fn segment(cursors: &mut [Cursor], ord: u32, best: &mut BestHits, alive: impl Fn
     for c in cursors.iter() {
         upto.push(upto.last().copied().unwrap_or(0.0) + c.most);
     }
-    // The clauses before `essential` cannot bring a hit alone: an entry is a candidate
+    // The clauses before `essential` cannot bring a hit alone: a document is a candidate
     // when an essential clause holds it.
     let mut essential = 0;
     loop {

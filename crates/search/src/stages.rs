@@ -1,14 +1,14 @@
 //! The steps of a hybrid search after its two searches, shared with the helper thread
-//! that took part in them ([`super::index::helpers`]): the hits' coverage of the query and
-//! cosines, then the entries shown and their snippets. Each step is a [`Stage`]: a list of
+//! that took part in them ([`crate::text::helpers`]): the hits' coverage of the query and
+//! cosines, then the documents shown and their snippets. Each step is a [`Stage`]: a list of
 //! items the searching thread publishes and both threads take, one at a time, whichever is
 //! free. The helper waits for each list as soon as its share of the searches is done, so
 //! it is running when the list comes (a helper put back to sleep took over 1 ms to wake in
 //! 0.5 % of wakes); the searching thread ends the wait with a [`Flag`] raised on every path
 //! out of the search.
 //!
-//! At a million entries these steps took 0.3–0.45 ms of a hybrid search on one thread
-//! (coverage ~0.1 ms, the five entries ~0.08, their snippets ~0.09).
+//! At a million documents these steps took 0.3–0.45 ms of a hybrid search on one thread
+//! (coverage ~0.1 ms, the five documents ~0.08, their snippets ~0.09).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -27,6 +27,12 @@ pub struct Stage<T, O> {
 struct Published<T, O> {
     items: Vec<T>,
     outputs: Vec<Mutex<Option<O>>>,
+}
+
+impl<T: Sync, O: Send> Default for Stage<T, O> {
+    fn default() -> Stage<T, O> {
+        Stage::new()
+    }
 }
 
 impl<T: Sync, O: Send> Stage<T, O> {

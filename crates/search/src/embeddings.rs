@@ -385,25 +385,13 @@ fn indices(view: &TensorView<'_>, name: &str) -> Result<Vec<usize>, String> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use std::collections::HashMap;
 
     use safetensors::tensor::{Dtype, TensorView};
 
     use super::*;
-
-    /// The model `scripts/test` builds (`scripts/make-test-model`): all-MiniLM-L6-v2 distilled
-    /// into 256 dimensions.
-    pub(crate) fn test_model() -> Embedder {
-        let Some(dir) = std::env::var_os("TANDEM_TEST_MODEL") else {
-            panic!(
-                "TANDEM_TEST_MODEL is not set: run scripts/test (it builds the test model into \
-                 .test-deps/model), or .test-deps/venv/bin/python scripts/make-test-model DIR \
-                 and set TANDEM_TEST_MODEL=DIR"
-            );
-        };
-        Embedder::load(Path::new(&dir)).unwrap_or_else(|e| panic!("loading the test model: {e}"))
-    }
+    use crate::testing::test_model;
 
     #[test]
     fn paraphrases_sharing_no_word_are_closer_than_unrelated_texts() {

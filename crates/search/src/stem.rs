@@ -1,7 +1,7 @@
 //! The analyzer's filters after its tokenizer (lower-casing, folding to ASCII, dropping
 //! English stop words, stemming) in one, with a cache of the words already seen.
 //!
-//! Every text the memory reads goes through the analyzer: entries as they are indexed,
+//! Every text the memory reads goes through the analyzer: documents as they are indexed,
 //! weighed for similarity and checked for a search's coverage, queries, snippets. Those
 //! four filters took most of it: with tantivy's, a token took 291 ns here, 28 of them the
 //! tokenizer's (the Snowball stemmer alone ~180). A knowledge base repeats its vocabulary,
@@ -178,7 +178,7 @@ mod tests {
             .filter(StopWordFilter::new(Language::English).unwrap())
             .filter(TantivyStemmer::new(Language::English))
             .build();
-        let mut ours = crate::memory::index::analyzer();
+        let mut ours = crate::text::analyzer();
         for text in [special, labelled.as_str()] {
             let want = tokens(&mut theirs, text);
             assert!(want.len() > 10);

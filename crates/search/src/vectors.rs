@@ -1,10 +1,10 @@
-//! Entry vectors: quantised to int8 ([`super::quantised`]), kept in a file
-//! ([`super::vector_file`]) over a mapped base ([`super::vector_base`]) once the table is
+//! Document vectors: quantised to int8 ([`crate::quantised`]), kept in a file
+//! ([`crate::vector_file`]) over a mapped base ([`crate::vector_base`]) once the table is
 //! large, searched in memory.
 //!
-//! [`VectorIndex`] holds every summary vector with each row's entry type and project: a
+//! [`VectorIndex`] holds every summary vector with each row's document type and group: a
 //! large table's rows as of its last cut in its base, read through a mapping, the rows
-//! added or changed since in memory. A small table is searched exactly; a large one (100,000 entries of 256
+//! added or changed since in memory. A small table is searched exactly; a large one (100,000 documents of 256
 //! dimensions is 25.6 MB of int8, which one pass could not read in under 2 ms here) is cut
 //! into about √n lists, each the rows nearest one centroid (an inverted file: the centroids
 //! are k-means of a sample of the rows), and a search scores the centroids, then the rows
@@ -23,29 +23,29 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use ulid::Ulid;
 
-use super::centroids::{Centroids, NearestCentroids, Sample, list_count};
-use super::index::project_key;
-use super::quantised::{EntryVectors, Quantised, dot, simd};
-use super::records::{Entry, EntryType};
-use super::vector_base::Base;
-use super::vector_file::{Stored, VectorRecord};
+use crate::centroids::{Centroids, NearestCentroids, Sample, list_count};
+use crate::group_key;
+use crate::quantised::{DocVectors, Quantised, dot, simd};
+use crate::vector_base::Base;
+use crate::vector_file::{Stored, VectorRecord};
+use crate::{AsDocument, Kind};
 
-/// One row's entry and filter fields.
+/// One row's document and filter fields.
 #[derive(Debug, Clone)]
 struct Row {
     id: Ulid,
-    entry_type: EntryType,
-    /// The number of the entry's [`project_key`] in [`VectorIndex::projects`], 0 for none.
-    project: u32,
-    /// Whether the entry has a context vector too (stored, not searched).
+    kind: Kind,
+    /// The number of the document's [`group_key`] in [`VectorIndex::groups`], 0 for none.
+    group: u32,
+    /// Whether the document has a context vector too (stored, not searched).
     has_context: bool,
 }
 
 /// A search's filters, as `rekall_search` gives them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Filter<'a> {
-    pub entry_type: Option<EntryType>,
-    pub project: Option<&'a str>,
+    pub kind: Option<Kind>,
+    pub group: Option<&'a str>,
 }
 
 /// Up to this many rows, a search scores every row by its int8 dot product; beyond, the
@@ -64,7 +64,7 @@ const PROBE_PER_RESULT: usize = 200;
 /// ...and at least this many rows...
 const PROBE_MIN_ROWS: usize = 2048;
 /// ...in at least this many lists, or in as many rows as this many lists of the mean
-/// size hold, whichever comes first. On the embeddings bench (100,000 entries) this finds
+/// size hold, whichever comes first. On the embeddings bench (100,000 documents) this finds
 /// about 93 % of the exact nearest 10 (`benches/embeddings.rs` prints it). Where k-means
 /// leaves the lists uneven (a clustered corpus: at a million rows, lists of 1 to 17,841
 /// rows), a query among the dense lists stops at the rows of the mean lists, not 12 of
@@ -76,8 +76,8 @@ const PROBE_MIN_LISTS: usize = 12;
 /// is, one searched whole up to [`EXACT_UP_TO`] rows is not.
 const LARGE_SEARCH_ROWS: usize = 4_000;
 
-/// Every entry's summary vector, with what filters need: the rows of the last cut in its
-/// base ([`super::vector_base`], mapped), the rows added or changed since in memory.
+/// Every document's summary vector, with what filters need: the rows of the last cut in its
+/// base ([`crate::vector_base`], mapped), the rows added or changed since in memory.
 #[derive(Debug, Default)]
 pub struct VectorIndex {
     dims: usize,
@@ -97,9 +97,9 @@ pub struct VectorIndex {
     /// [`Self::install`] or [`Self::install_base`]): the rows added, replaced or removed
     /// since the sample.
     changed: Option<HashSet<Ulid>>,
-    /// Project keys by number (number 0 is no project).
-    projects: Vec<String>,
-    project_numbers: HashMap<String, u32>,
+    /// Group keys by number (number 0 is no group).
+    groups: Vec<String>,
+    group_numbers: HashMap<String, u32>,
     /// The base, and which of its rows were replaced or removed since it was written.
     base: Option<Base>,
     dead: Vec<u64>,
@@ -110,7 +110,7 @@ pub struct VectorIndex {
 const BASE_ROW: usize = 1 << (usize::BITS - 1);
 /// The rows in memory that have the base written again: an eighth of the base's rows,
 /// at least [`EXACT_UP_TO`], at most this many (the memory they hold, ~300 bytes each);
-/// while entries are embedded in bulk, as many as the base ([`VectorIndex::wants_cut`]).
+/// while documents are embedded in bulk, as many as the base ([`VectorIndex::wants_cut`]).
 const MAX_ROWS_IN_MEMORY: usize = 65_536;
 
 /// What a cut of the table into lists starts from ([`VectorIndex::begin_cut`]).
@@ -143,7 +143,7 @@ impl VectorIndex {
     pub fn new(dims: usize) -> VectorIndex {
         VectorIndex {
             dims,
-            projects: vec![String::new()],
+            groups: vec![String::new()],
             ..VectorIndex::default()
         }
     }
@@ -237,7 +237,7 @@ impl VectorIndex {
         self.wants_cut(false)
     }
 
-    /// [`Self::wants_lists`], or while entries are embedded `in_bulk`: the rows in memory
+    /// [`Self::wants_lists`], or while documents are embedded `in_bulk`: the rows in memory
     /// may then grow to the base's size (at least [`MAX_ROWS_IN_MEMORY`]) before a cut.
     /// Each cut writes the whole base, so the rows a bulk embed's cuts write grow as the
     /// table, not as its square (at a million rows, a cut each 65,536 rows kept one
@@ -424,18 +424,15 @@ impl VectorIndex {
         self.install(centroids, assigned);
     }
 
-    /// What a base written of the table holds of the row of `id`: its type, project,
+    /// What a base written of the table holds of the row of `id`: its type, group,
     /// summary and context. `None` when it has none.
-    pub fn row_of(
-        &self,
-        id: &Ulid,
-    ) -> Option<(EntryType, Option<&str>, Quantised, Option<Quantised>)> {
+    pub fn row_of(&self, id: &Ulid) -> Option<(Kind, Option<&str>, Quantised, Option<Quantised>)> {
         if let Some(&i) = self.at.get(id) {
             let row = &self.rows[i];
-            let project = (row.project != 0).then(|| self.projects[row.project as usize].as_str());
+            let group = (row.group != 0).then(|| self.groups[row.group as usize].as_str());
             return Some((
-                row.entry_type,
-                project,
+                row.kind,
+                group,
                 self.summary_of(i),
                 self.contexts.get(id).cloned(),
             ));
@@ -443,8 +440,8 @@ impl VectorIndex {
         let r = self.base_row(id)?;
         let base = self.base.as_ref()?;
         Some((
-            base.entry_type(r),
-            base.project_name(r),
+            base.kind(r),
+            base.group_name(r),
             base.summary(r),
             base.context(r),
         ))
@@ -469,13 +466,13 @@ impl VectorIndex {
         let mut out = Vec::new();
         for row in &self.rows {
             if base.find(&row.id).is_none() || changed.is_some_and(|c| c.contains(&row.id)) {
-                let (entry_type, project, summary, context) =
+                let (kind, group, summary, context) =
                     self.row_of(&row.id).expect("a row in memory");
                 out.push(VectorRecord::Put(Stored {
                     id: row.id,
-                    entry_type,
-                    project: project.map(str::to_string),
-                    vectors: EntryVectors { summary, context },
+                    kind,
+                    group: group.map(str::to_string),
+                    vectors: DocVectors { summary, context },
                 }));
             }
         }
@@ -497,7 +494,7 @@ impl VectorIndex {
         *self = index;
     }
 
-    /// Applies a record of the vector file: the entry's vectors put, or taken out.
+    /// Applies a record of the vector file: the document's vectors put, or taken out.
     pub fn apply(&mut self, record: &VectorRecord) {
         match record {
             VectorRecord::Put(s) => self.upsert_stored(s),
@@ -513,48 +510,43 @@ impl VectorIndex {
         })[0]
     }
 
-    fn project_number(&mut self, project: Option<&str>) -> u32 {
-        let Some(key) = project.map(project_key) else {
+    fn group_number(&mut self, group: Option<&str>) -> u32 {
+        let Some(key) = group.map(group_key) else {
             return 0;
         };
-        if let Some(&n) = self.project_numbers.get(&key) {
+        if let Some(&n) = self.group_numbers.get(&key) {
             return n;
         }
-        let n = self.projects.len() as u32;
-        self.projects.push(key.clone());
-        self.project_numbers.insert(key, n);
+        let n = self.groups.len() as u32;
+        self.groups.push(key.clone());
+        self.group_numbers.insert(key, n);
         n
     }
 
-    /// Adds or replaces `entry`'s summary vector.
-    pub fn upsert(&mut self, entry: &Entry, summary: &Quantised) {
-        self.upsert_row(
-            entry.id,
-            entry.entry_type,
-            entry.project.as_deref(),
-            summary,
-            None,
-        );
+    /// Adds or replaces `document`'s summary vector.
+    pub fn upsert(&mut self, document: &impl AsDocument, summary: &Quantised) {
+        let d = document.as_document();
+        self.upsert_row(d.id, d.kind, d.group, summary, None);
     }
 
-    /// Adds or replaces the vectors of what the vector file stores of an entry.
+    /// Adds or replaces the vectors of what the vector file stores of a document.
     pub fn upsert_stored(&mut self, s: &Stored) {
         self.upsert_row(
             s.id,
-            s.entry_type,
-            s.project.as_deref(),
+            s.kind,
+            s.group.as_deref(),
             &s.vectors.summary,
             s.vectors.context.as_ref(),
         );
     }
 
-    /// Adds or replaces the summary vector (and context vector) of entry `id` of this type
-    /// and project.
+    /// Adds or replaces the summary vector (and context vector) of document `id` of this type
+    /// and group.
     pub fn upsert_row(
         &mut self,
         id: Ulid,
-        entry_type: EntryType,
-        project: Option<&str>,
+        kind: Kind,
+        group: Option<&str>,
         summary: &Quantised,
         context: Option<&Quantised>,
     ) {
@@ -571,8 +563,8 @@ impl VectorIndex {
         };
         let row = Row {
             id,
-            entry_type,
-            project: self.project_number(project),
+            kind,
+            group: self.group_number(group),
             has_context: context.is_some(),
         };
         let dims = self.dims;
@@ -653,12 +645,12 @@ impl VectorIndex {
         }
     }
 
-    /// The type of the entry of row `id`.
-    pub fn entry_type(&self, id: &Ulid) -> Option<EntryType> {
+    /// The type of the document of row `id`.
+    pub fn kind(&self, id: &Ulid) -> Option<Kind> {
         if let Some(&i) = self.at.get(id) {
-            return Some(self.rows[i].entry_type);
+            return Some(self.rows[i].kind);
         }
-        Some(self.base.as_ref()?.entry_type(self.base_row(id)?))
+        Some(self.base.as_ref()?.kind(self.base_row(id)?))
     }
 
     /// The cosine of `query` with the summary of each of `ids` that has one.
@@ -676,14 +668,14 @@ impl VectorIndex {
         Some(self.base.as_ref()?.summary(self.base_row(id)?))
     }
 
-    /// What the filter keeps, `skip` left out: `None` when no row can match (a project
-    /// no entry has).
+    /// What the filter keeps, `skip` left out: `None` when no row can match (a group
+    /// no document has).
     fn kept(&self, filter: Filter<'_>, skip: Option<&Ulid>) -> Option<RowFilter> {
-        let (project, base_project) = match filter.project {
+        let (group, base_group) = match filter.group {
             None => (None, None),
             Some(p) => {
-                let here = self.project_numbers.get(&project_key(p)).copied();
-                let there = self.base.as_ref().and_then(|b| b.project_number(p));
+                let here = self.group_numbers.get(&group_key(p)).copied();
+                let there = self.base.as_ref().and_then(|b| b.group_number(p));
                 if here.is_none() && there.is_none() {
                     return None;
                 }
@@ -694,9 +686,9 @@ impl VectorIndex {
             }
         };
         Some(RowFilter {
-            entry_type: filter.entry_type,
-            project,
-            base_project,
+            kind: filter.kind,
+            group,
+            base_group,
             skip: skip.and_then(|id| self.at.get(id).copied()),
             skip_base: skip.and_then(|id| self.base_row(id)),
         })
@@ -706,10 +698,9 @@ impl VectorIndex {
     #[inline(always)]
     fn keeps(&self, kept: &RowFilter, i: usize) -> bool {
         kept.skip != Some(i)
-            && (kept.entry_type.is_none() && kept.project.is_none() || {
+            && (kept.kind.is_none() && kept.group.is_none() || {
                 let row = &self.rows[i];
-                kept.entry_type.is_none_or(|t| t == row.entry_type)
-                    && kept.project.is_none_or(|p| p == row.project)
+                kept.kind.is_none_or(|t| t == row.kind) && kept.group.is_none_or(|p| p == row.group)
             })
     }
 
@@ -718,12 +709,12 @@ impl VectorIndex {
     fn keeps_base(&self, base: &Base, kept: &RowFilter, r: usize) -> bool {
         !self.is_dead(r)
             && kept.skip_base != Some(r)
-            && (kept.entry_type.is_none() && kept.base_project.is_none()
-                || kept.entry_type.is_none_or(|t| t == base.entry_type(r))
-                    && kept.base_project.is_none_or(|p| p == base.project(r)))
+            && (kept.kind.is_none() && kept.base_group.is_none()
+                || kept.kind.is_none_or(|t| t == base.kind(r))
+                    && kept.base_group.is_none_or(|p| p == base.group(r)))
     }
 
-    /// The `k` entries whose summary is nearest `query` (cosine, best first) among those
+    /// The `k` documents whose summary is nearest `query` (cosine, best first) among those
     /// the filter keeps, `skip` left out: exactly up to [`EXACT_UP_TO`] rows (and while
     /// lists are being made), beyond in the lists nearest the query.
     pub fn nearest(
@@ -933,7 +924,7 @@ impl VectorIndex {
         })
     }
 
-    /// The entry of a row [`BestRows`] kept.
+    /// The document of a row [`BestRows`] kept.
     fn id_of(&self, slot: usize) -> Ulid {
         match &self.base {
             Some(base) if slot & BASE_ROW != 0 => base.id(slot & !BASE_ROW),
@@ -974,7 +965,7 @@ impl Probe {
 /// The lists a search reads, nearest first ([`VectorIndex::probing`]), each told how many
 /// rows it brought. A loop over them, not a closure each list is given to: a closure is
 /// compiled without the dispatch's vector instructions, and the scoring in it called
-/// them one by one (an add's search by meaning at a million entries took 4.5 ms, not
+/// them one by one (an add's search by meaning at a million documents took 4.5 ms, not
 /// 1.4).
 struct Probing {
     /// The lists, nearest first.
@@ -1033,7 +1024,7 @@ impl BestRows {
         }
     }
 
-    /// The entries and their cosines, best first.
+    /// The documents and their cosines, best first.
     fn into_results(self, index: &VectorIndex, query: &Quantised) -> Vec<(Ulid, f32)> {
         let mut out: Vec<(Ulid, f32)> = self
             .heap
@@ -1047,7 +1038,7 @@ impl BestRows {
 
 /// A search through the lists in two parts ([`VectorIndex::parted`]): each thread that
 /// calls [`Parted::work`] scores a part no other took, and [`Parted::results`] merges
-/// their best. The same entries as [`VectorIndex::nearest`]: the same lists, and ties
+/// their best. The same documents as [`VectorIndex::nearest`]: the same lists, and ties
 /// kept by row, whatever the order the rows were scored in.
 pub struct Parted<'a> {
     index: &'a VectorIndex,
@@ -1087,7 +1078,7 @@ impl Parted<'_> {
         true
     }
 
-    /// The entries nearest the query and their cosines, best first, once the parts are
+    /// The documents nearest the query and their cosines, best first, once the parts are
     /// scored (those no thread took, on this one).
     pub fn results(&self) -> Vec<(Ulid, f32)> {
         while self.work() {}
@@ -1183,11 +1174,11 @@ impl pulp::WithSimd for Search<'_> {
 
 /// The rows a search keeps (see [`VectorIndex::kept`]).
 struct RowFilter {
-    entry_type: Option<EntryType>,
-    /// A project's number among the rows in memory, and in the base (`u32::MAX`: none
+    kind: Option<Kind>,
+    /// A group's number among the rows in memory, and in the base (`u32::MAX`: none
     /// there has it).
-    project: Option<u32>,
-    base_project: Option<u32>,
+    group: Option<u32>,
+    base_group: Option<u32>,
     /// The row left out, in memory or in the base.
     skip: Option<usize>,
     skip_base: Option<usize>,
@@ -1214,31 +1205,19 @@ impl Ord for Score {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_docs::{BUG, Doc, PATTERN};
 
     fn unit(v: &[f32]) -> Vec<f32> {
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.iter().map(|x| x / n).collect()
     }
 
-    fn entry(id: u128, entry_type: EntryType, project: Option<&str>) -> Entry {
-        Entry {
-            id: Ulid::from(id),
-            entry_type,
-            title: "t".into(),
-            content: String::new(),
-            tags: Vec::new(),
-            context: None,
-            project: project.map(str::to_string),
-            confidence: 3,
-            memory_type: super::super::MemoryType::Episodic,
-            status: super::super::EntryStatus::Active,
-            created_at: jiff::Timestamp::UNIX_EPOCH,
-            updated_at: jiff::Timestamp::UNIX_EPOCH,
-            last_accessed: None,
-            access_count: 0,
-            seq: 1,
-            author: None,
-        }
+    fn document(id: u128, kind: Kind, group: Option<&str>) -> Doc {
+        let mut doc = Doc::new(kind, "t", "", Vec::new());
+        doc.id = Ulid::from(id);
+        doc.group = group.map(str::to_string);
+        doc.seq = 1;
+        doc
     }
 
     #[test]
@@ -1291,42 +1270,42 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_bad_ones_are_refused() {
-        let v = EntryVectors {
+        let v = DocVectors {
             summary: Quantised::of(&unit(&[1.0, 2.0, -3.0])),
             context: Some(Quantised::of(&unit(&[0.0, 1.0, 1.0]))),
         };
-        assert_eq!(EntryVectors::decode(&v.encode()), Some(v.clone()));
-        let no_context = EntryVectors {
+        assert_eq!(DocVectors::decode(&v.encode()), Some(v.clone()));
+        let no_context = DocVectors {
             context: None,
             ..v.clone()
         };
         assert_eq!(
-            EntryVectors::decode(&no_context.encode()),
+            DocVectors::decode(&no_context.encode()),
             Some(no_context.clone())
         );
         let bytes = v.encode();
         for cut in 0..bytes.len() {
-            assert_eq!(EntryVectors::decode(&bytes[..cut]), None, "cut at {cut}");
+            assert_eq!(DocVectors::decode(&bytes[..cut]), None, "cut at {cut}");
         }
         let mut longer = no_context.encode();
         longer.push(0);
-        assert_eq!(EntryVectors::decode(&longer), None);
+        assert_eq!(DocVectors::decode(&longer), None);
         let mut other_version = bytes.clone();
         other_version[0] = 9;
-        assert_eq!(EntryVectors::decode(&other_version), None);
+        assert_eq!(DocVectors::decode(&other_version), None);
     }
 
     #[test]
     fn nearest_ranks_filters_and_replaces() {
         let mut index = VectorIndex::new(3);
         let vectors = [
-            (1, EntryType::Bug, Some("Web"), [1.0, 0.0, 0.0]),
-            (2, EntryType::Bug, None, [0.9, 0.1, 0.0]),
-            (3, EntryType::Pattern, Some("web"), [0.7, 0.7, 0.0]),
-            (4, EntryType::Bug, Some("api"), [0.0, 0.0, 1.0]),
+            (1, BUG, Some("Web"), [1.0, 0.0, 0.0]),
+            (2, BUG, None, [0.9, 0.1, 0.0]),
+            (3, PATTERN, Some("web"), [0.7, 0.7, 0.0]),
+            (4, BUG, Some("api"), [0.0, 0.0, 1.0]),
         ];
         for (id, t, p, v) in vectors {
-            index.upsert(&entry(id, t, p), &Quantised::of(&unit(&v)));
+            index.upsert(&document(id, t, p), &Quantised::of(&unit(&v)));
         }
         let q = Quantised::of(&unit(&[1.0, 0.05, 0.0]));
         let ids = |found: Vec<(Ulid, f32)>| {
@@ -1342,13 +1321,13 @@ mod tests {
         let scores = index.nearest(&q, 1, Filter::default(), None);
         assert!((scores[0].1 - 0.9988).abs() < 0.01, "{scores:?}");
         let bugs = Filter {
-            entry_type: Some(EntryType::Bug),
-            project: None,
+            kind: Some(BUG),
+            group: None,
         };
         assert_eq!(ids(index.nearest(&q, 10, bugs, None)), [1, 2, 4]);
         let web = Filter {
-            entry_type: None,
-            project: Some(" WEB "),
+            kind: None,
+            group: Some(" WEB "),
         };
         assert_eq!(ids(index.nearest(&q, 10, web, None)), [1, 3]);
         assert_eq!(
@@ -1357,7 +1336,7 @@ mod tests {
         );
         // Replacing a row moves it.
         index.upsert(
-            &entry(1, EntryType::Bug, Some("web")),
+            &document(1, BUG, Some("web")),
             &Quantised::of(&unit(&[0.0, 0.0, 1.0])),
         );
         assert_eq!(index.len(), 4);
@@ -1425,12 +1404,8 @@ mod tests {
         }
     }
 
-    fn bug_or_pattern(id: u128) -> EntryType {
-        if id.is_multiple_of(2) {
-            EntryType::Bug
-        } else {
-            EntryType::Pattern
-        }
+    fn bug_or_pattern(id: u128) -> Kind {
+        if id.is_multiple_of(2) { BUG } else { PATTERN }
     }
 
     /// Every row is in the list its `list_of` names, once, and the lists hold nothing else.
@@ -1456,15 +1431,15 @@ mod tests {
         assert_eq!(found[0].0, Ulid::from(id));
         assert_eq!(found[0], exact[0]);
         let bugs = Filter {
-            entry_type: Some(EntryType::Bug),
-            project: None,
+            kind: Some(BUG),
+            group: None,
         };
         let found = index.nearest(&q, 5, bugs, None);
         assert_eq!(found.len(), 5);
         assert!(found.iter().all(|(id, _)| u128::from(*id) % 2 == 0));
         let unknown = Filter {
-            entry_type: None,
-            project: Some("nowhere"),
+            kind: None,
+            group: Some("nowhere"),
         };
         assert!(index.nearest(&q, 5, unknown, None).is_empty());
     }
@@ -1528,7 +1503,7 @@ mod tests {
         assert!(few.groups.is_none());
     }
 
-    /// A search through the lists in two parts, scored on two threads, finds the entries
+    /// A search through the lists in two parts, scored on two threads, finds the documents
     /// the search in one finds: with a filter, with a row left out, over removed rows, and
     /// among rows that score the same (five copies of each vector), which it keeps by row
     /// as the one does, whichever part scored first.
@@ -1543,9 +1518,9 @@ mod tests {
             if id % 5 == 0 {
                 last = points.near(id as usize / 5 % 40);
             }
-            let project = (id % 3 == 0).then_some("tandem");
+            let group = (id % 3 == 0).then_some("tandem");
             index.upsert(
-                &entry(id, bug_or_pattern(id), project),
+                &document(id, bug_or_pattern(id), group),
                 &Quantised::of(&last),
             );
         }
@@ -1560,12 +1535,12 @@ mod tests {
             let filter = match q % 3 {
                 0 => Filter::default(),
                 1 => Filter {
-                    entry_type: Some(EntryType::Bug),
-                    project: None,
+                    kind: Some(BUG),
+                    group: None,
                 },
                 _ => Filter {
-                    entry_type: None,
-                    project: Some("tandem"),
+                    kind: None,
+                    group: Some("tandem"),
                 },
             };
             let skip = (q % 4 == 0).then(|| Ulid::from(q as u128 * 37 + 4));
@@ -1602,7 +1577,7 @@ mod tests {
         let n = 1500;
         for id in 0..n {
             let v = points.near(id as usize % 40);
-            index.upsert(&entry(id, bug_or_pattern(id), None), &Quantised::of(&v));
+            index.upsert(&document(id, bug_or_pattern(id), None), &Quantised::of(&v));
             vectors.push(v);
         }
         assert!(!index.wants_lists());
@@ -1620,11 +1595,11 @@ mod tests {
         // Rows added, replaced and removed keep their lists.
         for id in n..n + 50 {
             let v = points.near(id as usize % 40);
-            index.upsert(&entry(id, bug_or_pattern(id), None), &Quantised::of(&v));
+            index.upsert(&document(id, bug_or_pattern(id), None), &Quantised::of(&v));
             vectors.push(v);
         }
         let elsewhere = points.random(dims);
-        index.upsert(&entry(10, EntryType::Bug, None), &Quantised::of(&elsewhere));
+        index.upsert(&document(10, BUG, None), &Quantised::of(&elsewhere));
         vectors[10] = elsewhere;
         for id in [0, 11, n + 49] {
             index.remove(&Ulid::from(id));
@@ -1647,12 +1622,12 @@ mod tests {
         let mut assigned = index.assign(&centroids, 0, 2000);
         for id in 2 * n..2 * n + 20 {
             let v = points.near(id as usize % 40);
-            index.upsert(&entry(id, bug_or_pattern(id), None), &Quantised::of(&v));
+            index.upsert(&document(id, bug_or_pattern(id), None), &Quantised::of(&v));
             vectors.resize(id as usize + 1, Vec::new());
             vectors[id as usize] = v;
         }
         let elsewhere = points.random(dims);
-        index.upsert(&entry(20, EntryType::Bug, None), &Quantised::of(&elsewhere));
+        index.upsert(&document(20, BUG, None), &Quantised::of(&elsewhere));
         vectors[20] = elsewhere;
         index.remove(&Ulid::from(21));
         assigned.extend(index.assign(&centroids, 2000, usize::MAX));
@@ -1669,7 +1644,7 @@ mod tests {
         let mut large = VectorIndex::new(4);
         for id in 0..=EXACT_UP_TO as u128 {
             large.upsert(
-                &entry(id, EntryType::Bug, None),
+                &document(id, BUG, None),
                 &Quantised::of(&[1.0, 0.0, 0.0, 0.0]),
             );
         }
@@ -1682,13 +1657,13 @@ mod tests {
         while large.len() < REMAKE_GROWTH * (EXACT_UP_TO + 1) - 1 {
             let id = large.len() as u128;
             large.upsert(
-                &entry(id, EntryType::Bug, None),
+                &document(id, BUG, None),
                 &Quantised::of(&[0.0, 1.0, 0.0, 0.0]),
             );
         }
         assert!(!large.wants_lists());
         large.upsert(
-            &entry(1 << 40, EntryType::Bug, None),
+            &document(1 << 40, BUG, None),
             &Quantised::of(&[0.0, 0.0, 1.0, 0.0]),
         );
         assert!(large.wants_lists());

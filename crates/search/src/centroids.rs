@@ -1,9 +1,9 @@
 //! The centroids of a large table's lists: spherical k-means of a sample of its rows
-//! ([`Sample::train`]), kept as quantised unit vectors ([`super::quantised`]). The table
-//! ([`super::vectors`]) places its rows by them; its base ([`super::vector_base`]) stores
+//! ([`Sample::train`]), kept as quantised unit vectors ([`crate::quantised`]). The table
+//! ([`crate::vectors`]) places its rows by them; its base ([`crate::vector_base`]) stores
 //! them, so they stand below both.
 
-use super::quantised::{Quantised, dot, simd};
+use crate::quantised::{Quantised, dot, simd};
 
 /// A table of n rows is cut into about √n lists, at least this many...
 const MIN_LISTS: usize = 16;
@@ -13,7 +13,7 @@ const MAX_LISTS: usize = 4096;
 const TRAIN_ROUNDS: usize = 10;
 
 /// The centres of a table's lists: spherical k-means of a sample of its rows, kept as int8
-/// unit vectors. Made apart from the table ([`super::vectors::VectorIndex::sample`],
+/// unit vectors. Made apart from the table ([`crate::vectors::VectorIndex::sample`],
 /// [`Sample::train`]), so that a large table is cut into lists without holding it.
 #[derive(Debug, Clone)]
 pub struct Centroids {
@@ -167,7 +167,7 @@ impl Centroids {
     }
 }
 
-/// Rows sampled from a table ([`super::vectors::VectorIndex::sample`]), to make its lists'
+/// Rows sampled from a table ([`crate::vectors::VectorIndex::sample`]), to make its lists'
 /// centroids of.
 pub struct Sample {
     pub(super) dims: usize,

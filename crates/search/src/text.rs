@@ -1,7 +1,7 @@
-//! The full-text index: a tantivy index derived from the entries in sled.
+//! The full-text index: a tantivy index derived from the documents in sled.
 //!
 //! Invariants:
-//! - The index is never the truth. Each commit records, as its payload, the highest entry
+//! - The index is never the truth. Each commit records, as its payload, the highest document
 //!   sequence number it holds; at open, an index behind sled is caught up, and a missing,
 //!   corrupt or foreign one is rebuilt.
 //! - Read-your-writes without paying a commit per write: writes go to the `IndexWriter` and
@@ -29,77 +29,77 @@ use tantivy::{
 };
 use ulid::Ulid;
 
-use super::maxscore;
-use super::records::{Entry, EntryType};
-use super::stages::Flag;
+use crate::maxscore;
+use crate::stages::Flag;
+use crate::{AsDocument, Document, Kind, Kinds, group_key};
 
 /// Bump when the schema or the analyzer changes: an index of another version is rebuilt.
-/// 3: an entry's title, tags and content in one field (`words`), without positions.
+/// 3: a document's title, tags and content in one field (`words`), without positions.
 const SCHEMA_VERSION: u32 = 3;
 const ANALYZER: &str = "tandem_en";
 /// The writer's buffer: a segment is cut each time it fills. Only a bulk write fills it (an
-/// import, a rebuild; an add is committed within [`MAX_PENDING`] entries), and while it
-/// does it is most of the process's memory: ~250,000 entries a segment, where 32 MB cut one
-/// every ~30,000, and a million imported entries were merged level by level (a quarter of
+/// import, a rebuild; an add is committed within [`MAX_PENDING`] documents), and while it
+/// does it is most of the process's memory: ~250,000 documents a segment, where 32 MB cut one
+/// every ~30,000, and a million imported documents were merged level by level (a quarter of
 /// the import's time) before the final merge.
 const WRITER_MEMORY: usize = 256 * 1024 * 1024;
 /// Uncommitted writes beyond this are committed at once rather than waiting for a pause.
 const MAX_PENDING: usize = 128;
-/// A search's word in more than this share of the entries is common
-/// ([`MemoryIndex::plan_narrowed`])...
+/// A search's word in more than this share of the documents is common
+/// ([`TextIndex::plan_narrowed`])...
 const COMMON_SHARE: f64 = 0.05;
 /// ...once the index holds this many (below, every search reads all its postings fast).
 const COMMON_FROM_DOCS: u64 = 10_000;
-/// A search's word held by more than this share of the entries weighs next to nothing in
+/// A search's word held by more than this share of the documents weighs next to nothing in
 /// BM25 (its idf is at most ln(1 + 0.1 / 0.9) ≈ 0.105, a contribution of at most ~0.23
 /// where a distinctive word brings several): it is left out of the scoring query when
-/// another word remains ([`MemoryIndex::without_ubiquitous`]).
+/// another word remains ([`TextIndex::without_ubiquitous`]).
 const UBIQUITOUS_SHARE: f64 = 0.9;
 /// A search's `total` is exact up to this many matches, estimated beyond
-/// ([`MemoryIndex::total`]).
+/// ([`TextIndex::total`]).
 const TOTAL_EXACT_UP_TO: u64 = 1_000;
 /// A dirty index is committed by the background thread once writes pause this long.
 const IDLE_COMMIT: Duration = Duration::from_millis(150);
 /// Its segments are merged ([`idle_merge`]) once writes pause this long.
 const IDLE_MERGE: Duration = Duration::from_secs(10);
 /// How long the idle commit waits for an import's next part
-/// ([`MemoryIndex::expect_more_writes`]).
+/// ([`TextIndex::expect_more_writes`]).
 const NEXT_PART_WAIT: Duration = Duration::from_secs(5);
 /// When idle, the segments besides the largest are merged into one; all of them are once
-/// they hold this share of the largest's entries. A search then opens at most two
-/// segments, and an entry is written again about 1 / this share times over its life. From
-/// [`HALVES_FROM`] entries the same share folds the small segments into the two halves.
+/// they hold this share of the largest's documents. A search then opens at most two
+/// segments, and a document is written again about 1 / this share times over its life. From
+/// [`HALVES_FROM`] documents the same share folds the small segments into the two halves.
 const MERGE_ALL_SHARE: f64 = 0.125;
-/// From this many entries the index is kept in two halves of about as many entries each,
+/// From this many documents the index is kept in two halves of about as many documents each,
 /// which a search reads side by side on two threads ([`TopSearch::work_parted`]): on a
-/// large base a search of words most entries hold scores about half the index on each.
+/// large base a search of words most documents hold scores about half the index on each.
 /// Below it, a second thread's start costs about what it saves (`cargo bench --bench
 /// scale`, docs/benchmarks.md).
 pub const HALVES_FROM: u64 = 200_000;
-/// A bulk write (an import, a rebuild) cuts a segment each this many entries, for the
+/// A bulk write (an import, a rebuild) cuts a segment each this many documents, for the
 /// merge after it to make two halves of (a segment cannot be split).
 const BULK_SEGMENT: usize = 100_000;
-/// tantivy's own policy merges segments of up to this many entries (the adds' commits);
+/// tantivy's own policy merges segments of up to this many documents (the adds' commits);
 /// the larger are [`idle_merge`]'s.
 const SMALL_SEGMENT: usize = 10_000;
 
 /// A merge under way.
 type MergeRunning = tantivy::FutureResult<Option<tantivy::index::SegmentMeta>>;
 
-/// The merges to make when the index is idle, each a set of segments (id, entries).
+/// The merges to make when the index is idle, each a set of segments (id, documents).
 ///
-/// Below [`HALVES_FROM`] entries, at most one: none when there are fewer than three
+/// Below [`HALVES_FROM`] documents, at most one: none when there are fewer than three
 /// segments, else those besides the largest, or all of them once those hold
-/// [`MERGE_ALL_SHARE`] of the largest's entries.
+/// [`MERGE_ALL_SHARE`] of the largest's documents.
 ///
 /// From [`HALVES_FROM`], the two largest are the halves, and the others are merged
 /// together until they hold [`MERGE_ALL_SHARE`] of the smaller half; then each of them,
-/// the largest first, goes to the half with fewer entries, and each half given one is
-/// merged with it. An import's segments of [`BULK_SEGMENT`] entries become two halves at
+/// the largest first, goes to the half with fewer documents, and each half given one is
+/// merged with it. An import's segments of [`BULK_SEGMENT`] documents become two halves at
 /// once, and an index that grew in one segment (or was written before the halves) grows
 /// its second half from the adds.
 fn idle_merge<Id: Copy>(segments: &[(Id, u32)]) -> Vec<Vec<Id>> {
-    let entries: u64 = segments.iter().map(|s| u64::from(s.1)).sum();
+    let documents: u64 = segments.iter().map(|s| u64::from(s.1)).sum();
     let mut by_size = segments.to_vec();
     by_size.sort_by_key(|s| std::cmp::Reverse(s.1));
     let ids = |s: &[(Id, u32)]| s.iter().map(|s| s.0).collect::<Vec<Id>>();
@@ -110,7 +110,7 @@ fn idle_merge<Id: Copy>(segments: &[(Id, u32)]) -> Vec<Vec<Id>> {
     let [largest, second, others @ ..] = by_size.as_slice() else {
         return Vec::new();
     };
-    if entries < HALVES_FROM {
+    if documents < HALVES_FROM {
         if weigh(&by_size[1..], largest.1) {
             return vec![ids(&by_size)];
         }
@@ -146,7 +146,7 @@ fn idle_merge<Id: Copy>(segments: &[(Id, u32)]) -> Vec<Vec<Id>> {
         .collect()
 }
 
-/// An entry's title, tags and content are indexed together in one field (`words`), the
+/// A document's title, tags and content are indexed together in one field (`words`), the
 /// title this many times and the tags [`TAGS_REPEATS`] times: their words count as often in
 /// BM25's term frequency, so a word of the title says more than one of the content. One
 /// field, not one a text: a query's term is one posting list to read, not three (the
@@ -154,15 +154,15 @@ fn idle_merge<Id: Copy>(segments: &[(Id, u32)]) -> Vec<Vec<Id>> {
 const TITLE_REPEATS: usize = 3;
 const TAGS_REPEATS: usize = 2;
 /// A word of the conversation context (its own field) weighs this much beside one of the
-/// entry's words.
+/// document's words.
 const CONTEXT_BOOST: f32 = 0.5;
 
-/// The texts of an entry a snippet may come from.
+/// The texts of a document a snippet may come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TextField {
     Title,
     Tags,
-    Content,
+    Body,
     Context,
 }
 
@@ -172,8 +172,8 @@ struct Fields {
     /// The ULID's two halves as fast fields: a hit's id without touching the doc store.
     id_hi: Field,
     id_lo: Field,
-    entry_type: Field,
-    project: Field,
+    kind: Field,
+    group: Field,
     /// The title, tags and content ([`TITLE_REPEATS`]).
     words: Field,
     context: Field,
@@ -190,8 +190,8 @@ fn schema() -> (Schema, Fields) {
         id: b.add_text_field("id", STRING),
         id_hi: b.add_u64_field("id_hi", FAST),
         id_lo: b.add_u64_field("id_lo", FAST),
-        entry_type: b.add_text_field("type", STRING),
-        project: b.add_text_field("project", STRING),
+        kind: b.add_text_field("type", STRING),
+        group: b.add_text_field("project", STRING),
         words: b.add_text_field("words", text.clone()),
         context: b.add_text_field("context", text),
     };
@@ -199,17 +199,12 @@ fn schema() -> (Schema, Fields) {
 }
 
 /// The analyzer for every text field: words, lower-cased, accents folded, English stop
-/// words dropped, stemmed (through a cache of the stems: [`super::stem`]).
+/// words dropped, stemmed (through a cache of the stems: [`crate::stem`]).
 pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
-        .filter(super::stem::CachedNormalizer::english())
+        .filter(crate::stem::CachedNormalizer::english())
         .build()
-}
-
-/// The project filter is exact but case-insensitive.
-pub fn project_key(project: &str) -> String {
-    project.trim().to_lowercase()
 }
 
 /// What an open index needs before it can serve.
@@ -224,18 +219,19 @@ pub enum IndexState {
 struct WriterState {
     /// Taken only when the index is dropped, to wait for its merges.
     writer: Option<IndexWriter>,
-    /// Entries written since the last commit, so that similarity on add can see them.
+    /// Documents written since the last commit, so that similarity on add can see them.
     pending: Vec<Ulid>,
     /// The highest sequence number handed to the writer.
     applied_seq: u64,
 }
 
 /// The derived full-text index of the memory.
-pub struct MemoryIndex {
+pub struct TextIndex {
     dir: PathBuf,
     index: Index,
     reader: IndexReader,
     fields: Fields,
+    kinds: Kinds,
     writer: Mutex<WriterState>,
     dirty: AtomicBool,
     /// A rebuild is under way: its writes are shown at its end, and searches meanwhile
@@ -244,16 +240,16 @@ pub struct MemoryIndex {
     /// Milliseconds since `epoch` at the last write, for the idle commit.
     last_write_ms: AtomicU64,
     /// Milliseconds since `epoch` before which the idle commit waits: an import's next
-    /// part is expected ([`MemoryIndex::expect_more_writes`]).
+    /// part is expected ([`TextIndex::expect_more_writes`]).
     more_writes_until_ms: AtomicU64,
     epoch: Instant,
-    /// Held while this index merges its segments ([`MemoryIndex::merge_segments`], the
+    /// Held while this index merges its segments ([`TextIndex::merge_segments`], the
     /// idle merge): two merges of the same segments side by side, one after a rebuild (or
     /// an import) and one when writes paused, left the files of the one that ended second
-    /// behind (~105 MB a half at a million entries). Shared, for the idle merge to hold it
+    /// behind (~105 MB a half at a million documents). Shared, for the idle merge to hold it
     /// without the index.
     merging: Arc<Mutex<()>>,
-    /// Each segment's `id_hi` and `id_lo` columns, opened once ([`MemoryIndex::hits`]):
+    /// Each segment's `id_hi` and `id_lo` columns, opened once ([`TextIndex::hits`]):
     /// opening them read their headers at every search. Those of segments gone are let go
     /// (they hold the segment's files) once a search reads fewer segments than they are.
     id_columns: Mutex<HashMap<SegmentId, IdColumns>>,
@@ -263,12 +259,12 @@ pub struct MemoryIndex {
 /// A segment's `id_hi` and `id_lo` columns.
 type IdColumns = (Column<u64>, Column<u64>);
 
-/// One hit of a search: the entry id and its raw BM25 score.
+/// One hit of a search: the document id and its raw BM25 score.
 #[derive(Debug, Clone)]
 pub struct Hit {
     pub id: Ulid,
     pub score: f32,
-    /// Where it is in the index (for [`MemoryIndex::terms_present`]).
+    /// Where it is in the index (for [`TextIndex::terms_present`]).
     pub doc: DocAddress,
 }
 
@@ -276,33 +272,33 @@ pub struct Hit {
 pub struct SearchPlan {
     query: Box<dyn Query>,
     /// The query's alternatives when it is their union alone (no filter, nothing
-    /// required), for [`MemoryIndex::top`]'s MaxScore.
+    /// required), for [`TextIndex::top`]'s MaxScore.
     union: Option<Vec<maxscore::Clause>>,
-    /// A narrowed plan's words when no filter applies, for [`MemoryIndex::top`].
+    /// A narrowed plan's words when no filter applies, for [`TextIndex::top`].
     narrowed: Option<Narrowed>,
 }
 
 /// Words every hit holds, and optional words that add to its score. The top hits are the
 /// best of the required words' own ([`Required`]) and, with optional words, of the
-/// entries holding one ([`maxscore::WithOptional`]): an entry holding none of the optional
+/// documents holding one ([`maxscore::WithOptional`]): a document holding none of the optional
 /// words scores by the required ones alone, so it is among their top hits if among the
-/// plan's. tantivy's scorer of the plan reads every entry holding the required words.
+/// plan's. tantivy's scorer of the plan reads every document holding the required words.
 struct Narrowed {
     required_only: Box<dyn Query>,
     required: Vec<Vec<maxscore::Clause>>,
     optional: Vec<maxscore::Clause>,
 }
 
-/// A search's top hits ([`MemoryIndex::top_search`]): prepared once, then searched a
+/// A search's top hits ([`TextIndex::top_search`]): prepared once, then searched a
 /// segment at a time, the largest first, by each thread that calls [`Self::work`], and
 /// merged by [`Self::hits`]. Each segment's own top hits are found apart (the union of
 /// theirs holds the index's).
 pub struct TopSearch<'s> {
-    index: &'s MemoryIndex,
+    index: &'s TextIndex,
     searcher: &'s Searcher,
     how: SegmentSearch,
     k: usize,
-    /// The segments' ordinals, the most entries first.
+    /// The segments' ordinals, the most documents first.
     order: Vec<u32>,
     /// The next of `order` to search.
     next: AtomicUsize,
@@ -319,14 +315,14 @@ enum SegmentSearch {
     Union(maxscore::Union),
     /// Words all required ([`Narrowed`]).
     Required(Required),
-    /// The best of the required words' own top hits and of the entries holding an optional
+    /// The best of the required words' own top hits and of the documents holding an optional
     /// word ([`Narrowed`]).
     WithOptional(Required, maxscore::WithOptional),
 }
 
 /// The top hits of words all required, in a segment: [`maxscore::Intersection`]'s where a
-/// word has two lists there (in the entries' words and their contexts), else tantivy's
-/// intersection of single terms, pruned block by block. Entries that all have a context
+/// word has two lists there (in the documents' words and their contexts), else tantivy's
+/// intersection of single terms, pruned block by block. Documents that all have a context
 /// made tantivy's intersection read both lists of each word in full (`cargo bench --bench
 /// scale`).
 struct Required {
@@ -350,12 +346,12 @@ impl TopSearch<'_> {
         }
     }
 
-    /// [`Self::work`] on this thread and, on an index of [`HALVES_FROM`] entries or more
+    /// [`Self::work`] on this thread and, on an index of [`HALVES_FROM`] documents or more
     /// with two segments or more ([`SearchTuning::parted_from`]), on a second one too
     /// (`cargo bench --bench scale`). Below, starting a thread costs more than it saves; on
     /// one core, it saves nothing. A thread that cannot start leaves its share to this one.
     pub fn work_parted(&self) {
-        let entries: u64 = self
+        let documents: u64 = self
             .searcher
             .segment_readers()
             .iter()
@@ -364,7 +360,7 @@ impl TopSearch<'_> {
         match helpers() {
             Some(helpers)
                 if self.order.len() >= 2
-                    && entries >= self.index.tuning.parted_from
+                    && documents >= self.index.tuning.parted_from
                     && helpers.current_thread_index().is_none() =>
             {
                 // Waited for spinning, not on the scope's end: a thread put to sleep there
@@ -431,7 +427,7 @@ impl TopSearch<'_> {
     }
 }
 
-/// The ordinals of `searcher`'s segments, the most entries first: the order threads take
+/// The ordinals of `searcher`'s segments, the most documents first: the order threads take
 /// a search's segments in, so that the largest are not left to the end.
 pub fn largest_first(searcher: &Searcher) -> Vec<u32> {
     let readers = searcher.segment_readers();
@@ -441,7 +437,7 @@ pub fn largest_first(searcher: &Searcher) -> Vec<u32> {
 }
 
 /// A flag raised while this lives, lowered when it is dropped: on a panic too, or the
-/// index would skip its commits for good ([`MemoryIndex::commit`]).
+/// index would skip its commits for good ([`TextIndex::commit`]).
 struct Raised<'a>(&'a AtomicBool);
 
 impl<'a> Raised<'a> {
@@ -462,11 +458,11 @@ impl Drop for Raised<'_> {
 /// tests open with [`SearchTuning::every_path`] to run the paths of a large base too.
 #[derive(Debug, Clone, Copy)]
 pub struct SearchTuning {
-    /// An index of this many entries or more is searched on two threads
+    /// An index of this many documents or more is searched on two threads
     /// ([`TopSearch::work_parted`]).
     pub parted_from: u64,
     /// A hybrid search reads the vectors with a thread beside whatever their number, not
-    /// only when the table is large ([`crate::memory::vectors::VectorIndex::is_large`]).
+    /// only when the table is large ([`crate::vectors::VectorIndex::is_large`]).
     pub vectors_always_beside: bool,
 }
 
@@ -482,7 +478,7 @@ impl Default for SearchTuning {
 impl SearchTuning {
     /// Every index parted and every table searched with a thread beside, so that what the
     /// threads share is held to what one thread finds.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn every_path() -> SearchTuning {
         SearchTuning {
             parted_from: 0,
@@ -518,13 +514,14 @@ pub fn helpers() -> Option<&'static rayon::ThreadPool> {
         .as_ref()
 }
 
-impl MemoryIndex {
+impl TextIndex {
     /// Opens the index in `dir`, creating it when missing and recreating it when it cannot
     /// be read. The returned state says whether it must be rebuilt or caught up.
     pub fn open(
         dir: &Path,
+        kinds: Kinds,
         tuning: SearchTuning,
-    ) -> Result<(Arc<MemoryIndex>, IndexState), tantivy::TantivyError> {
+    ) -> Result<(Arc<TextIndex>, IndexState), tantivy::TantivyError> {
         let (schema, fields) = schema();
         let (index, state) = match open_existing(dir, &schema) {
             Ok(Some((index, seq))) => (index, IndexState::UpTo(seq)),
@@ -555,11 +552,12 @@ impl MemoryIndex {
             IndexState::UpTo(seq) => seq,
             IndexState::Rebuild(_) => 0,
         };
-        let this = Arc::new(MemoryIndex {
+        let this = Arc::new(TextIndex {
             dir: dir.to_path_buf(),
             index,
             reader,
             fields,
+            kinds,
             writer: Mutex::new(WriterState {
                 writer: Some(writer),
                 pending: Vec::new(),
@@ -592,30 +590,30 @@ impl MemoryIndex {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds or replaces an entry's document. Visible to readers after the next commit,
+    /// Adds or replaces a document's document. Visible to readers after the next commit,
     /// which any read forces.
-    pub fn upsert(&self, entry: &Entry) -> tantivy::Result<()> {
+    pub fn upsert(&self, document: &impl AsDocument) -> tantivy::Result<()> {
         let mut w = self.lock();
-        self.write_doc(&mut w, entry, true)?;
+        self.write_doc(&mut w, &document.as_document(), true)?;
         if w.pending.len() >= MAX_PENDING {
             self.commit_locked(&mut w)?;
         }
         Ok(())
     }
 
-    /// Adds or replaces many entries, not committed: the indexing threads work on them
+    /// Adds or replaces many documents, not committed: the indexing threads work on them
     /// while the caller goes on (an import writes its next part), and [`Self::commit`]
-    /// makes them visible. Each entry comes with whether it may have a document already:
-    /// one sled did not hold has none (the index is never ahead of sled, and no entry's
-    /// document is ever removed but to be replaced), and asking tantivy to delete it costs
-    /// a delete at the commit too.
-    pub fn write_batch<'a>(
+    /// makes them visible. Each document comes with whether the index may hold it already:
+    /// one its owner did not hold is not (the index is never ahead of its owner, and a
+    /// document is never removed but to be replaced), and asking tantivy to delete it
+    /// costs a delete at the commit too.
+    pub fn write_batch<D: AsDocument>(
         &self,
-        entries: impl IntoIterator<Item = (&'a Entry, bool)>,
+        documents: impl IntoIterator<Item = (D, bool)>,
     ) -> tantivy::Result<()> {
         let mut w = self.lock();
-        for (entry, may_be_indexed) in entries {
-            self.write_doc(&mut w, entry, may_be_indexed)?;
+        for (document, may_be_indexed) in documents {
+            self.write_doc(&mut w, &document.as_document(), may_be_indexed)?;
             if w.pending.len() >= BULK_SEGMENT {
                 self.commit_locked(&mut w)?;
             }
@@ -626,75 +624,75 @@ impl MemoryIndex {
     fn write_doc(
         &self,
         w: &mut WriterState,
-        entry: &Entry,
+        document: &Document,
         may_be_indexed: bool,
     ) -> tantivy::Result<()> {
         let f = &self.fields;
-        let id = entry.id.to_string();
+        let id = document.id.to_string();
         if may_be_indexed {
             w.tantivy().delete_term(Term::from_field_text(f.id, &id));
         }
-        let (hi, lo) = ((entry.id.0 >> 64) as u64, entry.id.0 as u64);
-        let mut document = doc!(
+        let (hi, lo) = ((document.id.0 >> 64) as u64, document.id.0 as u64);
+        let mut doc = doc!(
             f.id => id,
             f.id_hi => hi,
             f.id_lo => lo,
-            f.entry_type => entry.entry_type.as_str(),
-            f.words => entry.content.as_str(),
+            f.kind => self.kinds.name(document.kind),
+            f.words => document.body,
         );
         for _ in 0..TITLE_REPEATS {
-            document.add_text(f.words, &entry.title);
+            doc.add_text(f.words, document.title);
         }
-        let tags = entry.tags.join(" ");
+        let tags = document.tags.join(" ");
         for _ in 0..TAGS_REPEATS {
-            document.add_text(f.words, &tags);
+            doc.add_text(f.words, &tags);
         }
-        if let Some(project) = &entry.project {
-            document.add_text(f.project, project_key(project));
+        if let Some(group) = document.group {
+            doc.add_text(f.group, group_key(group));
         }
-        if let Some(context) = &entry.context {
-            document.add_text(f.context, context);
+        if let Some(context) = document.context {
+            doc.add_text(f.context, context);
         }
-        w.tantivy().add_document(document)?;
-        w.pending.push(entry.id);
-        w.applied_seq = w.applied_seq.max(entry.seq);
+        w.tantivy().add_document(doc)?;
+        w.pending.push(document.id);
+        w.applied_seq = w.applied_seq.max(document.seq);
         self.dirty.store(true, Ordering::Release);
         self.last_write_ms
             .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Rebuilds from scratch: every document is dropped and `entries` indexed, then
+    /// Rebuilds from scratch: every document is dropped and `documents` indexed, then
     /// committed. `progress(done)` is called as it goes. Searches meanwhile read the index
     /// as it was, without waiting ([`Self::commit`]).
-    pub fn rebuild(
+    pub fn rebuild<D: AsDocument, E: From<tantivy::TantivyError>>(
         &self,
-        entries: impl Iterator<Item = Result<Entry, super::MemoryError>>,
+        documents: impl Iterator<Item = Result<D, E>>,
         seq: u64,
         progress: impl FnMut(u64),
-    ) -> Result<u64, super::MemoryError> {
+    ) -> Result<u64, E> {
         let mut w = self.lock();
         // The writes made before, committed, are what searches read until the end: no
         // other write comes meanwhile, as this one holds the writer.
         self.commit_locked(&mut w)?;
         let _rebuilding = Raised::new(&self.rebuilding);
-        self.rebuild_locked(&mut w, entries, seq, progress)
+        self.rebuild_locked(&mut w, documents, seq, progress)
     }
 
-    fn rebuild_locked(
+    fn rebuild_locked<D: AsDocument, E: From<tantivy::TantivyError>>(
         &self,
         w: &mut WriterState,
-        entries: impl Iterator<Item = Result<Entry, super::MemoryError>>,
+        documents: impl Iterator<Item = Result<D, E>>,
         seq: u64,
         mut progress: impl FnMut(u64),
-    ) -> Result<u64, super::MemoryError> {
+    ) -> Result<u64, E> {
         w.tantivy().delete_all_documents()?;
         w.pending.clear();
         let mut n = 0u64;
-        for entry in entries {
-            let entry = entry?;
-            // Every document was dropped, and each entry comes once.
-            self.write_doc(w, &entry, false)?;
+        for document in documents {
+            let document = document?;
+            // Every document was dropped, and each comes once.
+            self.write_doc(w, &document.as_document(), false)?;
             w.pending.clear();
             n += 1;
             if n.is_multiple_of(1000) {
@@ -702,8 +700,8 @@ impl MemoryIndex {
             }
             // A segment of its own, which searches do not see before the rebuild's end:
             // they read the index as it was (its files stay while a searcher holds them).
-            // A rebuild cut short leaves fewer documents than entries, which the next open
-            // rebuilds again.
+            // A rebuild cut short leaves fewer documents than its owner holds, which the
+            // next open rebuilds again.
             if n.is_multiple_of(BULK_SEGMENT as u64) {
                 commit_writer(w)?;
             }
@@ -717,7 +715,7 @@ impl MemoryIndex {
 
     /// More writes of the same import follow: the idle commit waits for them, up to
     /// [`NEXT_PART_WAIT`], rather than cutting a segment in the pause between two parts. A
-    /// million entries come in 200 parts: committed in each pause, they made as many
+    /// million documents come in 200 parts: committed in each pause, they made as many
     /// segments, merged level by level as they came (a fifth of the import's time), then
     /// again all together. A read still commits at once.
     pub fn expect_more_writes(&self) {
@@ -728,7 +726,7 @@ impl MemoryIndex {
 
     /// Commits pending writes, if any, and makes them visible to searches. During a
     /// rebuild, the only writes pending are the rebuild's own, shown at its end: nothing
-    /// to commit (a search at a million entries waited ~25 s for the writer).
+    /// to commit (a search at a million documents waited ~25 s for the writer).
     pub fn commit(&self) -> tantivy::Result<()> {
         if !self.dirty.load(Ordering::Acquire) || self.rebuilding.load(Ordering::Acquire) {
             return Ok(());
@@ -836,8 +834,8 @@ impl MemoryIndex {
     }
 
     /// Which of `terms` (analysed) each of `docs` holds in its words or its context, one
-    /// flag a term: an entry's coverage of a query, read from the postings, without
-    /// reading or analysing the entry's text.
+    /// flag a term: a document's coverage of a query, read from the postings, without
+    /// reading or analysing the document's text.
     pub fn terms_present(
         &self,
         searcher: &Searcher,
@@ -874,7 +872,7 @@ impl MemoryIndex {
         Ok(present)
     }
 
-    /// Which of `ids` have a live document in the segment `ord`, and where (an entry
+    /// Which of `ids` have a live document in the segment `ord`, and where (a document
     /// has one live document in the index: the others, written before, are deleted).
     pub fn docs_in_segment(
         &self,
@@ -920,21 +918,21 @@ impl MemoryIndex {
         out
     }
 
-    /// Builds the BM25 query: each `(term, weight)` searched in the entry's words and, at
+    /// Builds the BM25 query: each `(term, weight)` searched in the document's words and, at
     /// [`CONTEXT_BOOST`], in its context, all as alternatives; filters are required.
     pub fn plan(
         &self,
         terms: &[(String, f32)],
-        entry_type: Option<EntryType>,
-        project: Option<&str>,
+        kind: Option<Kind>,
+        group: Option<&str>,
     ) -> SearchPlan {
-        self.plan_in(true, terms, entry_type, project)
+        self.plan_in(true, terms, kind, group)
     }
 
-    /// `terms` without those more than [`UBIQUITOUS_SHARE`] of the entries hold, once
-    /// the index holds [`COMMON_FROM_DOCS`] entries, when a word of the query (weight 1 or
+    /// `terms` without those more than [`UBIQUITOUS_SHARE`] of the documents hold, once
+    /// the index holds [`COMMON_FROM_DOCS`] documents, when a word of the query (weight 1 or
     /// more) is left; else all of them. Block-max WAND reads a ubiquitous word's postings
-    /// at every entry holding a distinctive one, for a score it barely moves (`cargo bench
+    /// at every document holding a distinctive one, for a score it barely moves (`cargo bench
     /// --bench scale` shows what leaving them out saves). Coverage, the total and
     /// the snippets still count it.
     pub fn without_ubiquitous(
@@ -958,35 +956,35 @@ impl MemoryIndex {
     }
 
     /// The postings a search's context may add to its query, on an index of
-    /// [`COMMON_FROM_DOCS`] entries or more: [`COMMON_SHARE`] of its entries (its words
+    /// [`COMMON_FROM_DOCS`] documents or more: [`COMMON_SHARE`] of its documents (its words
     /// taken rarest first while they fit). `None` below: no bound.
     pub fn context_postings(&self, searcher: &Searcher) -> Option<u64> {
         share_of_large(searcher, COMMON_SHARE)
     }
 
-    /// A plan for "entries like this one": the entry's own words only (not the
+    /// A plan for "documents like this one": the document's own words only (not the
     /// conversation context), no filters.
     pub fn plan_similar(&self, terms: &[(String, f32)]) -> SearchPlan {
         self.plan_in(false, terms, None, None)
     }
 
-    /// [`Self::plan`] narrowed to the entries holding every word of the query when all of
-    /// them are common, once the index holds [`COMMON_FROM_DOCS`] entries: a word of the
+    /// [`Self::plan`] narrowed to the documents holding every word of the query when all of
+    /// them are common, once the index holds [`COMMON_FROM_DOCS`] documents: a word of the
     /// query (weight 1 or more) in more than [`COMMON_SHARE`] of them is common. The
     /// context's words only add to the score, and the scores are the plan's own: only the
-    /// entries missing one of the words are left out, which rank below those that hold them
-    /// all. Block-max WAND cannot skip the postings of words that most entries hold, so the
+    /// documents missing one of the words are left out, which rank below those that hold them
+    /// all. Block-max WAND cannot skip the postings of words that most documents hold, so the
     /// full plan would score most of them; this reads the intersection of their postings.
-    /// With a distinctive word in the query, WAND skips well (an entry without it cannot
-    /// reach the top hits' scores) and the full plan is the faster: narrowed to the entries
+    /// With a distinctive word in the query, WAND skips well (a document without it cannot
+    /// reach the top hits' scores) and the full plan is the faster: narrowed to the documents
     /// holding one, every one of those was scored (`cargo bench --bench scale`). `None`
     /// when nothing narrows: a small index, a distinctive word, or a single word.
     pub fn plan_narrowed(
         &self,
         searcher: &Searcher,
         terms: &[(String, f32)],
-        entry_type: Option<EntryType>,
-        project: Option<&str>,
+        kind: Option<Kind>,
+        group: Option<&str>,
     ) -> Option<SearchPlan> {
         let common_at = share_of_large(searcher, COMMON_SHARE)?;
         let (own, context): (Vec<_>, Vec<_>) = terms.iter().partition(|(_, w)| *w >= 1.0);
@@ -1008,8 +1006,8 @@ impl MemoryIndex {
                 .iter()
                 .flat_map(|(t, w)| self.term_clauses(true, t, *w)),
         );
-        let mut plan = self.filtered(BooleanQuery::new(clauses), entry_type, project);
-        if entry_type.is_none() && project.is_none() {
+        let mut plan = self.filtered(BooleanQuery::new(clauses), kind, group);
+        if kind.is_none() && group.is_none() {
             plan.narrowed = Some(Narrowed {
                 required_only: Box::new(BooleanQuery::new(maxscore::each_required(&required))),
                 required,
@@ -1022,7 +1020,7 @@ impl MemoryIndex {
         Some(plan)
     }
 
-    /// A term's clauses, alternatives of a query: in the entry's words and, `with_context`,
+    /// A term's clauses, alternatives of a query: in the document's words and, `with_context`,
     /// in its context at [`CONTEXT_BOOST`].
     fn term_clauses(
         &self,
@@ -1058,15 +1056,15 @@ impl MemoryIndex {
         &self,
         with_context: bool,
         terms: &[(String, f32)],
-        entry_type: Option<EntryType>,
-        project: Option<&str>,
+        kind: Option<Kind>,
+        group: Option<&str>,
     ) -> SearchPlan {
         let should = terms
             .iter()
             .flat_map(|(term, weight)| self.term_clauses(with_context, term, *weight))
             .collect();
-        let mut plan = self.filtered(BooleanQuery::new(should), entry_type, project);
-        if entry_type.is_none() && project.is_none() {
+        let mut plan = self.filtered(BooleanQuery::new(should), kind, group);
+        if kind.is_none() && group.is_none() {
             plan.union = Some(
                 terms
                     .iter()
@@ -1078,14 +1076,9 @@ impl MemoryIndex {
     }
 
     /// `text` with the filters required.
-    fn filtered(
-        &self,
-        text: BooleanQuery,
-        entry_type: Option<EntryType>,
-        project: Option<&str>,
-    ) -> SearchPlan {
+    fn filtered(&self, text: BooleanQuery, kind: Option<Kind>, group: Option<&str>) -> SearchPlan {
         let f = &self.fields;
-        if entry_type.is_none() && project.is_none() {
+        if kind.is_none() && group.is_none() {
             // Unwrapped, a pure disjunction lets tantivy prune with block-max WAND.
             return SearchPlan {
                 query: Box::new(text),
@@ -1094,20 +1087,20 @@ impl MemoryIndex {
             };
         }
         let mut must: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(text))];
-        if let Some(t) = entry_type {
+        if let Some(t) = kind {
             must.push((
                 Occur::Must,
                 Box::new(TermQuery::new(
-                    Term::from_field_text(f.entry_type, t.as_str()),
+                    Term::from_field_text(f.kind, self.kinds.name(t)),
                     IndexRecordOption::Basic,
                 )),
             ));
         }
-        if let Some(p) = project {
+        if let Some(p) = group {
             must.push((
                 Occur::Must,
                 Box::new(TermQuery::new(
-                    Term::from_field_text(f.project, &project_key(p)),
+                    Term::from_field_text(f.group, &group_key(p)),
                     IndexRecordOption::Basic,
                 )),
             ));
@@ -1119,7 +1112,7 @@ impl MemoryIndex {
         }
     }
 
-    /// The number of entries a plan matches, for a search's `total`: exact up to
+    /// The number of documents a plan matches, for a search's `total`: exact up to
     /// [`TOTAL_EXACT_UP_TO`]; beyond, an estimate. Asked apart from the top hits: together,
     /// every match is scored; alone, the top hits skip the postings that cannot rank
     /// (block-max WAND) and the count scores nothing.
@@ -1130,7 +1123,7 @@ impl MemoryIndex {
     /// The matches are counted in the index's order until `exact_up_to` are found; the
     /// count is then scaled by the share of the index read to find them, and rounded to two
     /// significant figures, so that it reads as the estimate it is (never below
-    /// `exact_up_to`). An exact count of a million entries' common words decoded every
+    /// `exact_up_to`). An exact count of a million documents' common words decoded every
     /// posting of each, the largest part of a search (`cargo bench --bench scale`).
     fn total_up_to(
         &self,
@@ -1228,8 +1221,8 @@ impl MemoryIndex {
         })
     }
 
-    /// The hits' entry ids, from the `id_hi` and `id_lo` fast fields: each segment's two
-    /// columns are opened once and kept ([`MemoryIndex::id_columns`]; opening one reads
+    /// The hits' document ids, from the `id_hi` and `id_lo` fast fields: each segment's two
+    /// columns are opened once and kept ([`TextIndex::id_columns`]; opening one reads
     /// its block headers).
     fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> tantivy::Result<Vec<Hit>> {
         let mut columns = self.id_columns.lock().unwrap_or_else(|p| p.into_inner());
@@ -1259,7 +1252,7 @@ impl MemoryIndex {
         Ok(hits)
     }
 
-    /// What makes a search's snippets: one generator for the entry's words, one for its
+    /// What makes a search's snippets: one generator for the document's words, one for its
     /// context.
     pub fn snippets(
         &self,
@@ -1298,7 +1291,7 @@ impl MemoryIndex {
 
     /// Disk space used by the index, in bytes.
     pub fn size_on_disk(&self) -> u64 {
-        crate::store::dir_size(&self.dir)
+        crate::files::dir_size(&self.dir)
     }
 }
 
@@ -1310,7 +1303,7 @@ impl WriterState {
     }
 }
 
-impl Drop for MemoryIndex {
+impl Drop for TextIndex {
     /// Commits, then waits for merges in flight: they write into the index's folder, and
     /// would go on writing there after the memory is closed (and its folder perhaps
     /// removed, which a merge's new files would bring back).
@@ -1332,14 +1325,14 @@ impl Drop for MemoryIndex {
     }
 }
 
-/// A search's snippet generators ([`MemoryIndex::snippets`]).
+/// A search's snippet generators ([`TextIndex::snippets`]).
 pub struct Snippets {
     words: SnippetGenerator,
     context: SnippetGenerator,
 }
 
 impl Snippets {
-    /// The best fragment of an entry's texts: the one highlighting the most words, the
+    /// The best fragment of a document's texts: the one highlighting the most words, the
     /// first of `texts` on a tie; `None` when none highlights any.
     pub fn best(&self, texts: &[(TextField, &str)]) -> Option<(TextField, Snippet)> {
         let mut best: Option<(TextField, Snippet)> = None;
@@ -1349,7 +1342,7 @@ impl Snippets {
             }
             let generator = match field {
                 TextField::Context => &self.context,
-                TextField::Title | TextField::Tags | TextField::Content => &self.words,
+                TextField::Title | TextField::Tags | TextField::Body => &self.words,
             };
             let s = generator.snippet(text);
             if s.is_empty() {
@@ -1367,7 +1360,7 @@ impl Snippets {
     }
 }
 
-/// `share` of the entries, on an index of [`COMMON_FROM_DOCS`] entries or more (`None`
+/// `share` of the documents, on an index of [`COMMON_FROM_DOCS`] documents or more (`None`
 /// below): a document frequency beyond which a word is common or ubiquitous, or the
 /// postings a search's context may add.
 fn share_of_large(searcher: &Searcher, share: f64) -> Option<u64> {
@@ -1421,11 +1414,7 @@ fn create_fresh(dir: &Path, schema: &Schema) -> tantivy::Result<Index> {
 /// not looked at again until the segments change. The index is not held while the merge
 /// runs: a memory closed meanwhile closes its writer (and the directory's lock, so the
 /// data dir opens again at once), which drops the merge.
-fn merge_when_idle(
-    weak: &Weak<MemoryIndex>,
-    index: Arc<MemoryIndex>,
-    settled: &mut Vec<SegmentId>,
-) {
+fn merge_when_idle(weak: &Weak<TextIndex>, index: Arc<TextIndex>, settled: &mut Vec<SegmentId>) {
     let ids: Vec<SegmentId> = index
         .reader
         .searcher()
@@ -1488,7 +1477,7 @@ fn wait_all(merges: Vec<MergeRunning>) -> tantivy::Result<()> {
     first_error
 }
 
-fn spawn_idle_committer(weak: Weak<MemoryIndex>) {
+fn spawn_idle_committer(weak: Weak<TextIndex>) {
     let spawned = std::thread::Builder::new()
         .name("tandem-index-commit".into())
         .spawn(move || {
@@ -1530,22 +1519,22 @@ fn two_figures(n: f64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_PENDING, MemoryIndex, SearchTuning, idle_merge, maxscore, two_figures};
-    use crate::memory::records::{Entry, EntryType};
+    use super::{MAX_PENDING, SearchTuning, TextIndex, idle_merge, maxscore, two_figures};
+    use crate::test_docs::{BUG, Doc, KINDS, PATTERN, REFERENCE};
 
     #[test]
     fn postings_say_which_live_document_holds_which_terms() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
-        let mut first = Entry::new(
-            EntryType::Bug,
+        let (idx, _) = TextIndex::open(dir.path(), KINDS, SearchTuning::every_path()).unwrap();
+        let mut first = Doc::new(
+            BUG,
             "Safari rejects dates",
             "ISO strings fail to parse",
             vec!["browser".into()],
         );
         first.context = Some("the user was on a tablet".into());
-        let second = Entry::new(
-            EntryType::Pattern,
+        let second = Doc::new(
+            PATTERN,
             "Retry with backoff",
             "wrap flaky network calls",
             vec![],
@@ -1553,9 +1542,9 @@ mod tests {
         idx.write_batch([(&first, false), (&second, false)])
             .unwrap();
         idx.commit().unwrap();
-        // The first entry is written again in a later commit: its old document is
+        // The first document is written again in a later commit: its old document is
         // deleted, and only the new one is found.
-        first.content = "ISO strings fail to parse, and timestamps too".into();
+        first.body = "ISO strings fail to parse, and timestamps too".into();
         idx.upsert(&first).unwrap();
         let searcher = idx.fresh_searcher().unwrap();
         let unknown = ulid::Ulid::new();
@@ -1582,16 +1571,16 @@ mod tests {
         assert_eq!(present[0], [false, false, false, false, true]);
     }
 
-    /// A word nearly every entry holds is left out of the scoring query while a word of
+    /// A word nearly every document holds is left out of the scoring query while a word of
     /// the query remains, and kept when the query has no other; a small index keeps all.
     /// The top hits found a segment at a time on two threads are those of tantivy's
     /// `TopDocs` over the whole plan, each way a search is read: tantivy's own, MaxScore's
-    /// union, and the required words beside optional ones; over segments holding entries
+    /// union, and the required words beside optional ones; over segments holding documents
     /// replaced since (their old documents deleted).
     #[test]
     fn top_hits_found_segment_by_segment_are_topdocs_hits() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
+        let (idx, _) = TextIndex::open(dir.path(), KINDS, SearchTuning::every_path()).unwrap();
         let vocabulary = [
             "cache", "retry", "timeout", "auth", "token", "socket", "schema", "deploy", "kernel",
             "safari", "proxy", "render", "query", "thread", "index", "pool",
@@ -1603,28 +1592,28 @@ mod tests {
             state ^= state << 17;
             state
         };
-        // Zipf-like: the first words in most entries, the last in few.
+        // Zipf-like: the first words in most documents, the last in few.
         let mut word = move || {
             let r = (next() % 10_000) as f64 / 10_000.0;
             vocabulary[((16f64.powf(r) - 1.0) as usize).min(15)]
         };
         let mut words = |n: usize| (0..n).map(|_| word()).collect::<Vec<_>>().join(" ");
         let n = super::COMMON_FROM_DOCS as usize + 2_000;
-        let mut entries: Vec<Entry> = (0..n)
+        let mut documents: Vec<Doc> = (0..n)
             .map(|i| {
-                let mut e = Entry::new(EntryType::Bug, words(2), words(3 + i % 9), vec![]);
+                let mut e = Doc::new(BUG, words(2), words(3 + i % 9), vec![]);
                 if i % 3 == 0 {
                     e.context = Some(words(2));
                 }
                 e
             })
             .collect();
-        for part in entries.chunks(n / 3 + 1) {
+        for part in documents.chunks(n / 3 + 1) {
             idx.write_batch(part.iter().map(|e| (e, false))).unwrap();
             idx.commit().unwrap();
         }
-        for e in entries.iter_mut().step_by(97) {
-            e.content.push_str(" kernel safari");
+        for e in documents.iter_mut().step_by(97) {
+            e.body.push_str(" kernel safari");
             idx.upsert(e).unwrap();
         }
         let searcher = idx.fresh_searcher().unwrap();
@@ -1651,7 +1640,7 @@ mod tests {
             let plan = idx.plan(&terms, None, None);
             unions += usize::from(plan.union.is_some());
             maxscore::assert_same(q, &found(&plan, k), &expected(&plan, k));
-            let filtered = idx.plan(&terms, Some(EntryType::Bug), None);
+            let filtered = idx.plan(&terms, Some(BUG), None);
             maxscore::assert_same(q, &found(&filtered, k), &expected(&filtered, k));
             if let Some(plan) = idx.plan_narrowed(&searcher, &terms, None, None) {
                 let words = plan.narrowed.as_ref().expect("no filter");
@@ -1669,11 +1658,11 @@ mod tests {
     #[test]
     fn a_word_nearly_every_entry_holds_is_left_out_of_scoring() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
+        let (idx, _) = TextIndex::open(dir.path(), KINDS, SearchTuning::every_path()).unwrap();
         let n = super::COMMON_FROM_DOCS as usize;
-        // "cache" in every entry, "retry" in 19 of 20 (95 %), "timeout" in one of 2 (50 %),
+        // "cache" in every document, "retry" in 19 of 20 (95 %), "timeout" in one of 2 (50 %),
         // "safari" in one.
-        let entries: Vec<Entry> = (0..n)
+        let documents: Vec<Doc> = (0..n)
             .map(|i| {
                 let mut words = vec!["cache"];
                 if i % 20 != 0 {
@@ -1685,12 +1674,7 @@ mod tests {
                 if i == 7 {
                     words.push("safari");
                 }
-                Entry::new(
-                    EntryType::Bug,
-                    format!("entry {i}"),
-                    words.join(" "),
-                    vec![],
-                )
+                Doc::new(BUG, format!("document {i}"), words.join(" "), vec![])
             })
             .collect();
         let term = |w: &str| idx.terms(w).remove(0);
@@ -1701,52 +1685,53 @@ mod tests {
             idx.without_ubiquitous(searcher, &query(words))
         };
 
-        idx.write_batch(entries[..n - 1].iter().map(|e| (e, false)))
+        idx.write_batch(documents[..n - 1].iter().map(|e| (e, false)))
             .unwrap();
         idx.commit().unwrap();
         let searcher = idx.fresh_searcher().unwrap();
         let all = [("cache", 1.0), ("retry", 1.0), ("safari", 1.0)];
-        assert_eq!(kept(&searcher, &all), query(&all), "below 10,000 entries");
+        assert_eq!(kept(&searcher, &all), query(&all), "below 10,000 documents");
         assert_eq!(
             idx.context_postings(&searcher),
             None,
-            "below 10,000 entries"
+            "below 10,000 documents"
         );
 
-        idx.write_batch([(&entries[n - 1], false)]).unwrap();
+        idx.write_batch([(&documents[n - 1], false)]).unwrap();
         idx.commit().unwrap();
         let searcher = idx.fresh_searcher().unwrap();
         assert_eq!(kept(&searcher, &all), query(&[("safari", 1.0)]));
         assert_eq!(
             kept(&searcher, &[("cache", 1.0), ("timeout", 1.0)]),
             query(&[("timeout", 1.0)]),
-            "a word in half the entries stays"
+            "a word in half the documents stays"
         );
         // With only a context's word beside them, the query's own words stay.
         let with_context = [("cache", 1.0), ("retry", 1.0), ("safari", 0.35)];
         assert_eq!(kept(&searcher, &with_context), query(&with_context));
         let ubiquitous = [("cache", 1.0), ("retry", 1.0)];
         assert_eq!(kept(&searcher, &ubiquitous), query(&ubiquitous));
-        // A search's context adds words holding at most 5 % of the entries' postings.
+        // A search's context adds words holding at most 5 % of the documents' postings.
         assert_eq!(idx.context_postings(&searcher), Some(500));
     }
 
-    /// Similarity on add scores the few entries not yet committed itself; an import's
+    /// Similarity on add scores the few documents not yet committed itself; an import's
     /// thousands are committed first.
     #[test]
     fn more_than_a_few_pending_are_committed_for_similarity() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
-        let entries: Vec<Entry> = (0..MAX_PENDING + 1)
-            .map(|i| Entry::new(EntryType::Reference, format!("entry {i}"), "", vec![]))
+        let (idx, _) = TextIndex::open(dir.path(), KINDS, SearchTuning::every_path()).unwrap();
+        let documents: Vec<Doc> = (0..MAX_PENDING + 1)
+            .map(|i| Doc::new(REFERENCE, format!("document {i}"), "", vec![]))
             .collect();
-        idx.write_batch(entries.iter().map(|e| (e, false))).unwrap();
+        idx.write_batch(documents.iter().map(|e| (e, false)))
+            .unwrap();
         let (searcher, pending) = idx.committed_and_pending().unwrap();
         assert!(pending.is_empty());
         assert_eq!(idx.num_docs(&searcher), MAX_PENDING as u64 + 1);
 
-        let few: Vec<Entry> = (0..3)
-            .map(|i| Entry::new(EntryType::Reference, format!("late {i}"), "", vec![]))
+        let few: Vec<Doc> = (0..3)
+            .map(|i| Doc::new(REFERENCE, format!("late {i}"), "", vec![]))
             .collect();
         idx.write_batch(few.iter().map(|e| (e, false))).unwrap();
         let (searcher, pending) = idx.committed_and_pending().unwrap();
@@ -1756,34 +1741,34 @@ mod tests {
 
     /// A search during a rebuild reads the index as it was, at once: the writes made
     /// before it (committed when it starts), not the rebuild's part; the rebuild's
-    /// entries show at its end.
+    /// documents show at its end.
     #[test]
     fn a_search_during_a_rebuild_reads_the_index_as_it_was_without_waiting() {
         use std::sync::mpsc;
         use std::time::Duration;
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
-        let old: Vec<Entry> = (0..3)
-            .map(|i| Entry::new(EntryType::Reference, format!("old {i}"), "", vec![]))
+        let (idx, _) = TextIndex::open(dir.path(), KINDS, SearchTuning::every_path()).unwrap();
+        let old: Vec<Doc> = (0..3)
+            .map(|i| Doc::new(REFERENCE, format!("old {i}"), "", vec![]))
             .collect();
         idx.write_batch(old.iter().map(|e| (e, false))).unwrap();
         // Not committed: the rebuild commits them before it drops every document.
-        let new: Vec<Entry> = (0..5)
-            .map(|i| Entry::new(EntryType::Reference, format!("new {i}"), "", vec![]))
+        let new: Vec<Doc> = (0..5)
+            .map(|i| Doc::new(REFERENCE, format!("new {i}"), "", vec![]))
             .collect();
         let (halfway_tx, halfway) = mpsc::channel();
         let (go_on, go_on_rx) = mpsc::channel::<()>();
         std::thread::scope(|scope| {
             let (idx, new) = (&idx, &new);
             let rebuild = scope.spawn(move || {
-                let entries = new.iter().enumerate().map(|(i, e)| {
+                let documents = new.iter().enumerate().map(|(i, e)| {
                     if i == 2 {
                         halfway_tx.send(()).unwrap();
                         go_on_rx.recv().unwrap();
                     }
-                    Ok(e.clone())
+                    Ok::<Doc, tantivy::TantivyError>(e.clone())
                 });
-                idx.rebuild(entries, 9, |_| {}).unwrap()
+                idx.rebuild(documents, 9, |_| {}).unwrap()
             });
             halfway.recv().unwrap();
             let (found_tx, found) = mpsc::channel();
@@ -1806,16 +1791,16 @@ mod tests {
     #[test]
     fn a_rebuild_that_panics_leaves_searches_committing() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
+        let (idx, _) = TextIndex::open(dir.path(), KINDS, SearchTuning::every_path()).unwrap();
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let entries = (0..2).map(|i| -> Result<Entry, super::super::MemoryError> {
-                assert!(i < 1, "the entries' source fails");
-                Ok(Entry::new(EntryType::Reference, "rebuilt", "", vec![]))
+            let documents = (0..2).map(|i| -> Result<Doc, tantivy::TantivyError> {
+                assert!(i < 1, "the documents' source fails");
+                Ok(Doc::new(REFERENCE, "rebuilt", "", vec![]))
             });
-            idx.rebuild(entries, 1, |_| {})
+            idx.rebuild(documents, 1, |_| {})
         }));
         assert!(panicked.is_err());
-        let after = Entry::new(EntryType::Reference, "after the rebuild", "", vec![]);
+        let after = Doc::new(REFERENCE, "after the rebuild", "", vec![]);
         idx.write_batch([(&after, false)]).unwrap();
         idx.fresh_searcher().unwrap();
         assert!(
@@ -1880,7 +1865,7 @@ mod tests {
     }
 
     /// The files in the index's folder of segments it no longer holds.
-    fn stale_files(idx: &MemoryIndex) -> Vec<String> {
+    fn stale_files(idx: &TextIndex) -> Vec<String> {
         let living: std::collections::HashSet<String> = idx
             .index
             .searchable_segment_metas()
@@ -1898,17 +1883,18 @@ mod tests {
             .collect()
     }
 
-    /// An index of `parts` segments of 50 entries each.
-    fn in_parts(dir: &std::path::Path, parts: usize) -> std::sync::Arc<MemoryIndex> {
-        let (idx, _) = MemoryIndex::open(dir, SearchTuning::every_path()).unwrap();
+    /// An index of `parts` segments of 50 documents each.
+    fn in_parts(dir: &std::path::Path, parts: usize) -> std::sync::Arc<TextIndex> {
+        let (idx, _) = TextIndex::open(dir, KINDS, SearchTuning::every_path()).unwrap();
         for part in 0..parts {
-            let entries: Vec<Entry> = (0..50)
+            let documents: Vec<Doc> = (0..50)
                 .map(|i| {
-                    let text = format!("part {part} entry {i}");
-                    Entry::new(EntryType::Bug, text.clone(), text, vec![])
+                    let text = format!("part {part} document {i}");
+                    Doc::new(BUG, text.clone(), text, vec![])
                 })
                 .collect();
-            idx.write_batch(entries.iter().map(|e| (e, false))).unwrap();
+            idx.write_batch(documents.iter().map(|e| (e, false)))
+                .unwrap();
             idx.commit().unwrap();
         }
         assert_eq!(idx.segment_count(), parts);
@@ -1921,17 +1907,20 @@ mod tests {
     fn the_id_columns_of_segments_merged_away_are_let_go() {
         let dir = tempfile::tempdir().unwrap();
         let idx = in_parts(dir.path(), 3);
-        let search = |idx: &MemoryIndex| {
+        let search = |idx: &TextIndex| {
             let searcher = idx.fresh_searcher().unwrap();
-            let terms: Vec<(String, f32)> =
-                idx.terms("entry").into_iter().map(|t| (t, 1.0)).collect();
+            let terms: Vec<(String, f32)> = idx
+                .terms("document")
+                .into_iter()
+                .map(|t| (t, 1.0))
+                .collect();
             let plan = idx.plan(&terms, None, None);
-            // Every entry: hits in every segment.
+            // Every document: hits in every segment.
             let hits = idx.top(&searcher, &plan, 150).unwrap();
             assert_eq!(hits.len(), idx.num_docs(&searcher) as usize);
             searcher.segment_readers().len()
         };
-        let columns = |idx: &MemoryIndex| idx.id_columns.lock().unwrap().len();
+        let columns = |idx: &TextIndex| idx.id_columns.lock().unwrap().len();
         assert_eq!(search(&idx), 3);
         assert_eq!(columns(&idx), 3);
         idx.merge_segments().unwrap();
@@ -1977,7 +1966,7 @@ mod tests {
         assert_eq!(ended.iter().filter(|ok| **ok).count(), 1, "{ended:?}");
         assert!(!stale_files(&idx).is_empty());
         drop(idx);
-        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
+        let (idx, _) = TextIndex::open(dir.path(), KINDS, SearchTuning::every_path()).unwrap();
         assert_eq!(stale_files(&idx), Vec::<String>::new());
         assert_eq!(idx.num_docs(&idx.fresh_searcher().unwrap()), 150);
     }
@@ -1985,21 +1974,22 @@ mod tests {
     #[test]
     fn a_total_is_exact_up_to_its_bound_and_estimated_past_it() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = MemoryIndex::open(dir.path(), SearchTuning::every_path()).unwrap();
-        // 400 entries; "retry" in every other one, "backoff" in every tenth.
-        let entries: Vec<Entry> = (0..400)
+        let (idx, _) = TextIndex::open(dir.path(), KINDS, SearchTuning::every_path()).unwrap();
+        // 400 documents; "retry" in every other one, "backoff" in every tenth.
+        let documents: Vec<Doc> = (0..400)
             .map(|i| {
-                let mut words = format!("entry {i}");
+                let mut words = format!("document {i}");
                 if i % 2 == 0 {
                     words.push_str(" retry");
                 }
                 if i % 10 == 0 {
                     words.push_str(" backoff");
                 }
-                Entry::new(EntryType::Pattern, &words, "network calls", vec![])
+                Doc::new(PATTERN, &words, "network calls", vec![])
             })
             .collect();
-        idx.write_batch(entries.iter().map(|e| (e, false))).unwrap();
+        idx.write_batch(documents.iter().map(|e| (e, false)))
+            .unwrap();
         idx.commit().unwrap();
         let searcher = idx.fresh_searcher().unwrap();
         let plan = |word: &str| idx.plan(&[(idx.terms(word).remove(0), 1.0)], None, None);
@@ -2007,7 +1997,7 @@ mod tests {
         assert_eq!(total("retry", 1_000), 200);
         assert_eq!(total("backoff", 1_000), 40);
         // Past the bound: the matches found, scaled by the share of the index read. The
-        // 50th "retry" is the 99th entry, 50 × 400 / 99 = 202 (two figures: 200); the 25th
+        // 50th "retry" is the 99th document, 50 × 400 / 99 = 202 (two figures: 200); the 25th
         // "backoff" the 241st, 25 × 400 / 241 = 41.
         assert_eq!(total("retry", 50), 200);
         assert_eq!(total("backoff", 25), 41);

@@ -1,25 +1,25 @@
-//! The entries' vectors on disk: one append-only file beside the search index.
+//! The documents' vectors on disk: one append-only file beside the search index.
 //!
-//! Vectors are derived data (the model and the entry's text make them again), so they live
+//! Vectors are derived data (the model and the document's text make them again), so they live
 //! outside sled, as the search index does: sled rewrites its pages and keeps up to twice
 //! what it stores, and reading 100,000 vectors through it at start filled its page cache
-//! with them (and with every entry, to learn each one's type and project). The file is read
-//! once, straight into [`super::vectors::VectorIndex`], when the model is ready.
+//! with them (and with every document, to learn each one's type and group). The file is read
+//! once, straight into [`crate::vectors::VectorIndex`], when the model is ready.
 //!
 //! ```text
 //! header: "TDMVECS\n" [version: u32 LE] [dimensions: u32 LE] [model fingerprint: u64 LE]
 //!         [base generation: u64 LE]          (version 2; version 1 has none: no base)
 //! record: [body length: u32 LE] [checksum of body: u32 LE, xxh3's low half] [body]
-//! body:   [1] [entry id: 16 bytes] [type: u8 length, bytes] [project: u16 length, bytes]
-//!         [EntryVectors::encode]                                     the entry's vectors
-//!         [2] [entry id: 16 bytes]                                   the entry has none
+//! body:   [1] [document id: 16 bytes] [type: u8 length, bytes] [group: u16 length, bytes]
+//!         [DocVectors::encode]                                     the document's vectors
+//!         [2] [document id: 16 bytes]                                   the document has none
 //! ```
 //!
-//! The records are over the base the header names ([`super::vector_base`]; none when 0):
+//! The records are over the base the header names ([`crate::vector_base`]; none when 0):
 //! the rows of a large table as of its last cut, which the file does not repeat. The last
 //! record of an id wins, over the base's row too. Appends are not synced: a record is written after the
-//! entry is durable in sled, so a file that lost its tail (a crash of the machine) holds
-//! fewer entries than sled counts, and the entries it lost are embedded again at the next
+//! document is durable in sled, so a file that lost its tail (a crash of the machine) holds
+//! fewer documents than sled counts, and the documents it lost are embedded again at the next
 //! start. A torn or corrupt record ends the file: it is cut there.
 
 use std::collections::HashMap;
@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use ulid::Ulid;
 
-use super::quantised::EntryVectors;
-use super::records::EntryType;
+use crate::quantised::DocVectors;
+use crate::{Kind, Kinds};
 
 const MAGIC: &[u8; 8] = b"TDMVECS\n";
 const VERSION: u32 = 2;
@@ -44,13 +44,13 @@ const FRAME: usize = 8;
 /// At open, a file holding more than this many records for each live one is rewritten.
 const REWRITE_RATIO: usize = 2;
 
-/// The vectors of one entry with what a search's filters need.
+/// The vectors of one document with what a search's filters need.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
     pub id: Ulid,
-    pub entry_type: EntryType,
-    pub project: Option<String>,
-    pub vectors: EntryVectors,
+    pub kind: Kind,
+    pub group: Option<String>,
+    pub vectors: DocVectors,
 }
 
 /// One record of the file.
@@ -68,20 +68,20 @@ impl VectorRecord {
         }
     }
 
-    fn encode_into(&self, out: &mut Vec<u8>) {
+    fn encode_into(&self, kinds: Kinds, out: &mut Vec<u8>) {
         let start = out.len();
         out.extend_from_slice(&[0; FRAME]);
         match self {
             VectorRecord::Put(s) => {
                 out.push(PUT);
                 out.extend_from_slice(&s.id.to_bytes());
-                let kind = s.entry_type.as_str().as_bytes();
+                let kind = kinds.name(s.kind).as_bytes();
                 out.push(kind.len() as u8);
                 out.extend_from_slice(kind);
-                let project = s.project.as_deref().unwrap_or("").as_bytes();
-                let project = &project[..project.len().min(u16::MAX as usize)];
-                out.extend_from_slice(&(project.len() as u16).to_le_bytes());
-                out.extend_from_slice(project);
+                let group = s.group.as_deref().unwrap_or("").as_bytes();
+                let group = &group[..group.len().min(u16::MAX as usize)];
+                out.extend_from_slice(&(group.len() as u16).to_le_bytes());
+                out.extend_from_slice(group);
                 out.extend_from_slice(&s.vectors.encode());
             }
             VectorRecord::Drop(id) => {
@@ -95,7 +95,7 @@ impl VectorRecord {
         out[start + 4..start + FRAME].copy_from_slice(&crc.to_le_bytes());
     }
 
-    fn decode(body: &[u8]) -> Option<VectorRecord> {
+    fn decode(body: &[u8], kinds: Kinds) -> Option<VectorRecord> {
         let (&tag, rest) = body.split_first()?;
         let (id, rest) = rest.split_first_chunk::<16>()?;
         let id = Ulid::from_bytes(*id);
@@ -104,16 +104,16 @@ impl VectorRecord {
             PUT => {
                 let (&kind_len, rest) = rest.split_first()?;
                 let (kind, rest) = rest.split_at_checked(kind_len as usize)?;
-                let entry_type = std::str::from_utf8(kind).ok()?.parse().ok()?;
+                let kind = kinds.parse(std::str::from_utf8(kind).ok()?)?;
                 let (project_len, rest) = rest.split_first_chunk::<2>()?;
-                let (project, rest) =
+                let (group, rest) =
                     rest.split_at_checked(u16::from_le_bytes(*project_len) as usize)?;
-                let project = std::str::from_utf8(project).ok()?;
+                let group = std::str::from_utf8(group).ok()?;
                 Some(VectorRecord::Put(Stored {
                     id,
-                    entry_type,
-                    project: (!project.is_empty()).then(|| project.to_string()),
-                    vectors: EntryVectors::decode(rest)?,
+                    kind,
+                    group: (!group.is_empty()).then(|| group.to_string()),
+                    vectors: DocVectors::decode(rest)?,
                 }))
             }
             _ => None,
@@ -219,6 +219,7 @@ struct Scan {
 fn scan(
     path: &Path,
     wanted: Option<Maker>,
+    kinds: Kinds,
     mut each: impl FnMut(VectorRecord),
 ) -> io::Result<Scan> {
     let file = match File::open(path) {
@@ -265,7 +266,7 @@ fn scan(
         body.resize(body_len as usize, 0);
         reader.read_exact(&mut body)?;
         let Some(record) = (checksum(&body) == crc)
-            .then(|| VectorRecord::decode(&body))
+            .then(|| VectorRecord::decode(&body, kinds))
             .flatten()
         else {
             break;
@@ -279,14 +280,16 @@ fn scan(
 
 /// Each id's last record, in the order first written: what the file holds. A removal is
 /// kept when the file is over a base (it removes the base's row), else left out.
-fn live(path: &Path, maker: Maker) -> io::Result<Vec<VectorRecord>> {
+fn live(path: &Path, maker: Maker, kinds: Kinds) -> io::Result<Vec<VectorRecord>> {
     let mut at: HashMap<Ulid, usize> = HashMap::new();
     let mut out: Vec<VectorRecord> = Vec::new();
-    let found = scan(path, Some(maker), |record| match at.get(&record.id()) {
-        Some(&i) => out[i] = record,
-        None => {
-            at.insert(record.id(), out.len());
-            out.push(record);
+    let found = scan(path, Some(maker), kinds, |record| {
+        match at.get(&record.id()) {
+            Some(&i) => out[i] = record,
+            None => {
+                at.insert(record.id(), out.len());
+                out.push(record);
+            }
         }
     })?;
     if found.generation == 0 {
@@ -301,6 +304,7 @@ pub struct VectorFile {
     path: PathBuf,
     file: File,
     maker: Maker,
+    kinds: Kinds,
     /// The base its records are over (0: none).
     generation: u64,
 }
@@ -320,8 +324,13 @@ impl VectorFile {
     /// its records in order (the last of an id wins; streamed, so loading holds nothing
     /// but what `each` keeps). A file of another model is started again; a damaged tail
     /// is cut.
-    pub fn open(path: &Path, maker: Maker, each: impl FnMut(VectorRecord)) -> io::Result<Opened> {
-        let found = scan(path, Some(maker), each)?;
+    pub fn open(
+        path: &Path,
+        maker: Maker,
+        kinds: Kinds,
+        each: impl FnMut(VectorRecord),
+    ) -> io::Result<Opened> {
+        let found = scan(path, Some(maker), kinds, each)?;
         if found.maker != Some(maker) {
             let discarded = match found.maker {
                 Some(_) => Some("the vectors were made by another model".to_string()),
@@ -329,7 +338,7 @@ impl VectorFile {
                 None => Some("the vector file has no header this version reads".to_string()),
             };
             return Ok(Opened {
-                file: VectorFile::create(path, maker, 0, &[])?,
+                file: VectorFile::create(path, maker, kinds, 0, &[])?,
                 records: 0,
                 discarded,
             });
@@ -349,6 +358,7 @@ impl VectorFile {
             path: path.to_path_buf(),
             file,
             maker,
+            kinds,
             generation: found.generation,
         };
         file.seek_end()?;
@@ -359,14 +369,14 @@ impl VectorFile {
         })
     }
 
-    /// Rewrites the file with each entry's last record only, when it holds more than
-    /// [`REWRITE_RATIO`] records for each of the `live` entries it names.
+    /// Rewrites the file with each document's last record only, when it holds more than
+    /// [`REWRITE_RATIO`] records for each of the `live` documents it names.
     pub fn compact_if_superseded(&mut self, records: usize, live: usize) -> io::Result<()> {
         if records <= REWRITE_RATIO * live.max(1) {
             return Ok(());
         }
-        let kept = self::live(&self.path, self.maker)?;
-        *self = VectorFile::create(&self.path, self.maker, self.generation, &kept)?;
+        let kept = self::live(&self.path, self.maker, self.kinds)?;
+        *self = VectorFile::create(&self.path, self.maker, self.kinds, self.generation, &kept)?;
         Ok(())
     }
 
@@ -401,21 +411,23 @@ impl VectorFile {
     pub fn create(
         path: &Path,
         maker: Maker,
+        kinds: Kinds,
         generation: u64,
         records: &[VectorRecord],
     ) -> io::Result<VectorFile> {
         let mut bytes = header(maker, generation).to_vec();
         for r in records {
-            r.encode_into(&mut bytes);
+            r.encode_into(kinds, &mut bytes);
         }
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;
         }
-        crate::store::write_atomically(path, &bytes)?;
+        crate::files::write_atomically(path, &bytes)?;
         let mut file = VectorFile {
             path: path.to_path_buf(),
             file: OpenOptions::new().write(true).open(path)?,
             maker,
+            kinds,
             generation,
         };
         file.seek_end()?;
@@ -431,7 +443,7 @@ impl VectorFile {
     pub fn append(&mut self, records: &[VectorRecord]) -> io::Result<()> {
         let mut bytes = Vec::new();
         for r in records {
-            r.encode_into(&mut bytes);
+            r.encode_into(self.kinds, &mut bytes);
         }
         self.file.write_all(&bytes)
     }
@@ -444,8 +456,8 @@ impl VectorFile {
     /// Appends `records` durably to the file at `path`, whatever model made it, after its
     /// last whole record (a file without a header this version reads is left alone:
     /// nothing in it is read).
-    pub fn append_at(path: &Path, records: &[VectorRecord]) -> io::Result<()> {
-        let found = scan(path, None, |_| {})?;
+    pub fn append_at(path: &Path, kinds: Kinds, records: &[VectorRecord]) -> io::Result<()> {
+        let found = scan(path, None, kinds, |_| {})?;
         let Some(maker) = found.maker else {
             return Ok(());
         };
@@ -453,6 +465,7 @@ impl VectorFile {
             path: path.to_path_buf(),
             file: OpenOptions::new().write(true).open(path)?,
             maker,
+            kinds,
             generation: found.generation,
         };
         file.file.set_len(found.good)?;
@@ -464,16 +477,16 @@ impl VectorFile {
     /// Empties the file (its vectors are being made again); the caller removes its base,
     /// which the file no longer names.
     pub fn clear(&mut self) -> io::Result<()> {
-        *self = VectorFile::create(&self.path, self.maker, 0, &[])?;
+        *self = VectorFile::create(&self.path, self.maker, self.kinds, 0, &[])?;
         Ok(())
     }
 
     /// Where the file at `path` leaves the vectors of `id`: read from the file (used while
     /// no model is ready, when nothing of it is in memory).
-    pub fn stored_at(path: &Path, id: &Ulid) -> io::Result<StoredAt> {
+    pub fn stored_at(path: &Path, kinds: Kinds, id: &Ulid) -> io::Result<StoredAt> {
         // `None`: no record of `id`; `Some(None)`: removed.
         let mut last = None;
-        let scanned = scan(path, None, |record| match record {
+        let scanned = scan(path, None, kinds, |record| match record {
             VectorRecord::Put(s) if s.id == *id => last = Some(Some(s.vectors.context.is_some())),
             VectorRecord::Drop(d) if d == *id => last = Some(None),
             _ => {}
@@ -489,22 +502,23 @@ impl VectorFile {
     }
 }
 
-/// Where a vector file leaves an entry's vectors ([`VectorFile::stored_at`]).
+/// Where a vector file leaves a document's vectors ([`VectorFile::stored_at`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoredAt {
-    /// The file's last record of the entry: whether a context vector is among its
+    /// The file's last record of the document: whether a context vector is among its
     /// vectors; `None` when the record removed them.
     Record(Option<bool>),
-    /// No record of the entry: the base the header names may hold it.
+    /// No record of the document: the base the header names may hold it.
     Base { maker: Maker, generation: u64 },
-    /// No record of the entry, and no base.
+    /// No record of the document, and no base.
     Nowhere,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::quantised::Quantised;
+    use crate::quantised::Quantised;
+    use crate::test_docs::{KINDS, PITFALL};
 
     const MAKER: Maker = Maker {
         dims: 4,
@@ -513,8 +527,8 @@ mod tests {
 
     /// Opens the file as a memory does, with what it holds.
     fn open(path: &Path, maker: Maker) -> (Opened, Vec<Stored>) {
-        let opened = VectorFile::open(path, maker, |_| {}).unwrap();
-        let stored = live(path, maker)
+        let opened = VectorFile::open(path, maker, KINDS, |_| {}).unwrap();
+        let stored = live(path, maker, KINDS)
             .unwrap()
             .into_iter()
             .filter_map(|r| match r {
@@ -525,13 +539,13 @@ mod tests {
         (opened, stored)
     }
 
-    fn stored(n: u8, project: Option<&str>, context: bool) -> Stored {
+    fn stored(n: u8, group: Option<&str>, context: bool) -> Stored {
         let q = |x: f32| Quantised::of(&[x, 0.5, -0.25, 0.0]);
         Stored {
             id: Ulid::from_parts(1, n as u128),
-            entry_type: EntryType::Pitfall,
-            project: project.map(str::to_string),
-            vectors: EntryVectors {
+            kind: PITFALL,
+            group: group.map(str::to_string),
+            vectors: DocVectors {
                 summary: q(n as f32 / 10.0),
                 context: context.then(|| q(-1.0)),
             },
@@ -557,7 +571,7 @@ mod tests {
         assert_eq!(opened.records, 3);
         assert!(opened.discarded.is_none());
         assert_eq!(
-            VectorFile::stored_at(&path, &a.id).unwrap(),
+            VectorFile::stored_at(&path, KINDS, &a.id).unwrap(),
             StoredAt::Record(Some(true))
         );
 
@@ -566,7 +580,7 @@ mod tests {
         drop(file);
         assert_eq!(open(&path, MAKER).1.len(), 1);
         assert_eq!(
-            VectorFile::stored_at(&path, &a.id).unwrap(),
+            VectorFile::stored_at(&path, KINDS, &a.id).unwrap(),
             StoredAt::Record(None)
         );
     }
@@ -628,7 +642,7 @@ mod tests {
         let (mut opened, kept) = open(&path, MAKER);
         assert_eq!(kept, vec![stored(1, None, false)]);
         assert_eq!(opened.records, 5);
-        // Twice as many records as entries is kept as it is; more is rewritten.
+        // Twice as many records as documents is kept as it is; more is rewritten.
         opened.file.compact_if_superseded(5, 3).unwrap();
         assert_eq!(fs::metadata(&path).unwrap().len(), before);
         opened.file.compact_if_superseded(5, 1).unwrap();
@@ -653,7 +667,7 @@ mod tests {
         bytes.extend_from_slice(&1u32.to_le_bytes());
         bytes.extend_from_slice(&(MAKER.dims as u32).to_le_bytes());
         bytes.extend_from_slice(&MAKER.fingerprint.to_le_bytes());
-        VectorRecord::Put(stored(1, Some("web"), true)).encode_into(&mut bytes);
+        VectorRecord::Put(stored(1, Some("web"), true)).encode_into(KINDS, &mut bytes);
         fs::write(&path, &bytes).unwrap();
         assert_eq!(VectorFile::generation_at(&path, MAKER).unwrap(), 0);
 
@@ -667,7 +681,7 @@ mod tests {
         drop(file);
         assert_eq!(open(&path, MAKER).1.len(), 2);
         assert_eq!(
-            VectorFile::stored_at(&path, &stored(1, None, true).id).unwrap(),
+            VectorFile::stored_at(&path, KINDS, &stored(1, None, true).id).unwrap(),
             StoredAt::Record(Some(true))
         );
     }
@@ -677,7 +691,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vectors");
         let gone = Ulid::from_parts(9, 9);
-        let mut file = VectorFile::create(&path, MAKER, 4, &[VectorRecord::Drop(gone)]).unwrap();
+        let mut file =
+            VectorFile::create(&path, MAKER, KINDS, 4, &[VectorRecord::Drop(gone)]).unwrap();
         for _ in 0..4 {
             file.append(&[VectorRecord::Put(stored(1, None, false))])
                 .unwrap();
@@ -686,18 +701,19 @@ mod tests {
         file.compact_if_superseded(5, 1).unwrap();
         assert_eq!(file.generation(), 4);
         assert_eq!(
-            live(&path, MAKER).unwrap(),
+            live(&path, MAKER, KINDS).unwrap(),
             vec![
                 VectorRecord::Drop(gone),
                 VectorRecord::Put(stored(1, None, false))
             ]
         );
         // Without a base, a removal has nothing to remove and is left out.
-        let mut file = VectorFile::create(&path, MAKER, 0, &[VectorRecord::Drop(gone)]).unwrap();
+        let mut file =
+            VectorFile::create(&path, MAKER, KINDS, 0, &[VectorRecord::Drop(gone)]).unwrap();
         file.append(&[VectorRecord::Put(stored(1, None, false))])
             .unwrap();
         assert_eq!(
-            live(&path, MAKER).unwrap(),
+            live(&path, MAKER, KINDS).unwrap(),
             vec![VectorRecord::Put(stored(1, None, false))]
         );
         // Another model's vectors name no base.

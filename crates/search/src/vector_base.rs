@@ -5,8 +5,8 @@
 //! around them it read ahead), so the table costs the daemon resident memory for what
 //! searches read (pages the kernel may take back), not for every row: 100,000 rows of 256
 //! dimensions were 25.6 MB of heap, a million 256 MB. The rows added or changed since the
-//! cut live in memory ([`super::vectors::VectorIndex`]) and in the vector file
-//! ([`super::vector_file`]), whose header names the base's generation: a cut writes the
+//! cut live in memory ([`crate::vectors::VectorIndex`]) and in the vector file
+//! ([`crate::vector_file`]), whose header names the base's generation: a cut writes the
 //! base of the next generation, then the vector file of that generation holding only what
 //! came meanwhile, and the file's rename is the switch. A base whose generation no vector
 //! file names is left over from a cut cut short: removed at open.
@@ -14,24 +14,24 @@
 //! ```text
 //! header (80 bytes): "TDMVBASE" [version: u32] [dimensions: u32] [generation: u64]
 //!                    [model fingerprint: u64] [rows: u64] [lists: u64] [contexts: u64]
-//!                    [projects' bytes: u64] [rows the centroids were made of: u64]
+//!                    [groups' bytes: u64] [rows the centroids were made of: u64]
 //!                    [checksum: u64, xxh3 of the header before it, the centroids, the
-//!                     list starts, every 64th sorted id and the projects]
+//!                     list starts, every 64th sorted id and the groups]
 //! then each section from an offset a multiple of 8 (all little-endian):
 //!   centroid scales f32 × lists · centroid values i8 × lists × dims
 //!   list starts u32 × (lists + 1)            list l holds rows starts[l]..starts[l + 1]
-//!   row values i8 × rows × dims · row scales f32 × rows · row types u8 × rows (their
-//!   place in EntryType::ALL) · row projects u32 × rows (0: none, n: the nth project)
+//!   row values i8 × rows × dims · row scales f32 × rows · row kinds u8 × rows (their
+//!   numbers, `Kind`) · row groups u32 × rows (0: none, n: the nth group)
 //!   row ids 16 bytes × rows · the rows in the order of their ids u32 × rows
 //!   every 64th id in that order 16 bytes × ⌈rows / 64⌉   (read into memory: an id is
 //!                                                 found in one block of 64 rows, by a
 //!                                                 binary search through their ids)
 //!   context rows u32 × contexts (ascending) · context scales f32 × contexts
-//!   context values i8 × contexts × dims · projects: [u16 length, bytes] each
+//!   context values i8 × contexts × dims · groups: [u16 length, bytes] each
 //! ```
 //!
 //! Version 1 also held the ids in their order (16 bytes × rows, before the rows in that
-//! order), which an id's lookup read instead of the rows' ids: 16 bytes an entry, 5 % of
+//! order), which an id's lookup read instead of the rows' ids: 16 bytes a document, 5 % of
 //! the vectors' share of the data dir. It is still read.
 //!
 //! Only the small sections are checksummed (reading every row at open would make them
@@ -47,11 +47,11 @@ use tantivy::directory::{Directory, MmapDirectory, OwnedBytes};
 use ulid::Ulid;
 use xxhash_rust::xxh3::Xxh3;
 
-use super::centroids::Centroids;
-use super::index::project_key;
-use super::quantised::Quantised;
-use super::records::EntryType;
-use super::vector_file::Maker;
+use crate::Kind;
+use crate::centroids::Centroids;
+use crate::group_key;
+use crate::quantised::Quantised;
+use crate::vector_file::Maker;
 
 const MAGIC: &[u8; 8] = b"TDMVBASE";
 const VERSION: u32 = 2;
@@ -79,9 +79,9 @@ pub fn remove_others(log: &Path, keep: u64) {
     };
     let prefix = format!("{stem}.");
     let kept = path_of(log, keep);
-    for entry in read.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
+    for document in read.flatten() {
+        let path = document.path();
+        let name = document.file_name();
         let Some(name) = name.to_str() else {
             continue;
         };
@@ -107,7 +107,7 @@ struct Layout {
     values: usize,
     scales: usize,
     types: usize,
-    projects: usize,
+    groups: usize,
     ids: usize,
     /// Version 1's ids in their order.
     sorted_ids: Option<usize>,
@@ -146,7 +146,7 @@ impl Layout {
             values: next(rows * dims),
             scales: next(4 * rows),
             types: next(rows),
-            projects: next(4 * rows),
+            groups: next(4 * rows),
             ids: next(16 * rows),
             sorted_ids: (version == 1).then(|| next(16 * rows)),
             by_id: next(4 * rows),
@@ -176,9 +176,9 @@ pub struct Base {
     starts: Vec<u32>,
     /// Every [`FENCE`]th id in id order.
     fences: Vec<Ulid>,
-    /// Project keys by number (0: none).
-    projects: Vec<String>,
-    project_numbers: HashMap<String, u32>,
+    /// Group keys by number (0: none).
+    groups: Vec<String>,
+    group_numbers: HashMap<String, u32>,
 }
 
 impl std::fmt::Debug for Base {
@@ -204,7 +204,7 @@ fn f32_at(b: &[u8], at: usize) -> f32 {
 }
 
 /// The checksum of a base: of its header before the checksum, its centroids' scales and
-/// values, its list starts, its fences and its projects, in that order.
+/// values, its list starts, its fences and its groups, in that order.
 fn checksum(parts: [&[u8]; 6]) -> u64 {
     let mut hash = Xxh3::new();
     for part in parts {
@@ -229,7 +229,7 @@ impl Base {
         };
         // The kernel's usual read-ahead, not `Random`'s page at a time: a search reads each
         // list it probes whole, a contiguous run of rows. From a cold page cache at a
-        // million entries, `Random` took 26 page faults that read the disk a search and 53
+        // million documents, `Random` took 26 page faults that read the disk a search and 53
         // an add (p99 57 and 67 ms in process); this, none (p99 16 and 13 ms).
         let directory = MmapDirectory::open_with_madvice(dir, tantivy::directory::Advice::Normal)
             .map_err(|e| io::Error::other(e.to_string()))?;
@@ -295,18 +295,18 @@ impl Base {
                 .to_vec(),
             made_at,
         );
-        let mut projects = vec![String::new()];
+        let mut groups = vec![String::new()];
         let mut at = layout.project_names;
         while at < layout.end {
             let len = u16::from_le_bytes([b[at], *b.get(at + 1).unwrap_or(&0)]) as usize;
             let name = b
                 .get(at + 2..at + 2 + len)
                 .and_then(|n| std::str::from_utf8(n).ok())
-                .ok_or_else(|| invalid(path, "a project name is damaged"))?;
-            projects.push(name.to_string());
+                .ok_or_else(|| invalid(path, "a group name is damaged"))?;
+            groups.push(name.to_string());
             at += 2 + len;
         }
-        let project_numbers = projects
+        let group_numbers = groups
             .iter()
             .enumerate()
             .skip(1)
@@ -328,8 +328,8 @@ impl Base {
             centroids,
             starts,
             fences,
-            projects,
-            project_numbers,
+            groups,
+            group_numbers,
         })
     }
 
@@ -376,27 +376,26 @@ impl Base {
         f32_at(self.bytes.as_slice(), self.layout.scales + 4 * r)
     }
 
-    pub fn entry_type(&self, r: usize) -> EntryType {
-        let n = self.bytes.as_slice()[self.layout.types + r] as usize;
-        EntryType::ALL.get(n).copied().unwrap_or(EntryType::ALL[0])
+    pub fn kind(&self, r: usize) -> Kind {
+        Kind(self.bytes.as_slice()[self.layout.types + r])
     }
 
-    /// Row `r`'s project number (0: none; see [`Self::project_number`]).
-    pub fn project(&self, r: usize) -> u32 {
-        u32_at(self.bytes.as_slice(), self.layout.projects + 4 * r)
+    /// Row `r`'s group number (0: none; see [`Self::group_number`]).
+    pub fn group(&self, r: usize) -> u32 {
+        u32_at(self.bytes.as_slice(), self.layout.groups + 4 * r)
     }
 
-    /// Row `r`'s project, as its key.
-    pub fn project_name(&self, r: usize) -> Option<&str> {
-        let n = self.project(r) as usize;
+    /// Row `r`'s group, as its key.
+    pub fn group_name(&self, r: usize) -> Option<&str> {
+        let n = self.group(r) as usize;
         (n != 0)
-            .then(|| self.projects.get(n).map(String::as_str))
+            .then(|| self.groups.get(n).map(String::as_str))
             .flatten()
     }
 
-    /// The number rows of `project` carry, `None` when no row has it.
-    pub fn project_number(&self, project: &str) -> Option<u32> {
-        self.project_numbers.get(&project_key(project)).copied()
+    /// The number rows of `group` carry, `None` when no row has it.
+    pub fn group_number(&self, group: &str) -> Option<u32> {
+        self.group_numbers.get(&group_key(group)).copied()
     }
 
     pub fn id(&self, r: usize) -> Ulid {
@@ -484,9 +483,9 @@ pub struct BaseWriter {
     rows: usize,
     scales: Vec<f32>,
     types: Vec<u8>,
-    projects: Vec<u32>,
+    groups: Vec<u32>,
     ids: Vec<Ulid>,
-    project_numbers: HashMap<String, u32>,
+    group_numbers: HashMap<String, u32>,
     project_names: Vec<String>,
     context_rows: Vec<u32>,
     context_scales: Vec<f32>,
@@ -551,9 +550,9 @@ impl BaseWriter {
             rows: 0,
             scales: Vec::with_capacity(rows),
             types: Vec::with_capacity(rows),
-            projects: Vec::with_capacity(rows),
+            groups: Vec::with_capacity(rows),
             ids: Vec::with_capacity(rows),
-            project_numbers: HashMap::new(),
+            group_numbers: HashMap::new(),
             project_names: Vec::new(),
             context_rows: Vec::new(),
             context_scales: Vec::new(),
@@ -566,13 +565,13 @@ impl BaseWriter {
     pub fn push(
         &mut self,
         id: Ulid,
-        row: Option<(EntryType, Option<&str>, &Quantised, Option<&Quantised>)>,
+        row: Option<(Kind, Option<&str>, &Quantised, Option<&Quantised>)>,
     ) -> io::Result<()> {
-        let Some((entry_type, project, summary, context)) = row else {
+        let Some((kind, group, summary, context)) = row else {
             self.file.write_all(&vec![0; self.dims])?;
             self.scales.push(0.0);
             self.types.push(0);
-            self.projects.push(0);
+            self.groups.push(0);
             self.ids.push(id);
             self.rows += 1;
             return Ok(());
@@ -580,25 +579,20 @@ impl BaseWriter {
         debug_assert_eq!(summary.values.len(), self.dims);
         self.file.write_all(bytemuck::cast_slice(&summary.values))?;
         self.scales.push(summary.scale);
-        self.types.push(
-            EntryType::ALL
-                .iter()
-                .position(|t| *t == entry_type)
-                .unwrap_or(0) as u8,
-        );
-        let project = match project.map(project_key) {
+        self.types.push(kind.0);
+        let group = match group.map(group_key) {
             None => 0,
-            Some(key) => match self.project_numbers.get(&key) {
+            Some(key) => match self.group_numbers.get(&key) {
                 Some(&n) => n,
                 None => {
                     self.project_names.push(key.clone());
                     let n = self.project_names.len() as u32;
-                    self.project_numbers.insert(key, n);
+                    self.group_numbers.insert(key, n);
                     n
                 }
             },
         };
-        self.projects.push(project);
+        self.groups.push(group);
         self.ids.push(id);
         if let Some(context) = context {
             self.context_rows.push(self.rows as u32);
@@ -638,8 +632,8 @@ impl BaseWriter {
         )?;
         out.put(layout.types, &self.types)?;
         out.put(
-            layout.projects,
-            &le32(self.projects.iter().map(|p| p.to_le_bytes())),
+            layout.groups,
+            &le32(self.groups.iter().map(|p| p.to_le_bytes())),
         )?;
         let ids: Vec<u8> = self.ids.iter().flat_map(|id| id.to_bytes()).collect();
         out.put(layout.ids, &ids)?;
@@ -745,6 +739,7 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_docs::{BUG, CONFIG};
 
     const MAKER: Maker = Maker {
         dims: 4,
@@ -766,19 +761,11 @@ mod tests {
             Centroids::from_parts(4, vec![0.01, 0.02], vec![1, 2, 3, 4, -1, -2, -3, -4], 3);
         let ids: Vec<Ulid> = (0..3).map(|n| Ulid::from_parts(5, 100 - n)).collect();
         let mut w = BaseWriter::create(&log, MAKER, 3, centroids, &[2, 1]).unwrap();
-        w.push(
-            ids[0],
-            Some((EntryType::Bug, Some("Web"), &q([1, 0, 0, 0]), None)),
-        )
-        .unwrap();
+        w.push(ids[0], Some((BUG, Some("Web"), &q([1, 0, 0, 0]), None)))
+            .unwrap();
         w.push(
             ids[1],
-            Some((
-                EntryType::Config,
-                None,
-                &q([0, 1, 0, 0]),
-                Some(&q([5, 5, 5, 5])),
-            )),
+            Some((CONFIG, None, &q([0, 1, 0, 0]), Some(&q([5, 5, 5, 5])))),
         )
         .unwrap();
         w.push(ids[2], None).unwrap();
@@ -791,10 +778,10 @@ mod tests {
         assert_eq!((base.list_of(1), base.list_of(2)), (0, 1));
         assert_eq!(base.centroids().len(), 2);
         assert_eq!(base.values(1..2), &[0, 1, 0, 0]);
-        assert_eq!(base.entry_type(1), EntryType::Config);
-        assert_eq!(base.project_name(0), Some("web"));
-        assert_eq!(base.project_number("web"), Some(1));
-        assert_eq!(base.project_name(1), None);
+        assert_eq!(base.kind(1), CONFIG);
+        assert_eq!(base.group_name(0), Some("web"));
+        assert_eq!(base.group_number("web"), Some(1));
+        assert_eq!(base.group_name(1), None);
         for (r, id) in ids.iter().enumerate() {
             assert_eq!(base.find(id), Some(r));
             assert_eq!(base.id(r), *id);
@@ -842,7 +829,7 @@ mod tests {
             let mut w = BaseWriter::create(&log, MAKER, 5, centroids, &[300]).unwrap();
             w.version = version;
             for id in &ids {
-                w.push(*id, Some((EntryType::Bug, None, &q([1, 2, 3, 4]), None)))
+                w.push(*id, Some((BUG, None, &q([1, 2, 3, 4]), None)))
                     .unwrap();
             }
             let path = w.finish().unwrap();
@@ -865,7 +852,7 @@ mod tests {
         let mut w = BaseWriter::create(&log, MAKER, 1, centroids, &[2]).unwrap();
         w.push(
             Ulid::from_parts(1, 1),
-            Some((EntryType::Bug, None, &q([1, 1, 1, 1]), None)),
+            Some((BUG, None, &q([1, 1, 1, 1]), None)),
         )
         .unwrap();
         assert!(w.finish().is_err());

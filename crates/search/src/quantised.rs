@@ -1,12 +1,12 @@
 //! Quantised vectors: a unit vector kept as int8 values with one scale, and the dot product
 //! they are compared by. The lowest of the vector modules: the vector file
-//! ([`super::vector_file`]), its base ([`super::vector_base`]), the centroids
-//! ([`super::centroids`]) and the table ([`super::vectors`]) all stand on it.
+//! ([`crate::vector_file`]), its base ([`crate::vector_base`]), the centroids
+//! ([`crate::centroids`]) and the table ([`crate::vectors`]) all stand on it.
 //!
-//! Each entry has a summary vector (title, tags and content) and, when it has a context, a
-//! context vector ([`EntryVectors`]). Both are unit length before quantisation; a vector is
+//! Each document has a summary vector (title, tags and content) and, when it has a context, a
+//! context vector ([`DocVectors`]). Both are unit length before quantisation; a vector is
 //! kept as `i8` values with one scale (`max |x| / 127`), so a cosine is an integer dot
-//! product times two scales. [`EntryVectors::encode`] is one entry's vectors:
+//! product times two scales. [`DocVectors::encode`] is one document's vectors:
 //!
 //! ```text
 //! [version: u8 = 1] [dimensions: u16 LE] [flags: u8, bit 0 = has context]
@@ -51,14 +51,14 @@ impl Quantised {
     }
 }
 
-/// What one entry's vectors are.
+/// What one document's vectors are.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EntryVectors {
+pub struct DocVectors {
     pub summary: Quantised,
     pub context: Option<Quantised>,
 }
 
-impl EntryVectors {
+impl DocVectors {
     /// The bytes of these vectors, as the vector file stores them.
     pub fn encode(&self) -> Vec<u8> {
         let dims = self.summary.values.len();
@@ -78,7 +78,7 @@ impl EntryVectors {
     }
 
     /// Reads a record; `None` when it is not one this version wrote.
-    pub fn decode(bytes: &[u8]) -> Option<EntryVectors> {
+    pub fn decode(bytes: &[u8]) -> Option<DocVectors> {
         let (&[version, d0, d1, flags], rest) = bytes.split_first_chunk::<HEADER>()?;
         if version != VERSION {
             return None;
@@ -104,7 +104,7 @@ impl EntryVectors {
             (rest.len() == used).then_some(())?;
             None
         };
-        Some(EntryVectors { summary, context })
+        Some(DocVectors { summary, context })
     }
 }
 
