@@ -763,7 +763,7 @@ fn copy_trees(
     mut codec: impl FnMut(&[u8], &sled::Tree) -> Result<Option<Codec>, StoreError>,
 ) -> Result<Option<u64>, StoreError> {
     let mut records = 0u64;
-    let mut pack = pack::Writer::new(to_dir);
+    let mut pack = pack::PackWriter::new(to_dir);
     for name in from.tree_names() {
         if !keep_going() {
             return Ok(None);
@@ -1394,7 +1394,7 @@ mod tests {
         let copy = dir.join(DB_COMPACTING);
         {
             let to = open_sled(&sled_config(&copy)).unwrap();
-            let mut writer = pack::Writer::new(&copy);
+            let mut writer = pack::PackWriter::new(&copy);
             let pointer = writer.put(b"{\"n\":\"other\"}").unwrap();
             writer.finish().unwrap();
             to.open_tree(ENTRIES)
