@@ -152,13 +152,17 @@ impl Session {
         calls::run_blocking(REQUEST, move || method.run(&core, Some(&ws), params)).await?
     }
 
-    /// Runs one of the core's operations by name (`crate::calls`) on JSON: the same
-    /// arguments, results and error codes as the MCP tools and the CLI (the commands).
-    pub async fn call(&self, method: &'static str, params: Value) -> LspResult<Value> {
+    /// Runs one of the core's operations (`crate::calls`) on JSON: the same arguments,
+    /// results and error codes as the MCP tools and the CLI (the commands).
+    pub async fn call(
+        &self,
+        method: &'static dyn calls::AnyMethod,
+        params: Value,
+    ) -> LspResult<Value> {
         let core = self.core().await?;
         let ws = self.workspace().to_path_buf();
         Ok(calls::spawn_call(REQUEST, move || {
-            calls::call(&core, Some(&ws), method, params)
+            method.call(&core, &calls::Session::local(Some(&ws)), params)
         })
         .await?)
     }
