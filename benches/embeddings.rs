@@ -37,7 +37,7 @@ use ulid::Ulid;
 
 mod common;
 use common::home::{DaemonGuard, Home, env_usize};
-use common::{Stats, ms};
+use common::{Stats, ms, section};
 
 const SEARCHES: usize = 1000;
 const ADDS: usize = 300;
@@ -464,7 +464,14 @@ fn main() {
         ));
     }
 
-    println!("\n## Embeddings ({n} entries, the test model)\n");
+    section(
+        "Embeddings",
+        &format!(
+            "`cargo bench --bench embeddings` ({n} entries, `TANDEM_BENCH_ENTRIES`; \
+             `TANDEM_BENCH_HNSW=0` skips the HNSW rows). The entries are made from the \
+             labelled set's (one's title, another's content, a third's words); the test model."
+        ),
+    );
     println!("| figure | value |");
     println!("|---|---|");
     for (what, value) in rows {

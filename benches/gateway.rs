@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 
 mod common;
 use common::home::{DaemonGuard, Home, env_usize, fixture_bin, signed_ms};
-use common::{Stats, ms};
+use common::{Stats, ms, section};
 
 /// The config name of the fixture that is activated and called.
 const FIXTURE: &str = "fixture";
@@ -553,7 +553,22 @@ async fn main() {
     direct.cancel().await.unwrap();
 
     // ---- report ------------------------------------------------------------------------
-    println!("\n## Gateway (through the daemon, an rmcp client on `tandem mcp`)\n");
+    section(
+        "Gateway",
+        &format!(
+            "`cargo build --release --example mcp_fixture && cargo bench --bench gateway`. An \
+             rmcp client runs `tandem mcp --workspace WS` as an agent does, with the servers \
+             in the user's config; times at the client's end of its pipe \
+             (`TANDEM_BENCH_ACTIVATIONS`, `TANDEM_BENCH_CALLS`, `TANDEM_BENCH_LISTS`, \
+             `TANDEM_BENCH_SERVERS`, `TANDEM_BENCH_TOOLS` change the sizes). An activation is \
+             the `mcp_activate` round trip of an `autostart: false` server that the previous \
+             `mcp_deactivate` stopped, so each one spawns it, initializes it and lists its \
+             tools. The calls of each group run interleaved with the same `echo` on a fixture \
+             the bench spawns itself. \"On the daemon's socket\" is the same session without \
+             the `tandem mcp` process relaying stdio. The last group has {boot} boot servers \
+             (`mcp_fixture --tools {tools}`) in the session."
+        ),
+    );
     println!("| figure (at the client's end of its pipe) | p50 | p99 | n |");
     println!("|---|---|---|---|");
     let print = |r: &Row| {
@@ -576,7 +591,10 @@ async fn main() {
         println!("| {what} | {p50} | {p99} | |");
     }
     println!(
-        "\nTargets: proxied `tools/call` overhead p50 under 0.3 ms, `tools/list` with \
-         {boot} × {tools} tools p99 under 5 ms."
+        "\nTargets: proxied `tools/call` overhead p50 under 0.3 ms, with few tools in the \
+         session and with many; `tools/list` with {boot} × {tools} tools p99 under 5 ms, \
+         which is Tandem's part (to the answer's last byte): an rmcp client also spends time \
+         turning the answer's schemas into its types. Activating server-everything is nearly \
+         all the Node server's own start."
     );
 }

@@ -36,7 +36,7 @@ mod common;
 use common::home::{DaemonGuard, Home};
 use common::load::{Agent, Ledger, verify_entries, verify_tasks};
 use common::lsp::{Editor, file_uri};
-use common::{Stats, ms};
+use common::{Stats, ms, section};
 
 const STDIO_AGENTS: usize = 6;
 const HTTP_AGENTS: usize = 2;
@@ -386,12 +386,37 @@ fn growth(samples: &[Sample]) -> Result<(), String> {
 fn report(ledger: &Ledger, ran: Duration, entries: usize, tasks: usize, samples: &[Sample]) {
     let latencies = ledger.latencies();
     let calls: usize = latencies.values().map(Vec::len).sum();
-    println!(
-        "\n## Load ({STDIO_AGENTS} stdio agents, {HTTP_AGENTS} HTTP agents, {EDITORS} editors on one daemon, {:.0} s)\n",
-        ran.as_secs_f64()
+    section(
+        "Load",
+        &format!(
+            "`cargo bench --bench load` (10 minutes; `-- --seconds N` or `-- --rounds N`). \
+             `scripts/test` runs it for 60 s on the dev profile. One daemon (`tandem serve \
+             --http`, run with `--rate-limit 1000000000`, since two busy HTTP agents would \
+             pass the default 1,200 requests a minute per token) under {STDIO_AGENTS} agents \
+             through `tandem mcp`, {HTTP_AGENTS} over Streamable HTTP (an `initialize` session \
+             and a stateless 2026-07-28 client) and {EDITORS} editors through `tandem lsp`, \
+             all on loopback, on the same machine as the daemon.\n\n\
+             - An agent's round: `rekall_add`, `rekall_search` for the entry's unique word (it \
+             must come first: read-your-writes), `rekall_show` of an older one, and every fifth \
+             round a task (`start_task`, `log_decision`, `log_milestone`, `complete_task`).\n\
+             - An editor's round: the newest entry cited in a document and hovered, \
+             `workspace/symbol` for its word, code lenses, `tandem.status`, \
+             `tandem.tasks.list`.\n\
+             - Afterwards every acknowledged entry is found by id and by search through a fresh \
+             session, and every task, decision and completion by `tandem tasks --all --json`.\n\
+             - It fails on any error, any lost write, or memory that grows once warm: the \
+             daemon's anonymous resident memory (`RssAnon`) may not exceed in the last third of \
+             the run its highest in the middle third by more than {:.0} % + {} MB.\n\n\
+             Adds are serialised (one write lock), so agents adding at once queue behind each \
+             other: an add's latency here is mostly its wait.",
+            GROWTH_FRACTION * 100.0,
+            GROWTH_SLACK_KB / 1024
+        ),
     );
     println!(
-        "{calls} calls ({:.0}/s), {entries} entries and {tasks} tasks acknowledged\n",
+        "A run of {:.0} s: {calls} calls ({:.0}/s), {entries} entries and {tasks} tasks \
+         acknowledged.\n",
+        ran.as_secs_f64(),
         calls as f64 / ran.as_secs_f64()
     );
     println!("| operation | n | p50 | p90 | p99 | max |");
@@ -407,7 +432,7 @@ fn report(ledger: &Ledger, ran: Duration, entries: usize, tasks: usize, samples:
             ms(s.max)
         );
     }
-    println!("\nDaemon memory (VmRSS / RssAnon, MB) over time:\n");
+    println!("\nThe daemon's memory (VmRSS / RssAnon, MB) over time:\n");
     let step = (samples.len() / 10).max(1);
     let points: Vec<String> = samples
         .iter()
@@ -418,7 +443,7 @@ fn report(ledger: &Ledger, ran: Duration, entries: usize, tasks: usize, samples:
     println!("{}", points.join(", "));
     let [first, middle, last] = thirds(samples);
     println!(
-        "\nhighest RssAnon per third of the run: {} MB, {} MB, {} MB",
+        "\nThe highest RssAnon per third of the run: {} MB, {} MB, {} MB.",
         first / 1024,
         middle / 1024,
         last / 1024

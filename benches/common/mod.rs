@@ -60,6 +60,14 @@ pub fn page_faults() -> (u64, u64) {
     (field(10), field(12))
 }
 
+/// Starts a bench's section of `docs/benchmarks.md`: its heading and what it measures.
+///
+/// A bench prints its sections as Markdown on stdout, one `##` heading each, and its
+/// progress on stderr; `scripts/bench` stamps the sections and writes them into the file.
+pub fn section(title: &str, about: &str) {
+    println!("## {title}\n\n{about}\n");
+}
+
 pub fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }

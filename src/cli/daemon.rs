@@ -350,14 +350,14 @@ fn start_detached(config: &Config) -> anyhow::Result<()> {
 /// `GLIBC_TUNABLES` name that sets the same, and the value. glibc reads them once, at start.
 /// - The trim threshold, fixed: with glibc's default, a threshold that grows with the
 ///   largest block freed, the memory a search or an index commit frees stays in the
-///   process (the idle daemon with the embedding model kept ~150 MB resident after an
-///   agent's session in a debug build, ~120 MB with it; `benches/embeddings.rs` prints the
-///   release build's).
+///   process, and the idle daemon kept far more resident after an agent's session
+///   (`benches/embeddings.rs` prints the idle daemon's resident memory).
 /// - One arena: glibc's default, up to 8 a core, each a heap of its own that a thread's
-///   freed blocks return to, let the daemon under load grow its anonymous memory ~40 MB a
-///   minute while its live heap (heaptrack) grew ~1.3 MB a minute; with two arenas ~20 MB,
-///   with one ~10 MB (`benches/load.rs`, 3 minutes each, dev build). Per-thread caches
-///   (glibc's tcache) keep small allocations off the arena's lock.
+///   freed blocks return to, let the daemon under load grow its anonymous memory many
+///   times faster than its live heap (heaptrack) grew; fewer arenas grew it less, one
+///   least (`benches/load.rs` prints the daemon's memory over its run, and fails on
+///   growth). Per-thread caches (glibc's tcache) keep small allocations off the arena's
+///   lock.
 const MALLOC_SETTINGS: [(&str, &str, &str); 2] = [
     (
         "MALLOC_TRIM_THRESHOLD_",

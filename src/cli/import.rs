@@ -16,7 +16,7 @@ use tandem_core::calls::{self, CallError, params::HubImportParams};
 use tandem_core::config::Config;
 use tandem_core::guarded_file;
 use tandem_core::hub::config::import::{
-    self, AGENTS, Action, Format, Found, Location, Places, Plan, Skipped,
+    self, AGENTS, Action, Format, FoundServer, Location, Places, Plan, Skipped,
 };
 use tandem_core::hub::config::{self, ConfigProblem};
 
@@ -204,7 +204,10 @@ fn places() -> anyhow::Result<Places> {
 }
 
 /// Reads every location: what each held, the servers found and those skipped.
-fn read_all(locations: &[Location], places: &Places) -> (Vec<Source>, Vec<Found>, Vec<Skipped>) {
+fn read_all(
+    locations: &[Location],
+    places: &Places,
+) -> (Vec<Source>, Vec<FoundServer>, Vec<Skipped>) {
     let (mut sources, mut found, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
     for location in locations {
         let mut source = Source {

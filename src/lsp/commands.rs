@@ -56,7 +56,7 @@ type Handled<'a> = Pin<Box<dyn Future<Output = LspResult<Value>> + Send + 'a>>;
 /// What a command does with its parameters.
 enum Run {
     /// This method of `tandem_core::calls`: the command answers as the MCP tool and the CLI.
-    Call(&'static str),
+    Call(&'static dyn calls::AnyMethod),
     /// A handler of the session.
     Handler(for<'a> fn(&'a TandemLsp, Value) -> Handled<'a>),
 }
@@ -71,7 +71,7 @@ static COMMANDS: &[Cmd] = &[
     Cmd {
         name: view::SHOW_TASK,
         takes: Takes::Id,
-        run: Run::Call(calls::TASKS_SHOW.name),
+        run: Run::Call(&calls::TASKS_SHOW),
     },
     Cmd {
         name: view::SHOW_DECISIONS,
@@ -81,17 +81,17 @@ static COMMANDS: &[Cmd] = &[
     Cmd {
         name: "tandem.memory.search",
         takes: Takes::TextOr("query", "a query or an object of rekall_search arguments"),
-        run: Run::Call(calls::MEMORY_SEARCH.name),
+        run: Run::Call(&calls::MEMORY_SEARCH),
     },
     Cmd {
         name: "tandem.memory.show",
         takes: Takes::Id,
-        run: Run::Call(calls::MEMORY_SHOW.name),
+        run: Run::Call(&calls::MEMORY_SHOW),
     },
     Cmd {
         name: "tandem.memory.add",
         takes: Takes::Object("an object of rekall_add arguments"),
-        run: Run::Call(calls::MEMORY_ADD.name),
+        run: Run::Call(&calls::MEMORY_ADD),
     },
     Cmd {
         name: SAVE_SELECTION,
@@ -112,7 +112,7 @@ static COMMANDS: &[Cmd] = &[
     Cmd {
         name: "tandem.prompts.list",
         takes: Takes::Options,
-        run: Run::Call(calls::HUB_PROMPTS.name),
+        run: Run::Call(&calls::HUB_PROMPTS),
     },
     Cmd {
         name: RUN_PROMPT,
@@ -122,12 +122,12 @@ static COMMANDS: &[Cmd] = &[
     Cmd {
         name: "tandem.prompt.complete",
         takes: Takes::Options,
-        run: Run::Call(calls::HUB_COMPLETE.name),
+        run: Run::Call(&calls::HUB_COMPLETE),
     },
     Cmd {
         name: "tandem.prompt.parse",
         takes: Takes::TextOr("line", "a /server:prompt line or {line, append}"),
-        run: Run::Call(calls::HUB_PARSE_COMMAND.name),
+        run: Run::Call(&calls::HUB_PARSE_COMMAND),
     },
     Cmd {
         name: "tandem.inject",
@@ -137,22 +137,22 @@ static COMMANDS: &[Cmd] = &[
     Cmd {
         name: "tandem.inject.prompts",
         takes: Takes::Options,
-        run: Run::Call(calls::HUB_CONVENTIONAL.name),
+        run: Run::Call(&calls::HUB_CONVENTIONAL),
     },
     Cmd {
         name: "tandem.inject.configure",
         takes: Takes::Options,
-        run: Run::Call(calls::HUB_CONVENTIONAL_SET.name),
+        run: Run::Call(&calls::HUB_CONVENTIONAL_SET),
     },
     Cmd {
         name: "tandem.servers",
         takes: Takes::Options,
-        run: Run::Call(calls::HUB_SERVERS.name),
+        run: Run::Call(&calls::HUB_SERVERS),
     },
     Cmd {
         name: "tandem.trust",
         takes: Takes::Options,
-        run: Run::Call(calls::HUB_TRUST.name),
+        run: Run::Call(&calls::HUB_TRUST),
     },
 ];
 
@@ -218,12 +218,12 @@ impl TandemLsp {
         if let Some(limit) = options.get("limit") {
             params["limit"] = limit.clone();
         }
-        self.session.call(calls::TASKS_LIST.name, params).await
+        self.session.call(&calls::TASKS_LIST, params).await
     }
 
     /// `tandem.task.decisions`: the task's decisions, with its id and name.
     async fn decisions(&self, id: Value) -> LspResult<Value> {
-        let r = self.session.call(calls::TASKS_SHOW.name, id).await?;
+        let r = self.session.call(&calls::TASKS_SHOW, id).await?;
         Ok(json!({"task_id": r["task_id"], "name": r["name"], "decisions": r["decisions"]}))
     }
 
@@ -293,7 +293,7 @@ impl TandemLsp {
             "tags": args.tags,
             "project": ws.file_name().map(|p| p.to_string_lossy()),
         });
-        self.session.call(calls::MEMORY_ADD.name, add).await
+        self.session.call(&calls::MEMORY_ADD, add).await
     }
 
     /// The code actions on `params`' range: "Save selection to memory" on a selection, and

@@ -43,12 +43,12 @@ impl TandemLsp {
             o.remove("uri");
             o.remove("line");
         }
-        self.session.call(calls::HUB_GET_PROMPT.name, params).await
+        self.session.call(&calls::HUB_GET_PROMPT, params).await
     }
 
     /// The injection, with its Markdown preview.
     pub(super) async fn inject(&self, params: Value) -> LspResult<Value> {
-        let mut injection = self.session.call(calls::HUB_INJECT.name, params).await?;
+        let mut injection = self.session.call(&calls::HUB_INJECT, params).await?;
         let parsed: tandem_core::hub::prompts::inject::Injection =
             serde_json::from_value(injection.clone())
                 .map_err(|e| invalid(format!("unexpected injection: {e}")))?;
@@ -93,7 +93,7 @@ impl TandemLsp {
         let found = match self
             .session
             .call(
-                calls::HUB_COMPLETE.name,
+                &calls::HUB_COMPLETE,
                 json!({ "line": line, "cursor": cursor }),
             )
             .await
@@ -174,7 +174,7 @@ impl TandemLsp {
     /// Asks once (per file content, per process) whether to trust the workspace's untrusted
     /// `.mcp.json`, showing what it would run.
     pub(super) async fn ask_trust(&self) {
-        let Ok(report) = self.session.call(calls::HUB_TRUST.name, json!({})).await else {
+        let Ok(report) = self.session.call(&calls::HUB_TRUST, json!({})).await else {
             return;
         };
         let (Some(file), Some(sha)) = (report["file"].as_str(), report["sha256"].as_str()) else {
@@ -235,7 +235,7 @@ impl TandemLsp {
             match self
                 .session
                 .call(
-                    calls::HUB_TRUST.name,
+                    &calls::HUB_TRUST,
                     json!({"action": "approve", "sha256": sha}),
                 )
                 .await

@@ -150,13 +150,17 @@ impl Session {
         calls::run_blocking(REQUEST, move || method.run(&core, Some(&ws), params)).await?
     }
 
-    /// Runs one of the core's operations by name (`tandem_core::calls`) on JSON: the same
+    /// Runs one of the core's operations (`tandem_core::calls`) on JSON: the same
     /// arguments, results and error codes as the MCP tools and the CLI (the commands).
-    pub async fn call(&self, method: &'static str, params: Value) -> LspResult<Value> {
+    pub async fn call(
+        &self,
+        method: &'static dyn calls::AnyMethod,
+        params: Value,
+    ) -> LspResult<Value> {
         let core = self.core().await.map_err(call_error)?;
         let ws = self.workspace().to_path_buf();
         calls::spawn_call(REQUEST, move || {
-            calls::call(&core, Some(&ws), method, params)
+            method.call(&core, &calls::Session::local(Some(&ws)), params)
         })
         .await
         .map_err(call_error)

@@ -2,10 +2,11 @@
 //! (the memory's entries: `memory/compression.rs` says when it trains them).
 //!
 //! sled stores its pages as they are (format 3, `store.rs`): compressing each page
-//! fragment it logs, with a new zstd context every time, was two thirds of an add's
-//! transaction and ~40% of an import. One record alone compresses poorly (its JSON keys and
-//! the words of its fields are what it shares with the others); with a dictionary of what
-//! the records share it compresses 4 to 5 times, in a few microseconds.
+//! fragment it logs, with a new zstd context every time, was most of an add's transaction
+//! and much of an import. One record alone compresses poorly (its JSON keys and the words of
+//! its fields are what it shares with the others); with a dictionary of what the records
+//! share it compresses several times, quickly (`benches/scale.rs` prints the database's
+//! bytes an entry, and the add and import times).
 //!
 //! - A record is either a zstd frame (it starts with zstd's magic number) naming the
 //!   dictionary it was made with, or plain JSON (it starts with `{`): what is written
@@ -27,7 +28,8 @@ pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// zstd's level: the entries' text gains little past it, and costs more.
 const LEVEL: i32 = 3;
 /// The dictionary's size: zstd's own default for training (`zstd --train`). On the
-/// benches' entries, 16 KB compressed 2.9 times, 64 KB 4.3 and this 5.4.
+/// benches' entries, smaller dictionaries compressed less (`benches/scale.rs` prints the
+/// database's bytes an entry).
 const DICTIONARY_BYTES: usize = 112_640;
 /// No record decodes to more: a frame that says it does is corrupt, not an allocation.
 /// (The largest entry, every field at its limit and its text escaped, is a few MB.)
@@ -35,9 +37,10 @@ const MAX_RECORD_BYTES: u64 = 64 << 20;
 /// A dictionary is trained once there are this many records...
 pub const FIRST_TRAINING: u64 = 1_000;
 /// ...from this many of them at most. zstd's training takes time in proportion: on the
-/// benches' entries, 4,000 samples took 0.44 s and compressed a record to 272 bytes, 2,000
-/// took 0.24 s for 272 and 1,000 0.14 s for 273 (the first dictionary of an import is
-/// trained on its writing thread; fewer samples may miss more of a varied knowledge base).
+/// benches' entries, twice as many samples took about twice as long and compressed no
+/// better, and half as many barely worse (the first dictionary of an import is trained on
+/// its writing thread, so it shows in `benches/scale.rs`'s import; fewer samples may miss
+/// more of a varied knowledge base).
 pub const TRAINING_SAMPLES: usize = 2_000;
 
 #[derive(Debug, thiserror::Error)]

@@ -162,15 +162,15 @@ fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
 }
 
 /// A pack being written into a new database's folder: made at the first record.
-pub struct Writer<'a> {
+pub struct PackWriter<'a> {
     db: &'a Path,
     file: Option<BufWriter<File>>,
     at: u64,
 }
 
-impl<'a> Writer<'a> {
-    pub fn new(db: &'a Path) -> Writer<'a> {
-        Writer {
+impl<'a> PackWriter<'a> {
+    pub fn new(db: &'a Path) -> PackWriter<'a> {
+        PackWriter {
             db,
             file: None,
             at: HEADER,
@@ -227,7 +227,7 @@ mod tests {
         assert!(Pack::open(dir.path()).unwrap().is_none());
         let plain = br#"{"title":"a"}"#.to_vec();
         let zstd = [0x28, 0xB5, 0x2F, 0xFD, 9, 9, 9].to_vec();
-        let mut writer = Writer::new(dir.path());
+        let mut writer = PackWriter::new(dir.path());
         let pointers = [writer.put(&plain).unwrap(), writer.put(&zstd).unwrap()];
         writer.finish().unwrap();
         let pack = Pack::open(dir.path()).unwrap().unwrap();
@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn a_writer_with_no_record_makes_no_file() {
         let dir = tempfile::tempdir().unwrap();
-        Writer::new(dir.path()).finish().unwrap();
+        PackWriter::new(dir.path()).finish().unwrap();
         assert!(!dir.path().join(FILE).exists());
     }
 }

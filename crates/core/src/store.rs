@@ -23,7 +23,7 @@ pub use tandem_search::files::{dir_size, write_atomically};
 /// 1: sled without compression. 2: sled with zstd compression of its pages. 3: sled
 /// without compression again; the memory compresses its entries' records itself, with a
 /// dictionary trained on them (`crates/core/src/codec.rs`): sled compressed each page fragment it
-/// logged with a new zstd context, two thirds of an add's transaction. sled keeps the
+/// logged with a new zstd context, most of an add's transaction. sled keeps the
 /// setting in its own files and will not open a database with the other one, so a
 /// compressed database (format 2) is copied into a new one; format 1 is already format 3's.
 /// 4: the order of the memory's writes is kept 32 to a record (`memory.writes`) where
@@ -73,16 +73,16 @@ pub const COMPACTION_WAIT: std::time::Duration = std::time::Duration::from_secs(
 /// tenths...
 const COPY_TENTHS: u64 = 22;
 /// ...while the entries' records go to the pack, once. A compaction is worth its copy
-/// when the copy would take at most five sixths of the files (a million imported entries:
-/// 528 → 442 MB, 12.6 s)...
+/// when the copy would take at most five sixths of the files (`benches/scale.rs` prints
+/// what the idle exit's compaction does to an imported memory)...
 const WORTH_COMPACTING: (u64, u64) = (5, 6);
 /// ...and at least this much less.
 const COMPACTION_MIN_GAIN: u64 = 16 * 1024 * 1024;
 /// sled's page cache (its default is 1 GiB): a long-running daemon that once read every
 /// entry (a reindex, the vectors' load) would keep them all. sled counts it by the pages'
-/// compressed size and holds them uncompressed. At 100,000 entries with a model
-/// (`benches/scale.rs`), 16 MB cost a third more search and add time than 32, and 64 MB
-/// ~60 MB more idle memory for no faster search. The OS keeps the file's pages.
+/// compressed size and holds them uncompressed. With a model (`benches/scale.rs`), half
+/// this cost noticeably more search and add time, and twice this more idle memory for no
+/// faster search. The OS keeps the file's pages.
 const SLED_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
@@ -453,8 +453,8 @@ fn compact_with(
             if found.rewritten {
                 found.copy = dir_size(&copy);
                 // A copy is not always smaller: sled fills its pages differently when
-                // records come in batches (a memory grown by adds with pauses: 27.0 MB of
-                // files, a copy 33.9 MB). The files stay then.
+                // records come in batches (a memory grown by adds with pauses between them
+                // can copy larger than its files). The files stay then.
                 found.rewritten = found.copy < before;
             }
         }
@@ -515,8 +515,8 @@ struct Count {
 }
 
 /// The records of every tree, the bytes of their keys and values, and what a copy would
-/// take; `None` when `keep_going` said no (it is asked every 10,000 records: 3 s at a
-/// million entries).
+/// take; `None` when `keep_going` said no (it is asked every 10,000 records, so that a
+/// count of a large database stops soon after it is told to).
 fn measure(db: &sled::Db, keep_going: &dyn Fn() -> bool) -> Result<Option<Count>, StoreError> {
     let (mut records, mut bytes, mut in_sled, mut packed) = (0u64, 0u64, 0u64, 0u64);
     for name in db.tree_names() {
@@ -765,7 +765,7 @@ fn copy_trees(
     mut codec: impl FnMut(&[u8], &sled::Tree) -> Result<Option<Codec>, StoreError>,
 ) -> Result<Option<u64>, StoreError> {
     let mut records = 0u64;
-    let mut pack = pack::Writer::new(to_dir);
+    let mut pack = pack::PackWriter::new(to_dir);
     for name in from.tree_names() {
         if !keep_going() {
             return Ok(None);
@@ -1357,7 +1357,7 @@ mod tests {
         let copy = dir.join(DB_COMPACTING);
         {
             let to = open_sled(&sled_config(&copy)).unwrap();
-            let mut writer = pack::Writer::new(&copy);
+            let mut writer = pack::PackWriter::new(&copy);
             let pointer = writer.put(b"{\"n\":\"other\"}").unwrap();
             writer.finish().unwrap();
             to.open_tree(ENTRIES)

@@ -465,7 +465,7 @@ pub struct TrustParams {
 pub struct HubImportParams {
     /// The servers to import, translated into Tandem's entries.
     #[serde(default)]
-    pub servers: Vec<crate::hub::config::import::Found>,
+    pub servers: Vec<crate::hub::config::import::FoundServer>,
     /// Servers found but not importable, listed in the plan as they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<crate::hub::config::import::Skipped>,

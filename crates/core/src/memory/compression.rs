@@ -1,11 +1,11 @@
 //! When the memory trains the dictionaries its entries' records are compressed with
 //! ([`crate::codec`]): the first at [`FIRST_TRAINING`] entries, re-encoding the records
 //! written plain until then, and a new one at each tenfold growth, for what is written
-//! after, on a thread of its own: zstd's training took ~0.5 s (from 4,000 samples; 0.24 s
-//! from the 2,000 it has now), which the add or the part of an import that made the memory
-//! ten times larger waited for (a third of a 100,000 entry import's writing thread), and
-//! the writes go on with the previous dictionary meanwhile. An upgrade from format 2 trains
-//! the first as it copies (`store.rs`).
+//! after, on a thread of its own: zstd's training is slow enough that the add or the part
+//! of an import that made the memory ten times larger waited for it (a large share of an
+//! import's writing thread: `benches/scale.rs` times the import), and the writes go on with
+//! the previous dictionary meanwhile. An upgrade from format 2 trains the first as it copies
+//! (`store.rs`).
 
 use crate::codec::{Codec, FIRST_TRAINING, TRAINING_SAMPLES, ZSTD_MAGIC};
 use crate::store::Store;

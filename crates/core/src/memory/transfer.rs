@@ -113,22 +113,49 @@ impl Memory {
     /// asks), and its segments are merged once, then, where merging after each part wrote
     /// the whole index again each time.
     pub fn import_part(&self, input: &mut dyn BufRead, part: ImportPart) -> Result<ImportReport> {
-        let lines: Vec<String> = input.lines().collect::<std::io::Result<_>>()?;
-        let mut entries: Vec<Entry> = Vec::new();
-        let mut links: Vec<Link> = Vec::new();
-        for record in parse_lines(1, &lines, parse_line)?.into_iter().flatten() {
-            match record {
-                ExportLine::Entry(e) => entries.push(e),
-                ExportLine::Link(l) => links.push(l),
-            }
-        }
-        drop(lines);
+        let (entries, links) = read_import(input)?;
         let mut report = ImportReport::default();
         let mut guard = self.lock_writes();
         guard.clear_entries();
+        let (writes, count) = self.plan_import(entries, &mut report)?;
+        let incoming: Vec<&Entry> = writes.iter().map(|w| &w.entry).collect();
+        self.train_dictionary_for_import(&incoming, count)?;
+        // The vectors of replaced entries go first: none outlives the text it was made of.
+        let replaced: Vec<Ulid> = writes
+            .iter()
+            .filter(|w| w.replaces_seq.is_some())
+            .map(|w| w.entry.id)
+            .collect();
+        self.semantic.forget(&replaced)?;
+        let index_failed = self.write_import(&writes)?;
+        let to_embed: Vec<Ulid> = writes.iter().map(|w| w.entry.id).collect();
+        self.import_links(&links, &mut report)?;
+        self.store.flush()?;
+        self.commit_import_index(part, index_failed);
+        self.train_dictionary_when_due(count, &super::NoProgress)?;
+        drop(guard);
+        // A large import leaves several segments (the writer cuts one each time its buffer
+        // fills, and each commit one); a search opens each apart. Once its last part is
+        // in, the smaller ones are merged, while writes go on, as when writes pause.
+        if part == ImportPart::Last
+            && let Err(e) = self.idx().merge_segments()
+        {
+            tracing::warn!("merging the search index after the import failed: {e}");
+        }
+        self.embed_later(to_embed)?;
+        Ok(report)
+    }
+
+    /// What an import writes, in order, and the entry count after it; an id met twice in
+    /// the input is written once. Counts the entries added, updated and left unchanged
+    /// into `report`. Called with the write lock held.
+    fn plan_import(
+        &self,
+        entries: Vec<Entry>,
+        report: &mut ImportReport,
+    ) -> Result<(Vec<Pending>, u64)> {
         let mut seq = self.current_seq()?;
         let mut count = self.entry_count()?;
-        // What to write, in order; an id met twice in the input is written once.
         let mut writes: Vec<Pending> = Vec::new();
         let mut written: HashMap<Ulid, usize> = HashMap::new();
         for mut incoming in entries {
@@ -158,15 +185,7 @@ impl Memory {
                         "entry {} could not be read ({why}); the import replaces it",
                         incoming.id
                     );
-                    Some(
-                        super::writes::seq_of(&self.writes, incoming.id)?.ok_or_else(|| {
-                            MemoryError::Corrupt(format!(
-                                "entry {} is stored but not in {}",
-                                incoming.id,
-                                super::writes::TREE
-                            ))
-                        })?,
-                    )
+                    Some(self.stored_seq(incoming.id)?)
                 }
                 Err(e) => return Err(e),
             };
@@ -186,21 +205,28 @@ impl Memory {
                 count,
             });
         }
-        let incoming: Vec<&Entry> = writes.iter().map(|w| &w.entry).collect();
-        self.train_dictionary_for_import(&incoming, count)?;
-        // The vectors of replaced entries go first: none outlives the text it was made of.
-        let replaced: Vec<Ulid> = writes
-            .iter()
-            .filter(|w| w.replaces_seq.is_some())
-            .map(|w| w.entry.id)
-            .collect();
-        self.semantic.forget(&replaced)?;
+        Ok((writes, count))
+    }
+
+    /// The write sequence number of a stored entry whose record cannot be read.
+    fn stored_seq(&self, id: Ulid) -> Result<u64> {
+        super::writes::seq_of(&self.writes, id)?.ok_or_else(|| {
+            MemoryError::Corrupt(format!(
+                "entry {id} is stored but not in {}",
+                super::writes::TREE
+            ))
+        })
+    }
+
+    /// Writes the planned entries to sled, durable chunk by chunk, and to the search
+    /// index's writer (not committed). Returns the index's error, if any: the entries are
+    /// stored all the same, and indexed at the next start.
+    fn write_import(&self, writes: &[Pending]) -> Result<Option<tantivy::TantivyError>> {
         let mut index_failed = None;
         // The records of the next chunk are encoded on another thread while sled writes
         // this one's.
         std::thread::scope(|scope| -> Result<()> {
             let (encoded_tx, encoded_rx) = std::sync::mpsc::sync_channel(1);
-            let writes = &writes;
             scope.spawn(move || {
                 for chunk in writes.chunks(IMPORT_CHUNK) {
                     let encoded: Vec<(String, Vec<u8>)> = chunk
@@ -238,8 +264,13 @@ impl Memory {
             }
             Ok(())
         })?;
-        let to_embed: Vec<Ulid> = writes.iter().map(|w| w.entry.id).collect();
-        for link in &links {
+        Ok(index_failed)
+    }
+
+    /// Creates the import's links that are not stored yet. A link must name entries that
+    /// are stored, or were imported just before it.
+    fn import_links(&self, links: &[Link], report: &mut ImportReport) -> Result<()> {
+        for link in links {
             let key = link_key(&link.source, &link.target, link.relation);
             if self.links.contains_key(&key)? {
                 report.links_unchanged += 1;
@@ -258,7 +289,13 @@ impl Memory {
             self.create_link(&source, &target, link.relation)?;
             report.links_added += 1;
         }
-        self.store.flush()?;
+        Ok(())
+    }
+
+    /// Commits the import's entries to the search index with its last part; a part that
+    /// more follow leaves them in the writer. An index that failed is logged: the entries
+    /// are stored, and indexed at the next start.
+    fn commit_import_index(&self, part: ImportPart, index_failed: Option<tantivy::TantivyError>) {
         let commit = || match part {
             ImportPart::Last => self.idx().commit().err(),
             ImportPart::More => {
@@ -271,19 +308,21 @@ impl Memory {
                 "indexing the import failed ({e}); it is stored and will be indexed at the next start"
             );
         }
-        self.train_dictionary_when_due(count, &super::NoProgress)?;
-        drop(guard);
-        // A large import leaves several segments (the writer cuts one each time its buffer
-        // fills, and each commit one); a search opens each apart. Once its last part is
-        // in, the smaller ones are merged, while writes go on, as when writes pause.
-        if part == ImportPart::Last
-            && let Err(e) = self.idx().merge_segments()
-        {
-            tracing::warn!("merging the search index after the import failed: {e}");
-        }
-        self.embed_later(to_embed)?;
-        Ok(report)
     }
+}
+
+/// The entries and the links of an import's JSON Lines, every line checked.
+fn read_import(input: &mut dyn BufRead) -> Result<(Vec<Entry>, Vec<Link>)> {
+    let lines: Vec<String> = input.lines().collect::<std::io::Result<_>>()?;
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut links: Vec<Link> = Vec::new();
+    for record in parse_lines(1, &lines, parse_line)?.into_iter().flatten() {
+        match record {
+            ExportLine::Entry(e) => entries.push(e),
+            ExportLine::Link(l) => links.push(l),
+        }
+    }
+    Ok((entries, links))
 }
 
 /// Whether more parts of one import follow ([`Memory::import_part`]).
@@ -367,9 +406,9 @@ fn parse_line(number: usize, line: &str) -> Result<ExportLine> {
     let bad = |message: String| {
         MemoryError::invalid_argument("input", format!("line {number}: {message}"))
     };
-    // The tag, then the record typed from the same text (which skips the tag): a third of
-    // the time of reading it through a `serde_json::Value`, or serde's tagged enum, which
-    // buffer the whole line.
+    // The tag, then the record typed from the same text (which skips the tag): much quicker
+    // than reading it through a `serde_json::Value`, or serde's tagged enum, which buffer
+    // the whole line (`benches/scale.rs` times the import).
     #[derive(serde::Deserialize)]
     #[serde(expecting = "a JSON object")]
     struct Tag {

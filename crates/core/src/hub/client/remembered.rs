@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::StoreError;
 
+/// What a server said of itself the last time it ran, and the command line it ran as.
 #[derive(Serialize, Deserialize)]
-struct Record {
+struct LastRun {
     /// What the server ran as (`Transport::describe`): another command may list other prompts.
     runs: String,
     #[serde(flatten)]
@@ -55,7 +56,7 @@ impl RememberedPrompts {
     /// sled's background flush persists it, and losing the last one in a crash only means
     /// the next run says it again.
     pub fn remember(&self, root: &Path, server: &str, runs: &str, said: Said) {
-        let record = Record {
+        let record = LastRun {
             runs: runs.to_string(),
             said,
         };
@@ -72,7 +73,7 @@ impl RememberedPrompts {
     /// What `server` of `root` said when it last ran as `runs`, if it ever did.
     pub fn recall(&self, root: &Path, server: &str, runs: &str) -> Option<Said> {
         let bytes = self.tree.get(key(root, server)).ok()??;
-        let record: Record = serde_json::from_slice(&bytes).ok()?;
+        let record: LastRun = serde_json::from_slice(&bytes).ok()?;
         (record.runs == runs).then_some(record.said)
     }
 }

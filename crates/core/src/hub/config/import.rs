@@ -227,7 +227,7 @@ pub enum Scope {
 
 /// A server found in an agent's file, translated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Found {
+pub struct FoundServer {
     pub name: String,
     /// The file (and for `~/.claude.json`'s projects, which one) it comes from.
     pub from: String,
@@ -250,7 +250,7 @@ pub struct Skipped {
 /// What one file holds.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Read {
-    pub found: Vec<Found>,
+    pub found: Vec<FoundServer>,
     pub skipped: Vec<Skipped>,
 }
 
@@ -416,7 +416,7 @@ fn read_servers(
                     continue;
                 }
                 notes.extend(fields.ignored(reader.fields));
-                read.found.push(Found {
+                read.found.push(FoundServer {
                     name: name.clone(),
                     from: from.to_string(),
                     scope: match ctx.project {
@@ -795,12 +795,12 @@ impl Plan {
 pub fn plan(
     file: &Path,
     config_text: Option<&str>,
-    found: &[Found],
+    found: &[FoundServer],
     skipped: &[Skipped],
     overwrite: bool,
 ) -> Result<(Plan, Vec<(String, Entry)>), ConfigProblem> {
     let existing = existing_servers(file, config_text)?;
-    let mut by_name: BTreeMap<&str, Vec<&Found>> = BTreeMap::new();
+    let mut by_name: BTreeMap<&str, Vec<&FoundServer>> = BTreeMap::new();
     for f in found {
         by_name.entry(&f.name).or_default().push(f);
     }
@@ -879,7 +879,7 @@ pub fn plan(
 }
 
 /// Why `f` is not imported, `chosen` being the definition of its name that is.
-fn not_imported(f: &Found, chosen: &Found) -> String {
+fn not_imported(f: &FoundServer, chosen: &FoundServer) -> String {
     if chosen.entry.same_server(&f.entry) {
         format!("the same server as in {}", chosen.from)
     } else if (f.scope, chosen.scope) == (Scope::Project, Scope::User) {
@@ -938,7 +938,7 @@ impl crate::hub::Hub {
     /// file holds. The workspaces see the change at their next look at the file.
     pub fn import(
         &self,
-        found: &[Found],
+        found: &[FoundServer],
         skipped: &[Skipped],
         overwrite: bool,
     ) -> Result<Plan, ConfigProblem> {
@@ -1214,8 +1214,8 @@ args = ["mcp"]
         }
     }
 
-    fn found(name: &str, from: &str, command: &str) -> Found {
-        Found {
+    fn found(name: &str, from: &str, command: &str) -> FoundServer {
+        FoundServer {
             name: name.into(),
             from: from.into(),
             scope: Scope::User,
@@ -1281,7 +1281,7 @@ args = ["mcp"]
     /// notes`, and the entries it writes.
     fn summary(
         config: &str,
-        servers: &[Found],
+        servers: &[FoundServer],
         skipped: &[Skipped],
         overwrite: bool,
     ) -> (Vec<String>, Vec<(String, Entry)>, Plan) {
@@ -1305,7 +1305,7 @@ args = ["mcp"]
 
     #[test]
     fn the_users_own_definition_wins_over_a_projects() {
-        let project = |name, command| Found {
+        let project = |name, command| FoundServer {
             scope: Scope::Project,
             ..found(name, "/ws/.mcp.json", command)
         };

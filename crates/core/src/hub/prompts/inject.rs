@@ -36,11 +36,11 @@
 //! Counted with OpenAI's `o200k_base` encoding (GPT-4o, GPT-4.1, o-series and later), through
 //! `tiktoken-rs`, which embeds only the 3.6 MB vocabulary it is asked for and brings two small
 //! crates (`fancy-regex`, `base64`) beside ones already in the graph. `bpe-openai`, the faster
-//! alternative, serialises all three of its vocabularies in a build script (twice the build
-//! time) and links a 32 MB table for `o200k_base` alone; the prompts injected here are a few
-//! kilobytes, which tiktoken-rs counts in well under a millisecond once loaded (the first
-//! count loads the vocabulary, ~0.1-0.2 s). Other models' tokenizers differ: the counts are a
-//! close estimate for them.
+//! alternative, serialises all three of its vocabularies in a build script (a longer build)
+//! and links a 32 MB table for `o200k_base` alone; the prompts injected here are a few
+//! kilobytes, which tiktoken-rs counts quickly once loaded (the first count loads the
+//! vocabulary: `benches/hub.rs` prints how long). Other models' tokenizers differ: the counts
+//! are a close estimate for them.
 //!
 //! What is counted is the text a message carries: its content, and each tool call's name and
 //! arguments. Roles, ids and JSON punctuation (a few tokens per message, depending on the
@@ -220,15 +220,16 @@ pub fn count_tokens(text: &str) -> usize {
     vocabulary().encode_ordinary(text).len()
 }
 
-/// The loaded vocabulary is let go after this long unused: it takes ~37 MB, which a
-/// long-lived daemon would otherwise keep for its life after one count.
+/// The loaded vocabulary is let go after this long unused: it takes tens of megabytes, which
+/// a long-lived daemon would otherwise keep for its life after one count.
 const VOCABULARY_IDLE: Duration = Duration::from_secs(300);
 
 /// The `o200k_base` vocabulary and when it was last used, while loaded.
 static VOCABULARY: Mutex<Option<(Arc<CoreBPE>, Instant)>> = Mutex::new(None);
 
-/// The vocabulary, loaded on first use (~0.1-0.2 s) and again after it was let go; loading
-/// starts a thread that lets it go once unused for [`VOCABULARY_IDLE`].
+/// The vocabulary, loaded on first use (`benches/hub.rs` prints how long that takes) and
+/// again after it was let go; loading starts a thread that lets it go once unused for
+/// [`VOCABULARY_IDLE`].
 fn vocabulary() -> Arc<CoreBPE> {
     let mut slot = VOCABULARY.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((bpe, used)) = slot.as_mut() {
@@ -273,8 +274,8 @@ fn release_vocabulary(loaded: &Weak<CoreBPE>, idle: Duration) -> bool {
 }
 
 /// Whether `text` takes at most `budget` tokens. A token is at least one byte, so a text of
-/// no more bytes than the budget fits without loading the vocabulary (~37 MB resident while
-/// loaded, let go after 5 minutes unused).
+/// no more bytes than the budget fits without loading the vocabulary (tens of megabytes
+/// resident while loaded, let go after `VOCABULARY_IDLE` unused).
 pub fn fits_in_tokens(text: &str, budget: usize) -> bool {
     text.len() <= budget || count_tokens(text) <= budget
 }
