@@ -222,7 +222,7 @@ fn main() {
     );
     println!(
         "\nThe cosines of the test model, which the semantic thresholds come from \
-         (`SEMANTIC_SIMILAR_MIN` and the rest in `src/memory/mod.rs`):\n"
+         (`SEMANTIC_SIMILAR_MIN` and the rest in `crates/core/src/memory/mod.rs`):\n"
     );
     println!("| pairs | n | p10 | p50 | p90 | p99 |");
     println!("|---|---|---|---|---|---|");

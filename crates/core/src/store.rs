@@ -1,8 +1,23 @@
 //! The data dir: where it is, who owns it, which format it is in, and the sled database in it.
 //!
-//! Invariant: one process holds a data dir at a time. The holder keeps an exclusive lock on
-//! `tandem.lock` (with its pid written in it) for as long as it runs; a second process gets
-//! [`StoreError::Locked`] naming that pid, never a sled panic.
+//! Invariants:
+//! - **One process owns a data dir.** `Store::open` takes an exclusive lock on
+//!   `tandem.lock` and writes its pid there; a second opener gets `StoreError::Locked`
+//!   naming that pid. A `format.json` newer than the binary's `FORMAT_VERSION` is
+//!   refused. Under that lock, sled's own lock can only be held by a database this
+//!   process just closed, so `open_sled` tries again for up to 5 s. A compaction holds
+//!   the lock for its whole run: an opener that finds `db.compacting` waits for it (up
+//!   to 120 s), and asks an idle one to stop (`compaction.stop`), which it does before
+//!   its next batch of 10,000 records or tree.
+//! - **The database is replaced only whole.** An upgrade's copy and a compaction's are
+//!   written beside `db` and swapped in by two renames; a crash at any step is resumed
+//!   at the next open (`resume_swap`): a copy not yet swapped in is removed, a `db` set
+//!   aside with none in its place is put back, one beside the new `db` is removed.
+//! - **A full disk is a failed write, not a dead daemon.** sled's I/O error on the
+//!   write's flush (`ENOSPC`, or `EFBIG` past a file-size limit) fails that call with
+//!   `INTERNAL_ERROR` saying the disk is full (`store::StoreError::Sled`); what was
+//!   acknowledged before is intact, and searches and shows go on
+//!   (`tests/it/faults.rs`).
 
 use std::borrow::Cow;
 use std::fs::{self, File, OpenOptions};

@@ -4,8 +4,8 @@
 //! complete the score of documents the others bring, and a document whose bound falls short is
 //! left before they are read. A query of a distinctive word and common ones then reads the
 //! distinctive word's postings and looks the others up, where tantivy's block-max WAND over
-//! the union moved every posting list to every candidate (at a million documents, 2.4–3.8 ms
-//! for ten hits that this finds in a fraction: docs/benchmarks.md).
+//! the union moved every posting list to every candidate (`cargo bench --bench scale`
+//! compares the two on a large base).
 //!
 //! [`WithOptional`] serves words required beside optional ones (a search's context
 //! beside words most documents hold): it reads the optional words' postings and looks up the
@@ -73,8 +73,8 @@ pub struct HitLimits<'a> {
 
 /// The highest `k`-th score of the segments of a search, as they are searched (side by
 /// side, each reading the others' as it goes): a hit of another segment that scores less
-/// cannot rank. At a million documents, a half searched with its `k`-th score from the
-/// start took 10–20 % less time (its BM25 threshold prunes from the first block).
+/// cannot rank. A half searched with a `k`-th score from the start prunes from its first
+/// block (`cargo bench --bench scale`).
 #[derive(Debug, Default)]
 pub struct Floor(AtomicU32);
 
@@ -285,8 +285,7 @@ impl Intersection {
     }
 
     /// `None` when each group has one list at most in the segment: tantivy's block-max
-    /// intersection of single terms is the faster then (at a million documents, 8 ms where
-    /// this took 16).
+    /// intersection of single terms reads less then (`cargo bench --bench scale`).
     pub fn segment(
         &self,
         ord: u32,

@@ -3,12 +3,10 @@
 //! cosines, then the documents shown and their snippets. Each step is a [`Stage`]: a list of
 //! items the searching thread publishes and both threads take, one at a time, whichever is
 //! free. The helper waits for each list as soon as its share of the searches is done, so
-//! it is running when the list comes (a helper put back to sleep took over 1 ms to wake in
-//! 0.5 % of wakes); the searching thread ends the wait with a [`Flag`] raised on every path
-//! out of the search.
-//!
-//! At a million documents these steps took 0.3–0.45 ms of a hybrid search on one thread
-//! (coverage ~0.1 ms, the five documents ~0.08, their snippets ~0.09).
+//! it is running when the list comes (a helper put back to sleep can wake late, and a
+//! search is short); the searching thread ends the wait with a [`Flag`] raised on every
+//! path out of the search. These steps are a share of a hybrid search worth splitting on a
+//! large base (`cargo bench --bench scale`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};

@@ -3,10 +3,10 @@
 //!
 //! Every text the memory reads goes through the analyzer: documents as they are indexed,
 //! weighed for similarity and checked for a search's coverage, queries, snippets. Those
-//! four filters took most of it: with tantivy's, a token took 291 ns here, 28 of them the
-//! tokenizer's (the Snowball stemmer alone ~180). A knowledge base repeats its vocabulary,
-//! so each word as written is looked up among those already seen (`foldhash`, ~16 ns) and
-//! only a new one goes through the filters: 71 ns a token. The cache is one for the
+//! four filters are most of its cost, the Snowball stemmer first. A knowledge base repeats
+//! its vocabulary, so each word as written is looked up among those already seen
+//! (`foldhash`, far cheaper than the filters) and only a new one goes through the filters
+//! (`cargo bench --bench memory` times indexing and search). The cache is one for the
 //! process, bounded by [`MAX_CACHED_WORDS`] (it starts over when full), and gives exactly
 //! what the filters give, tantivy's own for the first three: the index's terms do not
 //! change with it.

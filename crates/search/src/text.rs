@@ -39,9 +39,9 @@ const SCHEMA_VERSION: u32 = 3;
 const ANALYZER: &str = "tandem_en";
 /// The writer's buffer: a segment is cut each time it fills. Only a bulk write fills it (an
 /// import, a rebuild; an add is committed within [`MAX_PENDING`] documents), and while it
-/// does it is most of the process's memory: ~250,000 documents a segment, where 32 MB cut one
-/// every ~30,000, and a million imported documents were merged level by level (a quarter of
-/// the import's time) before the final merge.
+/// does it is most of the process's memory. A smaller buffer cut many small segments,
+/// which a large import then merged level by level before its final merge
+/// (`cargo bench --bench scale` times the import).
 const WRITER_MEMORY: usize = 256 * 1024 * 1024;
 /// Uncommitted writes beyond this are committed at once rather than waiting for a pause.
 const MAX_PENDING: usize = 128;
@@ -246,7 +246,7 @@ pub struct TextIndex {
     /// Held while this index merges its segments ([`TextIndex::merge_segments`], the
     /// idle merge): two merges of the same segments side by side, one after a rebuild (or
     /// an import) and one when writes paused, left the files of the one that ended second
-    /// behind (~105 MB a half at a million documents). Shared, for the idle merge to hold it
+    /// behind. Shared, for the idle merge to hold it
     /// without the index.
     merging: Arc<Mutex<()>>,
     /// Each segment's `id_hi` and `id_lo` columns, opened once ([`TextIndex::hits`]):
@@ -726,7 +726,7 @@ impl TextIndex {
 
     /// Commits pending writes, if any, and makes them visible to searches. During a
     /// rebuild, the only writes pending are the rebuild's own, shown at its end: nothing
-    /// to commit (a search at a million documents waited ~25 s for the writer).
+    /// to commit, and a search does not wait for the writer the rebuild holds.
     pub fn commit(&self) -> tantivy::Result<()> {
         if !self.dirty.load(Ordering::Acquire) || self.rebuilding.load(Ordering::Acquire) {
             return Ok(());

@@ -3,8 +3,8 @@
 //!
 //! A search touches the pages of the lists it probes only (and the kernel maps the few
 //! around them it read ahead), so the table costs the daemon resident memory for what
-//! searches read (pages the kernel may take back), not for every row: 100,000 rows of 256
-//! dimensions were 25.6 MB of heap, a million 256 MB. The rows added or changed since the
+//! searches read (pages the kernel may take back), not for every row, which as heap grew
+//! with the base. The rows added or changed since the
 //! cut live in memory ([`crate::vectors::VectorIndex`]) and in the vector file
 //! ([`crate::vector_file`]), whose header names the base's generation: a cut writes the
 //! base of the next generation, then the vector file of that generation holding only what
@@ -228,9 +228,8 @@ impl Base {
             return Err(invalid(path, "not a file path"));
         };
         // The kernel's usual read-ahead, not `Random`'s page at a time: a search reads each
-        // list it probes whole, a contiguous run of rows. From a cold page cache at a
-        // million documents, `Random` took 26 page faults that read the disk a search and 53
-        // an add (p99 57 and 67 ms in process); this, none (p99 16 and 13 ms).
+        // list it probes whole, a contiguous run of rows. From a cold page cache, `Random`
+        // faults each page in from the disk apart, where this reads the list ahead.
         let directory = MmapDirectory::open_with_madvice(dir, tantivy::directory::Advice::Normal)
             .map_err(|e| io::Error::other(e.to_string()))?;
         let bytes = directory

@@ -4,15 +4,13 @@
 //!
 //! [`VectorIndex`] holds every summary vector with each row's document type and group: a
 //! large table's rows as of its last cut in its base, read through a mapping, the rows
-//! added or changed since in memory. A small table is searched exactly; a large one (100,000 documents of 256
-//! dimensions is 25.6 MB of int8, which one pass could not read in under 2 ms here) is cut
-//! into about √n lists, each the rows nearest one centroid (an inverted file: the centroids
+//! added or changed since in memory. A small table is searched exactly; a large one (a
+//! pass over every row grows with the table) is cut into about √n lists, each the rows nearest one centroid (an inverted file: the centroids
 //! are k-means of a sample of the rows), and a search scores the centroids, then the rows
-//! of the lists nearest its query only. `benches/embeddings.rs` measured this against every
-//! row, against the signs of the values first (a sixteenth of the bytes, then exactly
-//! among the nearest by signs: what search did before, slower and finding fewer of the
-//! exact nearest) and against an HNSW index (whose build took minutes and which found fewer
-//! of the exact nearest). The lists are made apart from the table, on a thread of the
+//! of the lists nearest its query only. `benches/embeddings.rs` compares this with every
+//! row, with the signs of the values first (a sixteenth of the bytes, then exactly among
+//! the nearest by signs) and with an HNSW index (slow to build), on speed and on how many
+//! of the exact nearest each finds. The lists are made apart from the table, on a thread of the
 //! memory's, written out as the base, and made again as the table grows (`wants_lists`);
 //! until they first are, a large table is searched whole. The hot loops run inside [`simd`]'s dispatch, so their plain code is
 //! compiled for the machine's vector instructions.
@@ -64,16 +62,15 @@ const PROBE_PER_RESULT: usize = 200;
 /// ...and at least this many rows...
 const PROBE_MIN_ROWS: usize = 2048;
 /// ...in at least this many lists, or in as many rows as this many lists of the mean
-/// size hold, whichever comes first. On the embeddings bench (100,000 documents) this finds
-/// about 93 % of the exact nearest 10 (`benches/embeddings.rs` prints it). Where k-means
-/// leaves the lists uneven (a clustered corpus: at a million rows, lists of 1 to 17,841
-/// rows), a query among the dense lists stops at the rows of the mean lists, not 12 of
-/// its neighbours' (an add's 20 nearest: 29,000 rows → 13,400 at the median, 60,000 →
-/// 24,000 at p99, their fifth cosine 0.9996 → 0.9992 of the exact one's).
+/// size hold, whichever comes first (`benches/embeddings.rs` prints the share of the exact
+/// nearest found). Where k-means leaves the lists uneven (a clustered corpus), a query
+/// among the dense lists stops at the rows of the mean lists, not of its 12 neighbours'
+/// dense ones, and still finds nearly the same nearest (`cargo bench --bench scale`,
+/// whose default corpus is clustered).
 const PROBE_MIN_LISTS: usize = 12;
-/// A search that scores more rows than this (~0.2 ms here) is worth a thread of its own
-/// beside other work (~0.05 ms to start): a table of 100,000 rows searched through its lists
-/// is, one searched whole up to [`EXACT_UP_TO`] rows is not.
+/// A search that scores more rows than this is worth a thread of its own beside other work
+/// (starting one costs a fraction of scoring them): a large table searched through its
+/// lists is, one searched whole up to [`EXACT_UP_TO`] rows is not.
 const LARGE_SEARCH_ROWS: usize = 4_000;
 
 /// Every document's summary vector, with what filters need: the rows of the last cut in its
@@ -965,8 +962,7 @@ impl Probe {
 /// The lists a search reads, nearest first ([`VectorIndex::probing`]), each told how many
 /// rows it brought. A loop over them, not a closure each list is given to: a closure is
 /// compiled without the dispatch's vector instructions, and the scoring in it called
-/// them one by one (an add's search by meaning at a million documents took 4.5 ms, not
-/// 1.4).
+/// them one by one (`cargo bench --bench scale` times an add's search by meaning).
 struct Probing {
     /// The lists, nearest first.
     order: Vec<(Score, u32)>,

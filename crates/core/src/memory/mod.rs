@@ -1,8 +1,51 @@
 //! The memory: a developer knowledge base (spec 003).
 //!
-//! sled holds the truth (entries, links, suggestions); [`index::TextIndex`] is a tantivy
-//! index derived from it. Every write is in sled, flushed, before it is acknowledged; the
-//! index follows in the same call.
+//! sled holds the truth (entries, links, suggestions); the search engine's indexes
+//! ([`tandem_search::text::TextIndex`], the vectors of `semantic`) are derived from it.
+//! Every write is in sled, flushed, before it is acknowledged; the index follows in the
+//! same call.
+//!
+//! Invariants:
+//! - **Every entry record decodes.** A record is plain JSON or a zstd frame naming the
+//!   dictionary it was made with; dictionaries are only ever added
+//!   (`memory.dictionaries`), and every reader goes through `Memory::decode_entry`. A
+//!   value of `memory.entries` is a record or a pointer into the pack in the database's
+//!   own folder, which only a compaction writes, while it holds the data dir: the pack
+//!   and the database that points into it are swapped in together, and a write after
+//!   goes into sled whole. Re-encoding a plain record is a compare-and-swap: a
+//!   concurrent write (an access recorded) wins.
+//! - **The index knows how far it got.** Each tantivy commit carries a payload
+//!   `{"schema": N, "seq": S}`: the highest write sequence it holds. At open, an index
+//!   behind sled is caught up from `memory.writes`; a missing, corrupt, foreign-schema
+//!   or inconsistent one (document count ≠ entry count) is rebuilt from sled. `tandem
+//!   memory reindex` forces it.
+//! - **Read-your-writes without a commit per write.** A tantivy commit is too costly
+//!   for every add. Writes go to the `IndexWriter` and mark the index dirty. Any search
+//!   commits first if dirty (one commit covers every write since the last), a
+//!   background thread commits once writes pause for 150 ms, and more than 128 pending
+//!   writes commit at once. Similarity on add does not force a commit: it scores the
+//!   uncommitted entries beside the BM25 candidates, unless there are more than 128:
+//!   those are committed first (`committed_and_pending`). An import indexes in one
+//!   batch with one commit: between its parts the background thread waits up to 5 s for
+//!   the next rather than committing in the pause.
+//! - **The index stores no text.** Hits carry their ULID in two u64 fast fields;
+//!   titles, snippets and everything shown come from sled.
+//! - **Adds are serialised** (one write lock): an add reads the index and existing
+//!   suggestions and writes new ones, and two concurrent adds must see each other.
+//! - **An add's cost does not grow with the base.** It reads a bounded number of
+//!   candidates and only the suggestions touching them (a row each in
+//!   `memory.suggestions_of_entry`), never a scan of entries or suggestions.
+//! - **Bad input never half-writes.** Arguments are validated before the write lock is
+//!   taken; an import checks every line before writing any.
+//! - **Access statistics are not flushed.** `show` bumps `access_count` and
+//!   `last_accessed` with a compare-and-swap; sled's background flush (500 ms) persists
+//!   them, and losing the last half-second of them in a crash loses no knowledge. A
+//!   bump that fails (a full disk) is logged and the entry shown all the same.
+//! - **sled is the truth; tantivy is derived.** A write is a sled transaction (the
+//!   entry, its sequence number in `memory.writes`, counters and any suggestions
+//!   together), then `Db::flush` (sled's insert alone is not durable), and only then
+//!   acknowledged. The index is written after, in the same call. If indexing fails, the
+//!   write still stands and the index catches up at the next start.
 
 pub mod api;
 mod compression;

@@ -745,7 +745,7 @@ impl Memory {
         // made again, it would be written to the file twice).
         let done = self.embed_all(&embedder, &all, Counted::Every)?;
         // The table's last cut is part of the reindex: `tandem memory reindex --embeddings`
-        // ends its process right after, which left the cut (8 s at a million entries) to
+        // ends its process right after, which left the cut (long on a large base) to
         // the next open, and the daemon that made it held the table's rows meanwhile.
         self.semantic.lists_made();
         Ok(done)
