@@ -14,8 +14,11 @@
 //!   k-means [`centroids`] once it is large. The rows live in a mapped base
 //!   ([`vector_base`]) and an append-only file over it ([`vector_file`]).
 //!
-//! [`embeddings::Embedder`] makes the vectors from text (a static model2vec model), and
-//! [`stages`] shares a hybrid search's last steps between its thread and a helper.
+//! [`embeddings::Embedder`] makes the vectors from text (a static model2vec model).
+//! [`hybrid`] runs a hybrid search once its caller has made its plans: BM25 and the
+//! vectors side by side (on two threads when the table is large), then each candidate's
+//! coverage of the query, and the results the caller ranks and shows; [`stages`] shares
+//! its last steps between its thread and a helper.
 //!
 //! Invariants:
 //! - No index is the truth. Each records how far it got (a sequence number, a file
@@ -28,6 +31,7 @@
 pub mod centroids;
 pub mod embeddings;
 pub mod files;
+pub mod hybrid;
 pub mod maxscore;
 pub mod quantised;
 pub mod stages;

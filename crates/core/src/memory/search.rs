@@ -12,23 +12,25 @@
 //! memory_quality.rs`), reciprocal rank fusion and a plain weighed sum both let BM25's
 //! incidental matches bury the answers to paraphrases (recall@5 6% and 11%, against 46% by
 //! meaning alone); counting only the lexical score a keyword query earns keeps both.
+//!
+//! This module makes a search's terms and plans, scores and ranks its candidates and shows
+//! the results; the engine's [`Hybrid::run`] runs it, on two threads when the vectors'
+//! table is large (`tandem_search::hybrid`).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::collections::HashSet;
 
-use tantivy::DocAddress;
+use tantivy::Searcher;
 use ulid::Ulid;
 
+use super::semantic::Semantic;
 use super::{
     Entry, EntryType, Memory, MemoryError, Ranking, Result, SearchOutcome, SearchQuery,
-    SearchResult, check_range, round2, semantic, similarity, squash,
+    SearchResult, check_range, round2, similarity, squash,
 };
-use tandem_search::embeddings::Embedder;
+use tandem_search::hybrid::{self, Candidates, Coverage, Hybrid, TextSide, VectorSide};
 use tandem_search::quantised::Quantised;
-use tandem_search::stages::{Flag, Stage};
-use tandem_search::text::{self, TextField};
-use tandem_search::vectors::{self, Filter};
+use tandem_search::text::{self, SearchPlan, TextField, TextIndex};
+use tandem_search::vectors::Filter;
 
 /// Search `limit` bounds and default (spec 003).
 pub const SEARCH_LIMIT: (i64, i64, i64) = (1, 20, 5);
@@ -68,13 +70,6 @@ const NO_WORDS_HINT: &str =
 const NO_MATCH_HINT: &str =
     "No match: try other keywords, fewer filters, or rekall_add to capture this once solved";
 
-/// The vectors' search of a hybrid one with a thread beside: in two parts through the
-/// table's lists, or found whole.
-enum Nearest<'a> {
-    Parted(vectors::Parted<'a>),
-    Found(Vec<(Ulid, f32)>),
-}
-
 impl Memory {
     /// Search as agents and editors get it: [`Ranking::Hybrid`].
     pub fn search(&self, q: &SearchQuery) -> Result<SearchOutcome> {
@@ -98,59 +93,9 @@ impl Memory {
         let context = q.context.as_deref().filter(|c| !c.trim().is_empty());
         let idx = self.idx();
         let searcher = idx.fresh_searcher()?;
-        let n_docs = idx.num_docs(&searcher).max(1);
-        let weight = |postings: u64| similarity::idf(n_docs, postings);
-        let idf = |term: &str| weight(idx.doc_freq(&searcher, term));
-
-        let mut query_terms: Vec<String> = idx.terms(query);
-        dedup_in_order(&mut query_terms);
-        let mut weighted: Vec<(String, f32)> = query_terms
-            .iter()
-            .map(|t| (t.clone(), QUERY_TERM_WEIGHT))
-            .collect();
-        if let Some(context) = context {
-            // The most distinctive first (the highest idf), while their postings fit the
-            // index's budget: a dozen context words that many entries hold made a search on
-            // a large base read most of the index (`cargo bench --bench scale`).
-            let mut extra: Vec<(String, u64)> = idx
-                .terms(context)
-                .into_iter()
-                .filter(|t| !query_terms.contains(t))
-                .map(|t| {
-                    let postings = idx.doc_freq(&searcher, &t);
-                    (t, postings)
-                })
-                .collect();
-            extra.sort_by(|a, b| {
-                weight(b.1)
-                    .total_cmp(&weight(a.1))
-                    .then_with(|| a.0.cmp(&b.0))
-            });
-            extra.dedup_by(|a, b| a.0 == b.0);
-            let mut budget = idx.context_postings(&searcher);
-            for (t, postings) in extra {
-                if weighted.len() == query_terms.len() + CONTEXT_TERMS {
-                    break;
-                }
-                if let Some(left) = &mut budget {
-                    if postings > *left {
-                        continue;
-                    }
-                    *left -= postings;
-                }
-                weighted.push((t, CONTEXT_TERM_WEIGHT));
-            }
-        }
-        let outcome = |total, results| SearchOutcome {
-            query: q.query.clone(),
-            total,
-            results,
-            hint: HINT.to_string(),
-        };
-        if weighted.is_empty() && embedder.is_none() {
-            let mut o = outcome(0, Vec::new());
-            o.hint = NO_WORDS_HINT.into();
-            return Ok(o);
+        let terms = Terms::new(idx, &searcher, query, context);
+        if terms.weighted.is_empty() && embedder.is_none() {
+            return Ok(outcome(q, 0, Vec::new(), NO_WORDS_HINT));
         }
         // With vectors, each side brings a pool of candidates, and the best of their union
         // by the fused score are shown; BM25 alone shows its own top hits.
@@ -159,380 +104,274 @@ impl Memory {
         } else {
             limit
         };
-        let lexical = !weighted.is_empty() && ranking != Ranking::Semantic;
-        let scored = if lexical {
-            idx.without_ubiquitous(&searcher, &weighted)
-        } else {
-            Vec::new()
-        };
-        let full = lexical.then(|| {
-            idx.plan(
-                &scored,
-                q.entry_type.map(EntryType::kind),
-                q.project.as_deref(),
-            )
-        });
-        // Every word of the query, those BM25 leaves out too, counts in `total` and is
-        // highlighted in the snippets: the full plan of every word, where BM25's leaves
-        // some out.
-        let every_word = (scored.len() < weighted.len()).then(|| {
-            idx.plan(
-                &weighted,
-                q.entry_type.map(EntryType::kind),
-                q.project.as_deref(),
-            )
-        });
-        let counted_full = every_word.as_ref().or(full.as_ref());
-        // On a large index, a query of common words only reads the entries holding them
-        // all first; the full plan when they are too few.
-        let narrowed = full.as_ref().and_then(|_| {
-            idx.plan_narrowed(
-                &searcher,
-                &weighted,
-                q.entry_type.map(EntryType::kind),
-                q.project.as_deref(),
-            )
-        });
-        let plan = narrowed.as_ref().or(full.as_ref());
-        // The narrowed plan holds every word.
-        let counted = narrowed.as_ref().or(counted_full);
         let filter = Filter {
             kind: q.entry_type.map(EntryType::kind),
             group: q.project.as_deref(),
         };
-        let by_meaning = |embedder: &Embedder| {
-            let vector =
-                semantic::Semantic::query_vector(embedder, query, context, CONTEXT_VECTOR_WEIGHT);
-            let nearest = self.semantic.nearest(&vector, pool, filter, None);
-            (vector, nearest)
-        };
-        // BM25's top hits, its count of matches, the snippet generators and the vectors'
-        // nearest are independent. With both sides and a large table, a helper thread
-        // (`text::helpers`) embeds the query and scores the first of the vectors' two
-        // parts while this one finds the top hits; each then takes the index's segments
-        // and the vectors' part the other has not begun (two threads, not three on two
-        // cores: BM25's own second thread beside the vectors' made its slowest searches
-        // slower). On a base large enough for BM25 to read two halves, the thread beside
-        // took the second half after the whole vectors' search and ended well after this
-        // one, so the halves share one floor (`index.rs`; `cargo bench --bench scale`,
-        // docs/benchmarks.md). The count goes to
-        // whichever thread is free first, and this one makes the generators. This one
-        // waits for the helper spinning, not asleep on the scope's end (woken late), and
-        // the helper stays for the steps after (`stages`).
-        let count = |plan: &text::SearchPlan| idx.total(&searcher, plan);
-        let make_generators =
-            |plan: &text::SearchPlan| idx.snippets(&searcher, plan, SNIPPET_CHARS).map(Some);
-        let counting = AtomicBool::new(false);
-        let count_unless_taken =
-            |plan: &text::SearchPlan| (!counting.swap(true, Ordering::AcqRel)).then(|| count(plan));
-        let top_search = plan
+        let lexical = !terms.weighted.is_empty() && ranking != Ranking::Semantic;
+        let plans = Plans::new(idx, &searcher, &terms.weighted, lexical, filter);
+        let top = plans
+            .searched()
             .map(|plan| idx.top_search(&searcher, plan, pool))
             .transpose()?;
         // With a thread beside, the table is read once for the search (both threads score
         // its lists, and the candidates' cosines are read from it).
         let large = self.index.tuning().vectors_always_beside || self.semantic.is_large();
-        let beside = match (&embedder, counted) {
-            (Some(embedder), Some(counted)) if large => Some((embedder, counted)),
-            _ => None,
+        let held = (large && embedder.is_some() && plans.counted().is_some())
+            .then(|| self.semantic.read_index());
+        let query_vector = embedder.as_deref().map(|embedder| {
+            move || Semantic::query_vector(embedder, query, context, CONTEXT_VECTOR_WEIGHT)
+        });
+        let coverage_terms: Vec<&str> = terms.query.iter().map(String::as_str).collect();
+        let search = Hybrid {
+            index: idx,
+            searcher: &searcher,
+            text: TextSide {
+                top,
+                counted: plans.counted(),
+                fallback: plans.fallback(),
+            },
+            vectors: query_vector.as_ref().map(|vector| VectorSide {
+                vector,
+                filter,
+                cosine_min: SEARCH_COSINE_MIN,
+                held: held.as_deref(),
+                table: &self.semantic,
+            }),
+            coverage: Coverage {
+                terms: &coverage_terms,
+                weights: &terms.query_idf,
+            },
+            pool,
+            limit,
+            snippet_chars: SNIPPET_CHARS,
         };
-        let held = beside.map(|_| self.semantic.read_index());
-        // The query's vector and the vectors' search, by whichever thread comes to it first:
-        // in two parts through the table's lists, or whole.
-        let by_vectors = OnceLock::new();
-        let prepare = |embedder: &Embedder, table| {
-            let table: &vectors::VectorIndex = table;
-            let vector =
-                semantic::Semantic::query_vector(embedder, query, context, CONTEXT_VECTOR_WEIGHT);
-            let search = match table.parted(&vector, pool, filter, None) {
-                Some(parted) => Nearest::Parted(parted),
-                None => Nearest::Found(table.nearest(&vector, pool, filter, None)),
-            };
-            (vector, search)
-        };
-        let vector_part = |(_, search): &(Quantised, Nearest)| {
-            if let Nearest::Parted(parted) = search {
-                parted.work();
-            }
-        };
-        let counted_beside = Mutex::new(None);
-        let beside_work = |embedder: &Embedder, counted, table| {
-            // The first part of the lists, then the segments of BM25 not yet begun, then
-            // the second part unless the other thread took it: at a million entries, the
-            // two threads end about together.
-            let prepared = by_vectors.get_or_init(|| prepare(embedder, table));
-            vector_part(prepared);
-            if let Some(top) = &top_search {
-                top.work();
-            }
-            vector_part(prepared);
-            *counted_beside.lock().unwrap_or_else(|p| p.into_inner()) = count_unless_taken(counted);
-        };
-        let this_work = || {
-            // With a thread beside, the two share BM25's segments and the vectors' parts,
-            // and this one prepares the vectors' search if the other has not begun it (a
-            // thread woken on the other core may start late); else BM25 may start one of
-            // its own.
-            match (&top_search, beside) {
-                (Some(top), Some(_)) => top.work(),
-                (Some(top), None) => top.work_parted(),
-                (None, _) => {}
-            }
-            if let (Some((embedder, _)), Some(table)) = (beside, held.as_deref()) {
-                let prepared = by_vectors.get_or_init(|| prepare(embedder, table));
-                vector_part(prepared);
-                vector_part(prepared);
-            }
-            (
-                counted.map_or(Ok(None), make_generators),
-                counted.and_then(count_unless_taken),
-            )
-        };
+        let scoring = Scoring::of(embedder.is_some(), ranking);
+        let show =
+            |item: &(f32, Ulid), generators: Option<&text::Snippets>| self.result(item, generators);
+        let found = search.run(|candidates| ranked(candidates, scoring), &show)?;
+        Ok(match found.shown {
+            Some(results) => outcome(q, found.total, results, HINT),
+            None => outcome(q, found.total, Vec::new(), NO_MATCH_HINT),
+        })
+    }
 
-        // What follows both searches, in two steps the helper shares too (`stages`): each
-        // candidate's coverage of the query (the index's segments apart) and, for BM25's
-        // candidates the vectors did not bring, its cosine; then the entries shown, read
-        // and given their snippets.
-        let query_idf: Vec<(String, f32)> =
-            query_terms.iter().map(|t| (t.clone(), idf(t))).collect();
-        let idf_total: f32 = query_idf.iter().map(|(_, w)| w).sum();
-        let query_words: Vec<&str> = query_terms.iter().map(String::as_str).collect();
-        let cosines_of = |vector: &Quantised, ids: &[Ulid]| match held.as_deref() {
-            // The table read for the search is still held: not read again.
-            Some(table) => table.cosines(vector, ids),
-            None => self.semantic.cosines(vector, ids),
-        };
-        let cover = |item: &Cover| -> Result<Covered> {
-            match item {
-                Cover::Segment {
-                    ord,
-                    placed,
-                    unplaced,
-                } => {
-                    let mut docs = placed.clone();
-                    docs.extend(idx.docs_in_segment(&searcher, *ord, unplaced)?);
-                    let addresses: Vec<DocAddress> = docs.iter().map(|(_, d)| *d).collect();
-                    let present = idx.terms_present(&searcher, &addresses, &query_words)?;
-                    let covered = docs
-                        .into_iter()
-                        .zip(present)
-                        .map(|((id, _), flags)| {
-                            let weight: f32 = flags
-                                .iter()
-                                .zip(&query_idf)
-                                .filter(|(present, _)| **present)
-                                .map(|(_, (_, w))| w)
-                                .sum();
-                            (id, weight / idf_total)
-                        })
-                        .collect();
-                    Ok(Covered::Segment(covered))
-                }
-                Cover::Cosines(vector, ids) => Ok(Covered::Cosines(
-                    ids.iter()
-                        .copied()
-                        .zip(cosines_of(vector, ids))
-                        .map(|(id, cosine)| (id, cosine.unwrap_or(0.0)))
-                        .collect(),
-                )),
-            }
-        };
-        let covering: Stage<Cover, Result<Covered>> = Stage::new();
-        let snippets: OnceLock<Option<text::Snippets>> = OnceLock::new();
-        let show = |&(score, id): &(f32, Ulid)| -> Result<Option<SearchResult>> {
-            let generators = snippets.get().and_then(Option::as_ref);
-            Ok(self.get(&id)?.map(|entry| shown(entry, score, generators)))
-        };
-        let showing: Stage<(f32, Ulid), Result<Option<SearchResult>>> = Stage::new();
-        let ended = Flag::default();
-        let beside_done = Flag::default();
+    /// The entry `id` as a result, `None` when it was removed since the search.
+    fn result(
+        &self,
+        &(score, id): &(f32, Ulid),
+        generators: Option<&text::Snippets>,
+    ) -> Result<Option<SearchResult>> {
+        Ok(self.get(&id)?.map(|entry| shown(entry, score, generators)))
+    }
+}
 
-        let finish = |generators: tantivy::Result<Option<text::Snippets>>,
-                      counted_here: Option<tantivy::Result<u64>>|
-         -> Result<SearchOutcome> {
-            let counted_beside =
-                std::mem::take(&mut *counted_beside.lock().unwrap_or_else(|p| p.into_inner()));
-            let total = counted_here.or(counted_beside).unwrap_or(Ok(0));
-            let by_vectors = match by_vectors.get() {
-                Some((vector, Nearest::Parted(parted))) => Some((vector.clone(), parted.results())),
-                Some((vector, Nearest::Found(found))) => Some((vector.clone(), found.clone())),
-                None => embedder.as_deref().map(by_meaning),
-            };
-            let hits = top_search
-                .as_ref()
-                .map_or(Ok(Vec::new()), text::TopSearch::hits);
-            let (mut hits, mut total, mut generators) = (hits?, total?, generators?);
-            if let (Some(_), Some(full), Some(counted_full)) = (&narrowed, &full, counted_full)
-                && hits.len() < pool
-            {
-                hits = idx.top(&searcher, full, pool)?;
-                total = count(counted_full)?;
-                generators = make_generators(counted_full)?;
-            }
-            let _ = snippets.set(generators);
-            let bm25: HashMap<Ulid, f32> = hits.iter().map(|h| (h.id, h.score)).collect();
-            let top = hits
-                .first()
-                .map(|h| h.score)
-                .unwrap_or(1.0)
-                .max(f32::EPSILON);
-            let mut candidates: Vec<Ulid> = hits.iter().map(|h| h.id).collect();
+fn outcome(q: &SearchQuery, total: u64, results: Vec<SearchResult>, hint: &str) -> SearchOutcome {
+    SearchOutcome {
+        query: q.query.clone(),
+        total,
+        results,
+        hint: hint.to_string(),
+    }
+}
 
-            let mut cosines: HashMap<Ulid, f32> = HashMap::new();
-            let mut lexical_cosines = None;
-            if let Some((vector, nearest)) = by_vectors {
-                for (id, cosine) in nearest {
-                    if cosine < SEARCH_COSINE_MIN {
-                        continue;
-                    }
-                    if !bm25.contains_key(&id) {
-                        total += 1;
-                        candidates.push(id);
-                    }
-                    cosines.insert(id, cosine);
-                }
-                let lexical_only: Vec<Ulid> = candidates
-                    .iter()
-                    .filter(|id| !cosines.contains_key(id))
-                    .copied()
-                    .collect();
-                if !lexical_only.is_empty() {
-                    lexical_cosines = Some(Cover::Cosines(vector, lexical_only));
-                }
-            }
-            if candidates.is_empty() {
-                let mut o = outcome(total, Vec::new());
-                o.hint = NO_MATCH_HINT.into();
-                return Ok(o);
-            }
-            // Coverage, the idf-weighted share of the query's words an entry contains,
-            // from the index's postings: BM25's hits say where they are, the vectors'
-            // are looked up in each segment. The segments first, the most entries
-            // first, the cosines last.
-            let mut items = Vec::new();
-            if idf_total > 0.0 {
-                let unplaced: Vec<Ulid> = candidates
-                    .iter()
-                    .filter(|id| !bm25.contains_key(id))
-                    .copied()
-                    .collect();
-                for ord in text::largest_first(&searcher) {
-                    let placed: Vec<(Ulid, DocAddress)> = hits
-                        .iter()
-                        .filter(|h| h.doc.segment_ord == ord)
-                        .map(|h| (h.id, h.doc))
-                        .collect();
-                    if !placed.is_empty() || !unplaced.is_empty() {
-                        items.push(Cover::Segment {
-                            ord,
-                            placed,
-                            unplaced: unplaced.clone(),
-                        });
-                    }
-                }
-            }
-            items.extend(lexical_cosines);
-            let mut coverage: HashMap<Ulid, f32> = HashMap::new();
-            for covered in covering.run(items, &cover) {
-                match covered? {
-                    // An entry has one live document: in one segment.
-                    Covered::Segment(found) => {
-                        for (id, share) in found {
-                            coverage.entry(id).or_insert(share);
-                        }
-                    }
-                    Covered::Cosines(found) => cosines.extend(found),
-                }
-            }
-            let score_of = |id: &Ulid, coverage: f32| {
-                let bm25_score = bm25.get(id).copied().unwrap_or(0.0);
-                let lexical =
-                    COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (bm25_score / top);
-                let score = match (&embedder, ranking) {
-                    (None, _) => lexical,
-                    (Some(_), Ranking::Semantic) => meaning(cosines[id]),
-                    (Some(_), _) => fuse(lexical, cosines[id]),
-                };
-                // BM25 alone ranks by the score as shown, then by BM25; by meaning, the
-                // score itself decides (rounding it would hand ties to incidental words).
-                let rank = if embedder.is_some() {
-                    f64::from(score)
-                } else {
-                    round2(score)
-                };
-                (rank, bm25_score, score)
-            };
-            let mut ranked: Vec<((f64, f32), f32, Ulid)> = candidates
-                .iter()
-                .map(|id| {
-                    let (rank, bm25_score, score) =
-                        score_of(id, coverage.get(id).copied().unwrap_or(0.0));
-                    ((rank, bm25_score), score, *id)
-                })
-                .collect();
-            ranked.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
-            // The first `limit` read side by side; an entry removed since the search
-            // makes room for the next.
-            let mut ranked = ranked.into_iter().map(|(_, score, id)| (score, id));
-            let first: Vec<(f32, Ulid)> = ranked.by_ref().take(limit).collect();
-            let mut results = Vec::with_capacity(limit);
-            for result in showing.run(first, &show) {
-                results.extend(result?);
-            }
-            for next in ranked {
-                if results.len() == limit {
-                    break;
-                }
-                results.extend(show(&next)?);
-            }
-            Ok(outcome(total, results))
-        };
-        match (beside.zip(held.as_deref()), text::helpers()) {
-            (Some(((embedder, counted), table)), Some(helpers))
-                if helpers.current_thread_index().is_none() =>
-            {
-                helpers.in_place_scope(|scope| {
-                    let _end = ended.raise_on_drop();
-                    scope.spawn(|_| {
-                        {
-                            let _done = beside_done.raise_on_drop();
-                            beside_work(embedder, counted, table);
-                        }
-                        covering.help(&ended, &cover);
-                        showing.help(&ended, &show);
-                    });
-                    let (generators, counted_here) = this_work();
-                    beside_done.wait();
-                    finish(generators, counted_here)
-                })
-            }
-            (Some(((embedder, counted), table)), _) => {
-                let (generators, counted_here) = this_work();
-                beside_work(embedder, counted, table);
-                finish(generators, counted_here)
-            }
-            (None, _) => {
-                let (generators, counted_here) = this_work();
-                finish(generators, counted_here)
-            }
+/// A search's words: the query's own, each with its idf for coverage, and the weighted
+/// terms BM25 searches (the query's, then its context's most distinctive).
+struct Terms {
+    query: Vec<String>,
+    query_idf: Vec<f32>,
+    weighted: Vec<(String, f32)>,
+}
+
+impl Terms {
+    fn new(idx: &TextIndex, searcher: &Searcher, query: &str, context: Option<&str>) -> Terms {
+        let n_docs = idx.num_docs(searcher).max(1);
+        let mut query_terms: Vec<String> = idx.terms(query);
+        dedup_in_order(&mut query_terms);
+        let mut weighted: Vec<(String, f32)> = query_terms
+            .iter()
+            .map(|t| (t.clone(), QUERY_TERM_WEIGHT))
+            .collect();
+        if let Some(context) = context {
+            add_context_terms(idx, searcher, n_docs, context, &query_terms, &mut weighted);
+        }
+        let query_idf = query_terms
+            .iter()
+            .map(|t| similarity::idf(n_docs, idx.doc_freq(searcher, t)))
+            .collect();
+        Terms {
+            query: query_terms,
+            query_idf,
+            weighted,
         }
     }
 }
 
-/// An item of coverage's step: a segment's candidates (BM25's, already placed, and the
-/// vectors', to look up), or the cosines of BM25's candidates the vectors did not bring.
-enum Cover {
-    Segment {
-        ord: u32,
-        placed: Vec<(Ulid, DocAddress)>,
-        unplaced: Vec<Ulid>,
-    },
-    Cosines(Quantised, Vec<Ulid>),
+/// Adds to `weighted` up to [`CONTEXT_TERMS`] of the context's at
+/// [`CONTEXT_TERM_WEIGHT`]: the most distinctive first (the highest idf), while their
+/// postings fit the index's budget. A dozen context words that many entries hold made a
+/// search on a large base read most of the index (`cargo bench --bench scale`).
+fn add_context_terms(
+    idx: &TextIndex,
+    searcher: &Searcher,
+    n_docs: u64,
+    context: &str,
+    query_terms: &[String],
+    weighted: &mut Vec<(String, f32)>,
+) {
+    let weight = |postings: u64| similarity::idf(n_docs, postings);
+    let mut extra: Vec<(String, u64)> = idx
+        .terms(context)
+        .into_iter()
+        .filter(|t| !query_terms.contains(t))
+        .map(|t| {
+            let postings = idx.doc_freq(searcher, &t);
+            (t, postings)
+        })
+        .collect();
+    extra.sort_by(|a, b| {
+        weight(b.1)
+            .total_cmp(&weight(a.1))
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    extra.dedup_by(|a, b| a.0 == b.0);
+    let mut budget = idx.context_postings(searcher);
+    for (t, postings) in extra {
+        if weighted.len() == query_terms.len() + CONTEXT_TERMS {
+            break;
+        }
+        if let Some(left) = &mut budget {
+            if postings > *left {
+                continue;
+            }
+            *left -= postings;
+        }
+        weighted.push((t, CONTEXT_TERM_WEIGHT));
+    }
 }
 
-/// What a [`Cover`] gives: each candidate's coverage, or its cosine.
-enum Covered {
-    Segment(Vec<(Ulid, f32)>),
-    Cosines(Vec<(Ulid, f32)>),
+/// A search's BM25 plans.
+struct Plans {
+    /// Every weighted term but the ubiquitous ones (`None` when BM25 does not rank).
+    full: Option<SearchPlan>,
+    /// Every weighted term, when the full plan leaves some out: every word of the query
+    /// counts in `total` and is highlighted in the snippets.
+    every_word: Option<SearchPlan>,
+    /// On a large index, a query of common words only reads the entries holding them all
+    /// first; the full plan when they are too few ([`hybrid::TextSide::fallback`]).
+    narrowed: Option<SearchPlan>,
+}
+
+impl Plans {
+    fn new(
+        idx: &TextIndex,
+        searcher: &Searcher,
+        weighted: &[(String, f32)],
+        lexical: bool,
+        filter: Filter<'_>,
+    ) -> Plans {
+        let scored = if lexical {
+            idx.without_ubiquitous(searcher, weighted)
+        } else {
+            Vec::new()
+        };
+        let plan = |terms: &[(String, f32)]| idx.plan(terms, filter.kind, filter.group);
+        let full = lexical.then(|| plan(&scored));
+        let every_word = (scored.len() < weighted.len()).then(|| plan(weighted));
+        let narrowed = full
+            .as_ref()
+            .and_then(|_| idx.plan_narrowed(searcher, weighted, filter.kind, filter.group));
+        Plans {
+            full,
+            every_word,
+            narrowed,
+        }
+    }
+
+    /// The plan BM25's top hits are searched with.
+    fn searched(&self) -> Option<&SearchPlan> {
+        self.narrowed.as_ref().or(self.full.as_ref())
+    }
+
+    /// The plan the total counts, of every word: the narrowed plan holds every word.
+    fn counted(&self) -> Option<&SearchPlan> {
+        self.narrowed.as_ref().or(self.counted_full())
+    }
+
+    fn counted_full(&self) -> Option<&SearchPlan> {
+        self.every_word.as_ref().or(self.full.as_ref())
+    }
+
+    /// With a narrowed plan, the full plan and the one counted with it.
+    fn fallback(&self) -> Option<(&SearchPlan, &SearchPlan)> {
+        self.narrowed.as_ref()?;
+        Some((self.full.as_ref()?, self.counted_full()?))
+    }
+}
+
+/// How a candidate's score is made.
+#[derive(Clone, Copy)]
+enum Scoring {
+    /// BM25 alone (no model): the lexical score.
+    Lexical,
+    /// By meaning alone: the cosine ([`meaning`]).
+    Meaning,
+    /// Hybrid: the lexical score and the cosine, fused ([`fuse`]).
+    Fused,
+}
+
+impl Scoring {
+    fn of(with_model: bool, ranking: Ranking) -> Scoring {
+        match (with_model, ranking) {
+            (false, _) => Scoring::Lexical,
+            (true, Ranking::Semantic) => Scoring::Meaning,
+            (true, _) => Scoring::Fused,
+        }
+    }
+}
+
+/// The candidates' scores, the best first. The lexical score is [`COVERAGE_SHARE`] from
+/// coverage, the rest from BM25 relative to the best hit. BM25 alone ranks by the score as
+/// shown, then by BM25; by meaning, the score itself decides (rounding it would hand ties
+/// to incidental words).
+fn ranked(c: &Candidates, scoring: Scoring) -> impl Iterator<Item = (f32, Ulid)> + use<> {
+    let top = c.best_bm25.unwrap_or(1.0).max(f32::EPSILON);
+    let score_of = |id: &Ulid, coverage: f32| {
+        let bm25_score = c.bm25.get(id).copied().unwrap_or(0.0);
+        let lexical = COVERAGE_SHARE * coverage + (1.0 - COVERAGE_SHARE) * (bm25_score / top);
+        let score = match scoring {
+            Scoring::Lexical => lexical,
+            Scoring::Meaning => meaning(c.cosines[id]),
+            Scoring::Fused => fuse(lexical, c.cosines[id]),
+        };
+        let rank = match scoring {
+            Scoring::Lexical => round2(score),
+            Scoring::Meaning | Scoring::Fused => f64::from(score),
+        };
+        (rank, bm25_score, score)
+    };
+    let mut ranked: Vec<((f64, f32), f32, Ulid)> = c
+        .ids
+        .iter()
+        .map(|id| {
+            let (rank, bm25_score, score) =
+                score_of(id, c.coverage.get(id).copied().unwrap_or(0.0));
+            ((rank, bm25_score), score, *id)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.0.total_cmp(&a.0.0).then(b.0.1.total_cmp(&a.0.1)));
+    ranked.into_iter().map(|(_, score, id)| (score, id))
+}
+
+/// The table as a hybrid search reads it when it does not hold it: under its lock.
+impl hybrid::Table for Semantic {
+    fn nearest(&self, query: &Quantised, k: usize, filter: Filter<'_>) -> Vec<(Ulid, f32)> {
+        Semantic::nearest(self, query, k, filter, None)
+    }
+
+    fn cosines(&self, query: &Quantised, ids: &[Ulid]) -> Vec<Option<f32>> {
+        Semantic::cosines(self, query, ids)
+    }
 }
 
 /// An entry as a search result: its best snippet, or its lead when no word was found in
