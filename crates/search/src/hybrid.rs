@@ -108,7 +108,7 @@ pub struct Candidates {
 }
 
 /// What a [`Hybrid`] search found.
-pub struct Found<T> {
+pub struct HybridResults<T> {
     /// BM25's matches (every word counted) and the vectors' other candidates.
     pub total: u64,
     /// The results shown, up to the limit; `None` when the search found no candidate.
@@ -124,7 +124,7 @@ impl Hybrid<'_> {
         &self,
         rank: impl FnOnce(&Candidates) -> R,
         show: &S,
-    ) -> Result<Found<T>, E>
+    ) -> Result<HybridResults<T>, E>
     where
         T: Send,
         E: From<TantivyError> + Send,
@@ -333,15 +333,15 @@ impl<'h, T: Send, E: From<TantivyError> + Send> Run<'h, T, E> {
         here: Here,
         rank: impl FnOnce(&Candidates) -> R,
         show: &(impl Fn(&(f32, Ulid)) -> Result<Option<T>, E> + Sync),
-    ) -> Result<Found<T>, E> {
+    ) -> Result<HybridResults<T>, E> {
         let (hits, mut total, nearest) = self.gather(here)?;
         let (mut candidates, cosines_left) = self.candidates(&hits, nearest, &mut total);
         if candidates.ids.is_empty() {
-            return Ok(Found { total, shown: None });
+            return Ok(HybridResults { total, shown: None });
         }
         self.cover_all(&hits, &mut candidates, cosines_left)?;
         let shown = self.show(rank(&candidates), show)?;
-        Ok(Found {
+        Ok(HybridResults {
             total,
             shown: Some(shown),
         })
