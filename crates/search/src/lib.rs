@@ -65,15 +65,6 @@ impl Kinds {
         let at = self.0.iter().position(|n| n.eq_ignore_ascii_case(name))?;
         Some(Kind(at as u8))
     }
-
-    /// The kind of a number read from a file: one past the end reads as the first.
-    pub fn of_number(self, number: u8) -> Kind {
-        if usize::from(number) < self.0.len() {
-            Kind(number)
-        } else {
-            Kind(0)
-        }
-    }
 }
 
 /// What a document's group is matched by: exactly, but in any case and around blanks.
