@@ -62,14 +62,19 @@ pub enum ServersCommand {
     /// your config.json, so that their own config can list only `tandem mcp`: shows what it
     /// will write, and asks.
     Import(super::import::ImportArgs),
+    /// Connect to one server as the gateway does, in this process, and show what it offers
+    /// (info, capabilities, tools, prompts, resources); `--call TOOL --args JSON` calls a
+    /// tool. NAME is a server of this workspace, or give a Streamable HTTP server's URL.
+    Check(super::check::CheckArgs),
 }
 
-/// `tandem servers [list]`, `tandem servers import`.
+/// `tandem servers [list]`, `tandem servers import`, `tandem servers check`.
 pub fn servers_cli(config: &Config, cli: ServersCli) -> anyhow::Result<()> {
     match cli.command {
         None => servers(config, cli.args),
         Some(ServersCommand::List(args)) => servers(config, args),
         Some(ServersCommand::Import(args)) => super::import::run(config, args),
+        Some(ServersCommand::Check(args)) => super::check::run(config, args),
     }
 }
 

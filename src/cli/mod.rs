@@ -4,6 +4,7 @@
 //! code where there is one) and exit 1; usage errors exit 2 (clap).
 
 mod backend;
+mod check;
 mod daemon;
 mod hub;
 mod import;

@@ -24,6 +24,7 @@ mod memory_model;
 mod memory_suggestions;
 mod nvim;
 mod reference_servers;
+mod servers_check;
 mod servers_import;
 mod tasks_core;
 mod tasks_mcp;

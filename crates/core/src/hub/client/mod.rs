@@ -3,8 +3,12 @@
 //!
 //! `server` is a running server (its client, the caches of what it lists, timeouts and
 //! restarts); `stdio` its process when it runs on stdio; `remembered` what it said when it
-//! last ran, kept in the store so that a server not started yet can still be listed.
+//! last ran, kept in the store so that a server not started yet can still be listed;
+//! `describe` turns rmcp's failures into sentences for people; `check` is a one-off
+//! connection for `tandem servers check`.
 
+pub mod check;
+pub mod describe;
 pub(super) mod remembered;
 pub mod server;
 mod stdio;

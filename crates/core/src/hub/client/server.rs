@@ -28,6 +28,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde::Serialize;
 use tokio::sync::{Notify, mpsc};
 
+use super::describe::{self, Endpoint};
 use super::stdio;
 use crate::hub::config::{ServerConfig, Transport};
 
@@ -38,6 +39,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const MAX_ATTEMPTS: u32 = 8;
 /// Lines of a server's stderr kept for error messages.
 const STDERR_TAIL: usize = 5;
+/// How much of a server's error answer the hub's message quotes (the answer itself is
+/// passed on whole).
+const ANSWERED_CHARS: usize = 1000;
 
 /// Where a server is.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -400,6 +404,19 @@ impl Downstream {
         &self.config.name
     }
 
+    /// What the server said of itself in the handshake of its current connection.
+    pub fn peer_info(&self) -> Option<Arc<rmcp::model::ServerPeerInfo>> {
+        self.lock().peer.as_ref().and_then(Peer::peer_info)
+    }
+
+    /// Where its connection goes, as failures name it.
+    fn endpoint(&self) -> Endpoint<'_> {
+        match &self.config.transport {
+            Some(Transport::Http { url, .. }) => Endpoint::Http(url),
+            _ => Endpoint::Stdio,
+        }
+    }
+
     pub fn status(&self) -> Status {
         let inner = self.lock();
         match (&inner.status, inner.next_attempt) {
@@ -552,10 +569,7 @@ impl Downstream {
                 let (transport, stderr) = match stdio::spawn(cmd, self.on_fault(generation)) {
                     Ok(t) => t,
                     Err(e) => {
-                        return self.fail(
-                            generation,
-                            format!("cannot start `{command}` in {}: {e}", cwd.display()),
-                        );
+                        return self.fail(generation, describe::spawn(&command, &cwd, &e));
                     }
                 };
                 self.capture_stderr(stderr, generation);
@@ -665,8 +679,8 @@ impl Downstream {
             let service = handler
                 .serve(transport)
                 .await
-                .map_err(|e| format!("the MCP handshake failed: {e}"))?;
-            let lists = fetch_lists(service.peer(), self.config.timeout).await?;
+                .map_err(|e| describe::handshake(&e, self.endpoint()))?;
+            let lists = fetch_lists(service.peer(), self.config.timeout, self.endpoint()).await?;
             Ok::<_, String>((service, lists))
         })
         .await;
@@ -685,17 +699,17 @@ impl Downstream {
         peer: &Peer<RoleClient>,
         change: ServerChange,
     ) {
-        let timeout = self.config.timeout;
+        let (timeout, to) = (self.config.timeout, self.endpoint());
         let result = match change {
-            ServerChange::Tools => with_timeout(timeout, "tools/list", peer.list_all_tools())
+            ServerChange::Tools => with_timeout(timeout, "tools/list", to, peer.list_all_tools())
                 .await
                 .map(|t| (None, Some(t), None)),
             ServerChange::Resources => {
-                with_timeout(timeout, "resources/list", peer.list_all_resources())
+                with_timeout(timeout, "resources/list", to, peer.list_all_resources())
                     .await
                     .map(|r| (None, None, Some(r)))
             }
-            _ => with_timeout(timeout, "prompts/list", peer.list_all_prompts())
+            _ => with_timeout(timeout, "prompts/list", to, peer.list_all_prompts())
                 .await
                 .map(|p| (Some(p), None, None)),
         };
@@ -889,13 +903,16 @@ impl Downstream {
             Ok(Err(rmcp::ServiceError::McpError(e))) => Err(HubError::Answered {
                 message: format!(
                     "server '{}' answered {method} with an error: {}",
-                    self.config.name, e.message
+                    self.config.name,
+                    describe::printable(&e.message, ANSWERED_CHARS)
                 ),
                 error: e,
             }),
             Ok(Err(e)) => {
                 // The transport may have said why first (an exit, a message past the limit).
-                let cause = self.failure_of(generation).unwrap_or_else(|| e.to_string());
+                let cause = self
+                    .failure_of(generation)
+                    .unwrap_or_else(|| describe::request(&e, method, self.endpoint()));
                 let message = self.config.redact(&format!(
                     "server '{}' failed during {method}: {cause}",
                     self.config.name
@@ -1075,11 +1092,12 @@ async fn closed_or_dead(peer: &Peer<RoleClient>) {
 async fn with_timeout<T>(
     timeout: Duration,
     method: &str,
+    to: Endpoint<'_>,
     f: impl std::future::Future<Output = Result<T, rmcp::ServiceError>>,
 ) -> Result<T, HubError> {
     match tokio::time::timeout(timeout, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(HubError::Server(format!("{method} failed: {e}"))),
+        Ok(Err(e)) => Err(HubError::Server(describe::request(&e, method, to))),
         Err(_) => Err(HubError::Timeout(format!(
             "{method} got no answer within {:.1}s",
             timeout.as_secs_f64()
@@ -1088,26 +1106,30 @@ async fn with_timeout<T>(
 }
 
 /// The prompts and tools a server offers (only what its capabilities announce).
-async fn fetch_lists(peer: &Peer<RoleClient>, timeout: Duration) -> Result<Lists, String> {
+async fn fetch_lists(
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+    to: Endpoint<'_>,
+) -> Result<Lists, String> {
     let caps = peer.peer_info().map(|i| i.capabilities.clone());
     let mut lists = Lists::default();
     if caps.as_ref().is_some_and(|c| c.prompts.is_some()) {
         lists.prompts = Arc::new(
-            with_timeout(timeout, "prompts/list", peer.list_all_prompts())
+            with_timeout(timeout, "prompts/list", to, peer.list_all_prompts())
                 .await
                 .map_err(|e| e.to_string())?,
         );
     }
     if caps.as_ref().is_some_and(|c| c.tools.is_some()) {
         lists.tools = Arc::new(
-            with_timeout(timeout, "tools/list", peer.list_all_tools())
+            with_timeout(timeout, "tools/list", to, peer.list_all_tools())
                 .await
                 .map_err(|e| e.to_string())?,
         );
     }
     if caps.as_ref().is_some_and(|c| c.resources.is_some()) {
         lists.resources = Arc::new(
-            with_timeout(timeout, "resources/list", peer.list_all_resources())
+            with_timeout(timeout, "resources/list", to, peer.list_all_resources())
                 .await
                 .map_err(|e| e.to_string())?,
         );

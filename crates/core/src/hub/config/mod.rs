@@ -603,6 +603,43 @@ pub fn load(
     config
 }
 
+/// The entry of a server given by its URL alone (`tandem servers check URL`): a Streamable
+/// HTTP server with the default settings, named by its URL, as if in the user's file.
+/// Nothing in it expands: the shell did that.
+pub fn url_entry(url: &str, user_file: &Path) -> Result<ServerConfig, ConfigProblem> {
+    let problem = |message: String| ConfigProblem {
+        file: PathBuf::from(url),
+        server: None,
+        field: None,
+        message,
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(problem("is not an http(s) URL".into()));
+    }
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) => {}
+        Ok(_) => return Err(problem("is not a URL: it names no host".into())),
+        Err(e) => return Err(problem(format!("is not a URL: {e}"))),
+    }
+    let dir = user_file.parent().unwrap_or(Path::new("/"));
+    let dirs = Dirs {
+        workspace: dir,
+        home: dir.to_path_buf(),
+    };
+    let value = serde_json::json!({"type": "http", "url": url});
+    let server = resolve(
+        url,
+        value,
+        Origin::User(user_file.to_path_buf()),
+        &dirs,
+        None,
+    );
+    match server.error {
+        Some(e) => Err(e),
+        None => Ok(server),
+    }
+}
+
 fn file_error(file: &Path, message: String) -> ConfigProblem {
     ConfigProblem {
         file: file.to_path_buf(),
