@@ -3,8 +3,10 @@
 //!
 //! `server` is a running server (its client, the caches of what it lists, timeouts and
 //! restarts); `stdio` its process when it runs on stdio; `remembered` what it said when it
-//! last ran, kept in the store so that a server not started yet can still be listed.
+//! last ran, kept in the store so that a server not started yet can still be listed;
+//! `oauth` the sign-in of a remote server that asks for one, and its tokens on disk.
 
+pub mod oauth;
 pub(super) mod remembered;
 pub mod server;
 mod stdio;
