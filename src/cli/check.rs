@@ -7,6 +7,7 @@
 //! whole, with those characters escaped as JSON escapes.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -18,7 +19,8 @@ use tandem_core::config::Config;
 use tandem_core::hub::HubError;
 use tandem_core::hub::client::check::{self, Checked};
 use tandem_core::hub::client::describe::{is_unsafe, printable};
-use tandem_core::hub::config::{self, Origin, ServerConfig};
+use tandem_core::hub::client::oauth::{Auth, Browser, TokenStore};
+use tandem_core::hub::config::{self, Origin, ServerConfig, Transport};
 
 use super::backend::Backend;
 use super::memory::table;
@@ -43,6 +45,14 @@ pub struct CheckArgs {
     /// The tool's arguments, a JSON object.
     #[arg(long, value_name = "JSON", requires = "call")]
     args: Option<String>,
+    /// With a URL: the client ID registered for Tandem with the server's authorization
+    /// server, if it does not take registrations (a named server has it in its entry, as
+    /// `oauth.clientId`).
+    #[arg(long, value_name = "ID")]
+    client_id: Option<String>,
+    /// With --client-id: its secret, if it has one.
+    #[arg(long, value_name = "SECRET", requires = "client_id")]
+    client_secret: Option<String>,
     /// How long the server has to start and to answer each request, in seconds (default:
     /// the entry's own limits).
     #[arg(long, value_name = "SECONDS")]
@@ -78,12 +88,32 @@ pub fn run(config: &Config, args: CheckArgs) -> anyhow::Result<()> {
     }
     // Asked for by name: a server turned off is still looked at.
     entry.disabled = false;
+    if let Some(Transport::Http { oauth, .. }) = &mut entry.transport
+        && args.client_id.is_some()
+    {
+        oauth.client_id = args.client_id.clone();
+        oauth.client_secret = args.client_secret.clone();
+    }
+    // A sign-in opens the browser; the URL is said too, for when it does not open.
+    let name = entry.name.clone();
+    let auth = Auth {
+        store: TokenStore::in_data_dir(&config.home),
+        browser: Browser::system(),
+        on_url: Arc::new(move |_: &str, url: &str| {
+            eprintln!(
+                "Signing in to '{}': approve in your browser (opening it now). If it does not \
+                 open, visit:\n  {}",
+                printable(&name, CELL_CHARS),
+                printable(url, 2000)
+            );
+        }),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let checked = runtime
-        .block_on(check::check(entry, trusted, call))
+        .block_on(check::check(entry, trusted, auth, call))
         .map_err(CallError::from)?;
     let failed = match &checked.call {
         Some((_, Ok(result))) => result.is_error == Some(true),

@@ -10,7 +10,10 @@ use serde_json::Value;
 
 use tandem_core::calls::{
     self,
-    params::{ConventionalSetParams, GetPromptParams, HubListParams, InjectParams, TrustParams},
+    params::{
+        ConventionalSetParams, GetPromptParams, HubListParams, HubLoginParams, HubLogoutParams,
+        InjectParams, TrustParams,
+    },
 };
 use tandem_core::config::Config;
 
@@ -66,6 +69,17 @@ pub enum ServersCommand {
     /// (info, capabilities, tools, prompts, resources); `--call TOOL --args JSON` calls a
     /// tool. NAME is a server of this workspace, or give a Streamable HTTP server's URL.
     Check(super::check::CheckArgs),
+    /// Sign in to a remote server that asks for it: opens the browser on its sign-in page
+    /// (the URL is printed too), waits for your approval, then connects.
+    Login(NameArg),
+    /// Forget a remote server's sign-in (its tokens) and disconnect it.
+    Logout(NameArg),
+}
+
+#[derive(Args)]
+pub struct NameArg {
+    /// The server's name, as `tandem servers` lists it.
+    name: String,
 }
 
 /// `tandem servers [list]`, `tandem servers import`, `tandem servers check`.
@@ -75,7 +89,68 @@ pub fn servers_cli(config: &Config, cli: ServersCli) -> anyhow::Result<()> {
         Some(ServersCommand::List(args)) => servers(config, args),
         Some(ServersCommand::Import(args)) => super::import::run(config, args),
         Some(ServersCommand::Check(args)) => super::check::run(config, args),
+        Some(ServersCommand::Login(arg)) => login(config, arg),
+        Some(ServersCommand::Logout(arg)) => logout(config, arg),
     }
+}
+
+/// `tandem servers login NAME`: starts the sign-in (the daemon's, when one runs: it keeps
+/// the tokens and the connection), says where to approve, then waits for the approval.
+fn login(config: &Config, arg: NameArg) -> anyhow::Result<()> {
+    let mut backend = Backend::open(config)?;
+    let started = backend.call(
+        &calls::HUB_LOGIN,
+        &HubLoginParams {
+            name: arg.name.clone(),
+            wait: false,
+            attempt: None,
+        },
+    )?;
+    match started.url.as_deref().filter(|u| !u.is_empty()) {
+        Some(url) => eprintln!(
+            "Signing in to '{}': approve in your browser (opening it now). If it does not \
+             open, visit:\n  {url}\nWaiting for the approval...",
+            arg.name
+        ),
+        None => eprintln!("Signing in to '{}'...", arg.name),
+    }
+    let done = backend.call(
+        &calls::HUB_LOGIN,
+        &HubLoginParams {
+            name: arg.name.clone(),
+            wait: true,
+            attempt: Some(started.attempt),
+        },
+    )?;
+    let what = done
+        .server_info
+        .map(|i| format!(" ({i})"))
+        .unwrap_or_default();
+    println!(
+        "Signed in to '{}'{what}: connected, {} tool{}",
+        done.server,
+        done.tools,
+        if done.tools == 1 { "" } else { "s" }
+    );
+    Ok(())
+}
+
+/// `tandem servers logout NAME`.
+fn logout(config: &Config, arg: NameArg) -> anyhow::Result<()> {
+    let mut backend = Backend::open(config)?;
+    let done = backend.call(&calls::HUB_LOGOUT, &HubLogoutParams { name: arg.name })?;
+    if done.forgot {
+        println!(
+            "Signed out of '{}': its tokens are forgotten and it is disconnected",
+            done.server
+        );
+    } else {
+        println!(
+            "'{}' had no sign-in to forget; it is disconnected",
+            done.server
+        );
+    }
+    Ok(())
 }
 
 /// `tandem servers`: each server's state, prompt and tool counts, last error.

@@ -150,6 +150,16 @@ static COMMANDS: &[Cmd] = &[
         run: Run::Call(&calls::HUB_SERVERS),
     },
     Cmd {
+        name: "tandem.servers.login",
+        takes: Takes::TextOr("name", "a server's name"),
+        run: Run::Call(&calls::HUB_LOGIN),
+    },
+    Cmd {
+        name: "tandem.servers.logout",
+        takes: Takes::TextOr("name", "a server's name"),
+        run: Run::Call(&calls::HUB_LOGOUT),
+    },
+    Cmd {
         name: "tandem.trust",
         takes: Takes::Options,
         run: Run::Call(&calls::HUB_TRUST),

@@ -44,6 +44,45 @@ impl Notification for TaskChanged {
     const METHOD: &'static str = "tandem/taskChanged";
 }
 
+/// Tells the editor that a sign-in to `server` waits for the user; on "Sign in", asks it to
+/// open `url` in the browser (`window/showDocument`, external).
+async fn offer_sign_in(client: tower_lsp_server::Client, server: String, url: String) {
+    use tower_lsp_server::ls_types::{MessageActionItem, ShowDocumentParams};
+    let choice = client
+        .show_message_request(
+            MessageType::INFO,
+            format!("Server '{server}' waits for you to sign in"),
+            Some(vec![MessageActionItem {
+                title: "Sign in".into(),
+                properties: Default::default(),
+            }]),
+        )
+        .await;
+    if !matches!(&choice, Ok(Some(item)) if item.title == "Sign in") {
+        return;
+    }
+    let Ok(uri) = url.parse::<Uri>() else {
+        tracing::warn!("the sign-in URL of server {server} is not a URI the editor takes");
+        return;
+    };
+    let shown = client
+        .show_document(ShowDocumentParams {
+            uri,
+            external: Some(true),
+            take_focus: Some(true),
+            selection: None,
+        })
+        .await;
+    if !matches!(shown, Ok(true)) {
+        client
+            .show_message(
+                MessageType::WARNING,
+                format!("Tandem: the editor did not open the sign-in page of '{server}'"),
+            )
+            .await;
+    }
+}
+
 /// The params of `tandem/taskChanged` for `change` of the task `task_id`.
 fn task_changed(task_id: ulid::Ulid, change: &TaskChange) -> Value {
     let kind = match change {
@@ -172,6 +211,16 @@ impl TandemLsp {
                         && !matches!(change, HubChange::Tools | HubChange::Resources)
                     {
                         self.session.prompts_changed(server);
+                    }
+                }
+                Ok(Event::SignIn {
+                    workspace,
+                    server,
+                    url,
+                }) => {
+                    if workspace == self.session.workspace() {
+                        let client = self.client.clone();
+                        tokio::spawn(offer_sign_in(client, server, url));
                     }
                 }
                 Err(RecvError::Lagged(n)) => {

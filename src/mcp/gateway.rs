@@ -131,6 +131,7 @@ pub async fn run(
     name: &str,
     args: Value,
     context: &RequestContext<RoleServer>,
+    bus: Option<&tandem_core::events::Bus>,
 ) -> (CallToolResult, bool) {
     let result = match name {
         "mcp_environment" => calls::parse::<EnvironmentParams>(args).map(|_| {
@@ -146,7 +147,10 @@ pub async fn run(
         }),
         "mcp_activate" => match calls::parse::<ServerParams>(args) {
             Ok(p) => {
-                return match gateway.activate(&p.name).await {
+                let activation = gateway.activate(&p.name);
+                let outcome =
+                    with_url_elicitation(activation, bus, gateway, &p.name, &context.peer).await;
+                return match outcome {
                     Ok(activated) => (structured(activated), true),
                     Err(e) => (tool_error(e.into()), false),
                 };
@@ -176,6 +180,57 @@ pub async fn run(
         )),
     };
     (result.unwrap_or_else(tool_error), false)
+}
+
+/// Runs `activation` of `server`; meanwhile, when the agent's client takes URL-mode
+/// elicitation, each sign-in to that server that starts is also put to the user through it
+/// (`elicitation/create`, mode `url`). The sign-in ends on its loopback redirect either way:
+/// the client's answer is only how the user came to the page.
+async fn with_url_elicitation<F: std::future::Future>(
+    activation: F,
+    bus: Option<&tandem_core::events::Bus>,
+    gateway: &Gateway,
+    server: &str,
+    peer: &Peer<RoleServer>,
+) -> F::Output {
+    let takes_urls = peer.peer_info().is_some_and(|i| {
+        i.capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.url.is_some())
+    });
+    let Some(bus) = bus.filter(|_| takes_urls) else {
+        return activation.await;
+    };
+    let mut events = bus.subscribe();
+    tokio::pin!(activation);
+    loop {
+        tokio::select! {
+            done = &mut activation => return done,
+            event = events.recv() => match event {
+                Ok(Event::SignIn { workspace, server: s, url })
+                    if workspace == gateway.root() && s == server =>
+                {
+                    let peer = peer.clone();
+                    let message = format!("Server '{server}' waits for you to sign in");
+                    tokio::spawn(async move {
+                        let params = rmcp::model::ElicitRequestParams::UrlElicitationParams {
+                            meta: None,
+                            message,
+                            url,
+                            elicitation_id: ulid::Ulid::new().to_string(),
+                        };
+                        if let Err(e) = peer.create_elicitation(params).await {
+                            tracing::debug!("the agent's client did not take the sign-in URL: {e}");
+                        }
+                    });
+                }
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return activation.await,
+            },
+        }
+    }
 }
 
 /// A proxied call's outcome as the agent gets it: the server's result as it is (its

@@ -140,7 +140,8 @@ impl TandemServer {
         };
         if gateway_tool {
             let args = Value::Object(arguments.unwrap_or_default());
-            let (result, changed) = gateway::run(&g, name, args, context).await;
+            let bus = self.core.opened().map(|core| core.bus().clone());
+            let (result, changed) = gateway::run(&g, name, args, context, bus.as_ref()).await;
             if changed {
                 self.tools_changed.notify_one();
             }

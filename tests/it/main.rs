@@ -23,6 +23,7 @@ mod memory_learns_from_tasks;
 mod memory_model;
 mod memory_suggestions;
 mod nvim;
+mod oauth;
 mod reference_servers;
 mod servers_check;
 mod servers_import;

@@ -320,6 +320,8 @@ static METHODS: &[&dyn AnyMethod] = &[
     &HUB_CONVENTIONAL_SET,
     &HUB_TRUST,
     &HUB_IMPORT,
+    &HUB_LOGIN,
+    &HUB_LOGOUT,
 ];
 
 /// Parameters as the method's type; a wrong one, or one past its size limit
@@ -975,6 +977,33 @@ pub const HUB_IMPORT: Method<HubImportParams, crate::hub::config::import::Plan> 
         core.hub
             .import(&p.servers, &p.skipped, p.overwrite)
             .map_err(|e| CallError::from(crate::hub::HubError::ConfigInvalid(e.to_string())))
+    });
+
+/// Signs in to a remote server: answers the URL to approve at once it is known, or (with
+/// `wait`) once the approval came and the server connected.
+pub const HUB_LOGIN: Method<HubLoginParams, crate::hub::SignInReport> =
+    Method::new("hub/login", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        let s = w.server(&p.name)?;
+        if p.wait {
+            let attempt = block_on(s.sign_in(p.attempt))?;
+            Ok(crate::hub::SignInReport::of(&s, attempt, None))
+        } else {
+            let (attempt, url) = block_on(s.sign_in_url())?;
+            Ok(crate::hub::SignInReport::of(&s, attempt, Some(url)))
+        }
+    });
+
+/// Forgets a remote server's tokens and disconnects it.
+pub const HUB_LOGOUT: Method<HubLogoutParams, crate::hub::SignOutReport> =
+    Method::new("hub/logout", |core, workspace, p| {
+        let w = hub_workspace(core, workspace)?;
+        let s = w.server(&p.name)?;
+        let forgot = s.sign_out()?;
+        Ok(crate::hub::SignOutReport {
+            server: p.name,
+            forgot,
+        })
     });
 
 #[cfg(test)]

@@ -28,6 +28,13 @@ pub enum Event {
     },
     /// Files changed on disk in a watched tree (see [`crate::watch`]).
     Files { root: PathBuf, change: FilesChange },
+    /// A sign-in to a remote server of a workspace started: it waits for the user to approve
+    /// at `url` (editors offer to open it).
+    SignIn {
+        workspace: PathBuf,
+        server: String,
+        url: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

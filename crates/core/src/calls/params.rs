@@ -457,6 +457,30 @@ pub struct TrustParams {
     pub sha256: Option<String>,
 }
 
+/// `hub/login`: sign in to a remote server (`tandem servers login`, `tandem.servers.login`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HubLoginParams {
+    /// The server's name.
+    pub name: String,
+    /// Wait for the approval and for the server to connect before answering; default:
+    /// answer once the URL to approve at is known (the sign-in goes on).
+    #[serde(default)]
+    pub wait: bool,
+    /// With `wait`: the sign-in to wait for, as an earlier answer numbered it (default:
+    /// the one under way, else a new one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u64>,
+}
+
+/// `hub/logout`: forget a remote server's sign-in (`tandem servers logout`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HubLogoutParams {
+    /// The server's name.
+    pub name: String,
+}
+
 /// `hub/import`: servers read from an agent's config files (`tandem servers import`),
 /// merged into the user's `config.json`. Their entries carry values (variables, headers);
 /// the answer, the plan, carries only their names.

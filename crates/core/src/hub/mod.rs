@@ -83,6 +83,46 @@ pub struct ArgumentInfo {
     pub required: bool,
 }
 
+/// A sign-in to a remote server (`hub/login`): where it is, and the server once it is done.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SignInReport {
+    pub server: String,
+    /// The sign-in's number, to wait for this one (`hub/login` with `wait` and `attempt`).
+    pub attempt: u64,
+    /// The URL the user approves at, while the sign-in waits for it; empty when the
+    /// approval came already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The server's status label now (`ready` once signed in and connected).
+    pub status: String,
+    /// What the server says it is, once connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<String>,
+    pub tools: usize,
+}
+
+impl SignInReport {
+    pub fn of(s: &Downstream, attempt: u64, url: Option<String>) -> SignInReport {
+        let state = s.state();
+        SignInReport {
+            server: state.name,
+            attempt,
+            url,
+            status: state.status.label().to_string(),
+            server_info: state.server_info,
+            tools: state.tools,
+        }
+    }
+}
+
+/// `hub/logout`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SignOutReport {
+    pub server: String,
+    /// Whether tokens were kept for it (and are now forgotten).
+    pub forgot: bool,
+}
+
 /// Every workspace's servers.
 pub struct Hub {
     user_file: PathBuf,
@@ -96,6 +136,9 @@ pub struct Hub {
     /// Held while Tandem edits the user's config file (read, change, write), so that two
     /// edits at once both land.
     user_file_edit: Mutex<()>,
+    /// The remote servers' sign-ins: kept in the data dir, approved in the browser.
+    tokens: client::oauth::TokenStore,
+    browser: client::oauth::Browser,
 }
 
 /// A workspace's downstream servers (`hub/servers`).
@@ -142,7 +185,11 @@ impl Hub {
 
     /// `user_file`: the user's config (`config.json` in the data dir).
     pub fn open(user_file: PathBuf, store: Arc<Store>, bus: Bus) -> Result<Hub, StoreError> {
+        let tokens =
+            client::oauth::TokenStore::in_data_dir(user_file.parent().unwrap_or(Path::new(".")));
         Ok(Hub {
+            tokens,
+            browser: client::oauth::Browser::system(),
             user_file,
             remembered: RememberedPrompts::open(store.db())?,
             trust: Trust::open(store)?,
@@ -349,6 +396,19 @@ impl Workspace {
                 },
             });
         });
+        let sign_in_bus = hub.bus.clone();
+        let sign_in_root = self.root.clone();
+        let auth = client::oauth::Auth {
+            store: hub.tokens.clone(),
+            browser: hub.browser.clone(),
+            on_url: Arc::new(move |server: &str, url: &str| {
+                sign_in_bus.publish(Event::SignIn {
+                    workspace: sign_in_root.clone(),
+                    server: server.to_string(),
+                    url: url.to_string(),
+                });
+            }),
+        };
         let mut stopped = Vec::new();
         let mut started = Vec::new();
         {
@@ -368,7 +428,8 @@ impl Workspace {
                         if let Some(old) = loaded.servers.get(name) {
                             stopped.push(old.clone());
                         }
-                        let s = Downstream::new(sc.clone(), trusted, on_change.clone());
+                        let s =
+                            Downstream::new(sc.clone(), trusted, on_change.clone(), auth.clone());
                         if sc.autostart {
                             started.push(s.clone());
                         }

@@ -1,6 +1,8 @@
 //! A one-off look at a server as the hub sees it (`tandem servers check`): connected by the
 //! very [`Downstream`] the gateway uses (its transports, limits, timeouts and messages), in
-//! the calling process, and never restarted: a failure is the answer.
+//! the calling process, and never restarted: a failure is the answer. A server that asks
+//! for a sign-in gets one, as an activation would ([`Downstream::sign_in`]), with the
+//! tokens kept where the gateway keeps them.
 
 use std::sync::Arc;
 
@@ -10,6 +12,7 @@ use rmcp::model::{
 };
 use serde::Serialize;
 
+use super::oauth::Auth;
 use super::server::{Downstream, HubError, Status};
 use crate::hub::config::{ServerConfig, Transport};
 
@@ -33,15 +36,21 @@ pub struct Checked {
     pub call: Option<(String, Result<CallToolResult, HubError>)>,
 }
 
-/// Connects to the server of `config` (`trusted`: its file may run), reads what it offers
-/// and calls `call` on it if given; then ends the connection (and its process).
+/// Connects to the server of `config` (`trusted`: its file may run), signing in through
+/// `auth` if it asks, reads what it offers and calls `call` on it if given; then ends the
+/// connection (and its process).
 pub async fn check(
     config: ServerConfig,
     trusted: bool,
+    auth: Auth,
     call: Option<CallToolRequestParams>,
 ) -> Result<Checked, HubError> {
-    let server = Downstream::new(config, trusted, Arc::new(|_: &str, _| {}));
-    let result = match server.ready().await {
+    let server = Downstream::new(config, trusted, Arc::new(|_: &str, _| {}), auth);
+    let mut ready = server.ready().await;
+    if ready.is_err() && server.status() == Status::NeedsSignIn {
+        ready = server.sign_in(None).await.map(drop);
+    }
+    let result = match ready {
         Ok(()) => Ok(look(&server, call).await),
         Err(e) => Err(why(&server, e)),
     };

@@ -4,11 +4,13 @@
 //! `server` is a running server (its client, the caches of what it lists, timeouts and
 //! restarts); `stdio` its process when it runs on stdio; `remembered` what it said when it
 //! last ran, kept in the store so that a server not started yet can still be listed;
+//! `oauth` the sign-in of a remote server that asks for one, and its tokens on disk;
 //! `describe` turns rmcp's failures into sentences for people; `check` is a one-off
 //! connection for `tandem servers check`.
 
 pub mod check;
 pub mod describe;
+pub mod oauth;
 pub(super) mod remembered;
 pub mod server;
 mod stdio;

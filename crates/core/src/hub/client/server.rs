@@ -11,6 +11,11 @@
 //! are not MCP on stdout is `failed` at once (starting it again would not help), one that
 //! writes a message past the size limit is restarted like a crash.
 //!
+//! A remote server that answers 401 and has no usable stored token is `needs_sign_in`: it
+//! is not retried, and the next activation (or `tandem servers login`) signs in
+//! ([`Downstream::sign_in`], through [`super::oauth`]); a stored token is used on connect
+//! and renewed by rmcp before it expires and on a 401.
+//!
 //! A failure's message is shown and logged with the entry's values as written
 //! ([`ServerConfig::redact`]): a connect error quotes the URL, and an expanded URL or
 //! command line may carry a credential.
@@ -29,6 +34,7 @@ use serde::Serialize;
 use tokio::sync::{Notify, mpsc};
 
 use super::describe::{self, Endpoint};
+use super::oauth::{self, Challenge, HttpTarget, HttpTransport, SignInError};
 use super::stdio;
 use crate::hub::config::{ServerConfig, Transport};
 
@@ -65,6 +71,8 @@ pub enum Status {
     /// Gave up after repeated failures.
     Failed,
     Stopped,
+    /// A remote server that asks for a sign-in: not retried until someone signs in.
+    NeedsSignIn,
 }
 
 impl Status {
@@ -80,6 +88,7 @@ impl Status {
             Status::Restarting { .. } => "restarting",
             Status::Failed => "failed",
             Status::Stopped => "stopped",
+            Status::NeedsSignIn => "needs_sign_in",
         }
     }
 }
@@ -150,6 +159,15 @@ pub enum HubError {
     NothingToChange,
     #[error("the hub is shutting down")]
     ShuttingDown,
+    /// A remote server that asks for a sign-in nobody did yet.
+    #[error("{message}")]
+    NeedsSignIn { server: String, message: String },
+    /// A sign-in that did not end with tokens: timed out, refused, or failed.
+    #[error(
+        "Sign-in to server '{server}' failed: {reason}. It stays signed out; activate it again \
+         (or run `tandem servers login {server}`) to retry"
+    )]
+    SignInFailed { server: String, reason: String },
     /// A prompt command line that does not parse.
     #[error(transparent)]
     Command(#[from] crate::hub::prompts::command::CommandError),
@@ -177,6 +195,8 @@ impl HubError {
             HubError::UnknownArgument(_) => "UNKNOWN_ARGUMENT",
             HubError::ConfigInvalid(_) => "CONFIG_INVALID",
             HubError::ShuttingDown => "INTERNAL_ERROR",
+            HubError::NeedsSignIn { .. } => "NEEDS_SIGN_IN",
+            HubError::SignInFailed { .. } => "SIGN_IN_FAILED",
             HubError::Command(e) => e.code(),
         }
     }
@@ -188,6 +208,10 @@ impl HubError {
             HubError::NothingToChange => serde_json::json!({"field": "arguments"}),
             HubError::MissingCredentials { server, keys } => {
                 serde_json::json!({"server": server, "missingEnvKeys": keys})
+            }
+            HubError::NeedsSignIn { server, .. } => serde_json::json!({"server": server}),
+            HubError::SignInFailed { server, reason } => {
+                serde_json::json!({"server": server, "reason": reason})
             }
             HubError::RateLimited {
                 limit,
@@ -247,6 +271,8 @@ struct Inner {
     next_attempt: Option<Instant>,
     /// When the server last became `starting`.
     starting_since: Option<Instant>,
+    /// What the server answered when it asked for a sign-in, for the sign-in to start from.
+    challenge: Option<Challenge>,
 }
 
 impl Inner {
@@ -264,6 +290,19 @@ pub struct Downstream {
     on_change: OnChange,
     /// Where the progress of each forwarded request goes, by the token Tandem sent it with.
     progress: ProgressSinks,
+    /// The tokens, the browser and who hears of a sign-in (a remote server's).
+    auth: oauth::Auth,
+    /// The sign-in under way or last done: concurrent activations share one.
+    signing_in: Mutex<Option<(u64, tokio::sync::watch::Receiver<SignInPhase>)>>,
+}
+
+/// Where a sign-in is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SignInPhase {
+    Starting,
+    /// Waiting for the user to approve in the browser, at this URL.
+    Waiting(String),
+    Done(Result<(), SignInError>),
 }
 
 /// Progress notifications of requests in flight, by progress token.
@@ -360,7 +399,12 @@ impl ClientHandler for Handler {
 
 impl Downstream {
     /// A server in its first state (`trusted`: its file may run).
-    pub fn new(config: ServerConfig, trusted: bool, on_change: OnChange) -> Arc<Downstream> {
+    pub fn new(
+        config: ServerConfig,
+        trusted: bool,
+        on_change: OnChange,
+        auth: oauth::Auth,
+    ) -> Arc<Downstream> {
         let status = if !config.missing_env_keys.is_empty() {
             Status::MissingCredentials
         } else if config.error.is_some() {
@@ -389,10 +433,13 @@ impl Downstream {
                 generation: 0,
                 next_attempt: None,
                 starting_since: None,
+                challenge: None,
             }),
             changed: Notify::new(),
             on_change,
             progress: Default::default(),
+            auth,
+            signing_in: Mutex::new(None),
         })
     }
 
@@ -575,19 +622,37 @@ impl Downstream {
                 self.capture_stderr(stderr, generation);
                 self.handshake(handler, transport).await
             }
-            Some(Transport::Http { url, headers }) => match http_config(&url, &headers) {
-                Ok(config) => {
-                    let transport =
-                        rmcp::transport::StreamableHttpClientTransport::from_config(config);
-                    self.handshake(handler, transport).await
+            Some(Transport::Http {
+                url,
+                headers,
+                oauth,
+            }) => {
+                let target = HttpTarget {
+                    url,
+                    headers,
+                    oauth,
+                };
+                // Reading the stored sign-in asks the authorization server for its metadata.
+                let limit = self.config.start_timeout;
+                match tokio::time::timeout(limit, oauth::transport(&target, &self.auth.store)).await
+                {
+                    Ok(Ok(HttpTransport::Plain(t))) => self.handshake(handler, t).await,
+                    Ok(Ok(HttpTransport::Authorized(t))) => self.handshake(handler, t).await,
+                    Ok(Err(e)) => Err(Refused::Failed(e)),
+                    Err(_) => Err(Refused::Failed(format!(
+                        "its authorization server did not answer within {:.1}s",
+                        limit.as_secs_f64()
+                    ))),
                 }
-                Err(e) => Err(e),
-            },
-            None => Err("the server's entry is not runnable".into()),
+            }
+            None => Err(Refused::Failed("the server's entry is not runnable".into())),
         };
         let (service, lists) = match started {
             Ok(s) => s,
-            Err(e) => return self.fail(generation, e),
+            Err(Refused::Failed(e)) => return self.fail(generation, e),
+            Err(Refused::NeedsSignIn(challenge)) => {
+                return self.needs_sign_in(generation, challenge);
+            }
         };
         let mut rx = rx;
         let peer = service.peer().clone();
@@ -669,28 +734,253 @@ impl Downstream {
         &self,
         handler: Handler,
         transport: T,
-    ) -> Result<(RunningService<RoleClient, Handler>, Lists), String>
+    ) -> Result<(RunningService<RoleClient, Handler>, Lists), Refused>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
         let limit = self.config.start_timeout;
         let started = tokio::time::timeout(limit, async {
-            let service = handler
-                .serve(transport)
+            let service =
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| match oauth::challenge_of(&e) {
+                        Some(challenge) => Refused::NeedsSignIn(challenge),
+                        None => Refused::Failed(describe::handshake(&e, self.endpoint())),
+                    })?;
+            let lists = fetch_lists(service.peer(), self.config.timeout, self.endpoint())
                 .await
-                .map_err(|e| describe::handshake(&e, self.endpoint()))?;
-            let lists = fetch_lists(service.peer(), self.config.timeout, self.endpoint()).await?;
-            Ok::<_, String>((service, lists))
+                .map_err(Refused::Failed)?;
+            Ok::<_, Refused>((service, lists))
         })
         .await;
         match started {
             Ok(r) => r,
-            Err(_) => Err(format!(
+            Err(_) => Err(Refused::Failed(format!(
                 "did not start within {:.1}s (its start_timeout_ms)",
                 limit.as_secs_f64()
-            )),
+            ))),
         }
+    }
+
+    /// Connection `generation` was refused for want of a sign-in: the server waits for one
+    /// (no retry), keeping the challenge for it.
+    fn needs_sign_in(self: &Arc<Self>, generation: u64, challenge: Challenge) {
+        let service = {
+            let mut inner = self.lock();
+            if inner.generation != generation {
+                return;
+            }
+            inner.generation += 1;
+            inner.peer = None;
+            inner.status = Status::NeedsSignIn;
+            inner.next_attempt = None;
+            inner.challenge = Some(challenge);
+            inner.last_error = Some(self.sign_in_hint());
+            inner.service.take()
+        };
+        tracing::info!("downstream server {} asks for a sign-in", self.config.name);
+        end(service);
+        self.changed.notify_waiters();
+        (self.on_change)(&self.config.name, ServerChange::Status);
+    }
+
+    /// How to sign in to this server.
+    fn sign_in_hint(&self) -> String {
+        let name = &self.config.name;
+        format!(
+            "server '{name}' needs you to sign in: activate it (mcp_activate) and approve in the \
+             browser, or run `tandem servers login {name}`"
+        )
+    }
+
+    /// The remote server this entry reaches, if it is one.
+    fn http_target(&self) -> Option<HttpTarget> {
+        match &self.config.transport {
+            Some(Transport::Http {
+                url,
+                headers,
+                oauth,
+            }) => Some(HttpTarget {
+                url: url.clone(),
+                headers: headers.clone(),
+                oauth: oauth.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Starts a sign-in to this server, or joins the one under way: its number and where
+    /// it is. Once it ends well, the server connects again with the new tokens.
+    pub fn begin_sign_in(
+        self: &Arc<Self>,
+    ) -> Result<(u64, tokio::sync::watch::Receiver<SignInPhase>), HubError> {
+        let name = self.config.name.clone();
+        let target = self.sign_in_target()?;
+        let mut slot = self.signing_in.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((n, rx)) = slot.as_ref()
+            && !matches!(*rx.borrow(), SignInPhase::Done(_))
+        {
+            return Ok((*n, rx.clone()));
+        }
+        let number = slot.as_ref().map_or(1, |(n, _)| n + 1);
+        let (tx, rx) = tokio::sync::watch::channel(SignInPhase::Starting);
+        *slot = Some((number, rx.clone()));
+        drop(slot);
+        let challenge = self.lock().challenge.clone();
+        let this = self.clone();
+        tokio::spawn(async move {
+            let auth = this.auth.clone();
+            let on_url = |url: &str| {
+                tx.send_replace(SignInPhase::Waiting(url.to_string()));
+                (auth.on_url)(&name, url);
+            };
+            let result = oauth::sign_in(
+                &target,
+                &auth.store,
+                challenge.as_ref(),
+                &auth.browser,
+                &on_url,
+            )
+            .await;
+            match &result {
+                Ok(()) => this.reconnect(),
+                Err(e) => {
+                    tracing::warn!("sign-in to server {name} failed: {e}");
+                    if this.status() == Status::NeedsSignIn {
+                        this.lock().last_error = Some(format!(
+                            "{} (the last sign-in failed: {e})",
+                            this.sign_in_hint()
+                        ));
+                        (this.on_change)(&name, ServerChange::Status);
+                    }
+                }
+            }
+            tx.send_replace(SignInPhase::Done(result));
+        });
+        Ok((number, rx))
+    }
+
+    /// The target of a sign-in, if this server may sign in.
+    fn sign_in_target(&self) -> Result<HttpTarget, HubError> {
+        let name = &self.config.name;
+        match self.status() {
+            Status::Untrusted | Status::Misconfigured | Status::MissingCredentials => {
+                return Err(self.unavailable());
+            }
+            _ => {}
+        }
+        let Some(target) = self.http_target() else {
+            return Err(HubError::InvalidArgument(format!(
+                "Invalid argument 'name': server '{name}' runs on this machine; only a remote \
+                 (HTTP) server signs in"
+            )));
+        };
+        if target.has_static_credential() {
+            return Err(HubError::InvalidArgument(format!(
+                "Invalid argument 'name': server '{name}' has its own credential in {} \
+                 (oauth.accessToken or an Authorization header); Tandem does not sign in for it",
+                self.config.origin.file().display()
+            )));
+        }
+        Ok(target)
+    }
+
+    /// Signs in (or joins the sign-in under way, or the one numbered `number` when given),
+    /// then waits for the server to be ready.
+    pub async fn sign_in(self: &Arc<Self>, number: Option<u64>) -> Result<u64, HubError> {
+        let (number, mut rx) = match number {
+            None => self.begin_sign_in()?,
+            Some(n) => {
+                let slot = self.signing_in.lock().unwrap_or_else(|p| p.into_inner());
+                match slot.as_ref() {
+                    Some((m, rx)) if *m == n => (n, rx.clone()),
+                    _ => {
+                        return Err(HubError::InvalidArgument(format!(
+                            "Invalid argument 'attempt': no sign-in {n} to server '{}'",
+                            self.config.name
+                        )));
+                    }
+                }
+            }
+        };
+        let done = rx
+            .wait_for(|p| matches!(p, SignInPhase::Done(_)))
+            .await
+            .map(|p| p.clone());
+        match done {
+            Ok(SignInPhase::Done(Ok(()))) => self.ready().await.map(|()| number),
+            Ok(SignInPhase::Done(Err(e))) => Err(HubError::SignInFailed {
+                server: self.config.name.clone(),
+                reason: e.to_string(),
+            }),
+            _ => Err(HubError::SignInFailed {
+                server: self.config.name.clone(),
+                reason: "it was cut short".into(),
+            }),
+        }
+    }
+
+    /// Starts a sign-in (or joins the one under way) and answers its number and the URL
+    /// the user approves at, once known.
+    pub async fn sign_in_url(self: &Arc<Self>) -> Result<(u64, String), HubError> {
+        let (number, mut rx) = self.begin_sign_in()?;
+        let phase = rx
+            .wait_for(|p| !matches!(p, SignInPhase::Starting))
+            .await
+            .map(|p| p.clone());
+        match phase {
+            Ok(SignInPhase::Waiting(url)) => Ok((number, url)),
+            Ok(SignInPhase::Done(Err(e))) => Err(HubError::SignInFailed {
+                server: self.config.name.clone(),
+                reason: e.to_string(),
+            }),
+            // Done already: the approval came before anyone asked for the URL.
+            Ok(SignInPhase::Done(Ok(()))) => Ok((number, String::new())),
+            _ => Err(HubError::SignInFailed {
+                server: self.config.name.clone(),
+                reason: "it was cut short".into(),
+            }),
+        }
+    }
+
+    /// Forgets the server's tokens and ends its connection; `true` if tokens were kept.
+    pub fn sign_out(&self) -> Result<bool, HubError> {
+        let Some(target) = self.http_target() else {
+            return Err(HubError::InvalidArgument(format!(
+                "Invalid argument 'name': server '{}' runs on this machine; only a remote \
+                 (HTTP) server signs in",
+                self.config.name
+            )));
+        };
+        let forgot = self.auth.store.forget(&target.url).map_err(|e| {
+            HubError::Server(format!(
+                "cannot forget the sign-in of server '{}' ({}): {e}",
+                self.config.name,
+                self.auth.store.dir().display()
+            ))
+        })?;
+        self.stop();
+        tracing::info!("signed out of server {}", self.config.name);
+        (self.on_change)(&self.config.name, ServerChange::Status);
+        Ok(forgot)
+    }
+
+    /// Ends the connection (or the wait for a sign-in) and connects again: a sign-in ended.
+    fn reconnect(self: &Arc<Self>) {
+        let service = {
+            let mut inner = self.lock();
+            inner.generation += 1;
+            inner.peer = None;
+            inner.failures = 0;
+            inner.challenge = None;
+            inner.last_error = None;
+            inner.status = Status::Stopped;
+            inner.service.take()
+        };
+        end(service);
+        self.start();
     }
 
     async fn refresh(
@@ -849,6 +1139,12 @@ impl Downstream {
     fn unavailable(&self) -> HubError {
         let name = &self.config.name;
         let status = self.status();
+        if status == Status::NeedsSignIn {
+            return HubError::NeedsSignIn {
+                server: name.clone(),
+                message: self.sign_in_hint(),
+            };
+        }
         let error = self.lock().last_error.clone().unwrap_or_default();
         let message = match status {
             Status::Untrusted => format!(
@@ -1036,9 +1332,16 @@ fn with_tail(error: &str, stderr: &VecDeque<String>) -> String {
     format!("{error}; its stderr ended with: {}", tail.join(" | "))
 }
 
+/// Why a connection did not start.
+enum Refused {
+    Failed(String),
+    /// The server asks for a sign-in (or a better one).
+    NeedsSignIn(Challenge),
+}
+
 /// The HTTP client's settings: an `Authorization: Bearer` header becomes its token, other
 /// headers are sent as they are.
-fn http_config(
+pub(crate) fn http_config(
     url: &str,
     headers: &std::collections::BTreeMap<String, String>,
 ) -> Result<rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig, String> {

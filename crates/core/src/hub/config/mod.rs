@@ -86,7 +86,39 @@ pub enum Transport {
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        /// Its sign-in settings (never shown: they may carry a token or a secret).
+        #[serde(skip)]
+        oauth: OAuth,
     },
+}
+
+/// A remote server's `oauth` settings (spec 001's activation step 6, and the client Tandem
+/// signs in as). None is passed to the server but `accessToken`, as its bearer token.
+#[derive(Clone, Default, PartialEq)]
+pub struct OAuth {
+    /// A token the user already has: sent as `Authorization: Bearer`, no sign-in.
+    pub access_token: Option<String>,
+    /// A client registered with the authorization server ahead of time (else Tandem
+    /// registers itself, where the server allows it).
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// The scopes to ask for (else those the server names).
+    pub scopes: Vec<String>,
+    /// How long a sign-in waits for the user's approval.
+    pub sign_in_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for OAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |v: &Option<String>| v.as_ref().map(|_| "[hidden]");
+        f.debug_struct("OAuth")
+            .field("access_token", &hidden(&self.access_token))
+            .field("client_id", &self.client_id)
+            .field("client_secret", &hidden(&self.client_secret))
+            .field("scopes", &self.scopes)
+            .field("sign_in_timeout", &self.sign_in_timeout)
+            .finish()
+    }
 }
 
 impl Transport {
@@ -513,6 +545,24 @@ struct RawServer {
     timeout_ms: Option<u64>,
     #[serde(default, alias = "startTimeoutMs")]
     start_timeout_ms: Option<u64>,
+    #[serde(default)]
+    oauth: Option<RawOAuth>,
+}
+
+/// An entry's `oauth`, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOAuth {
+    #[serde(default, alias = "accessToken")]
+    access_token: Option<String>,
+    #[serde(default, alias = "clientId")]
+    client_id: Option<String>,
+    #[serde(default, alias = "clientSecret")]
+    client_secret: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
+    #[serde(default, alias = "signInTimeoutMs")]
+    sign_in_timeout_ms: Option<u64>,
 }
 
 /// Reads and merges the user's file and the workspace's (either may be missing).
@@ -761,11 +811,22 @@ fn expanded_values(expanded: &Transport, written: &Transport) -> Vec<(String, St
             .chain(args.iter().zip(a))
             .chain(env.values().zip(e.values()))
             .collect(),
-        (Transport::Http { url, headers }, Transport::Http { url: u, headers: h }) => {
-            std::iter::once((url, u))
-                .chain(headers.values().zip(h.values()))
-                .collect()
-        }
+        (
+            Transport::Http {
+                url,
+                headers,
+                oauth,
+            },
+            Transport::Http {
+                url: u,
+                headers: h,
+                oauth: o,
+            },
+        ) => std::iter::once((url, u))
+            .chain(headers.values().zip(h.values()))
+            .chain(oauth.access_token.iter().zip(&o.access_token))
+            .chain(oauth.client_secret.iter().zip(&o.client_secret))
+            .collect(),
         _ => Vec::new(),
     };
     pairs
@@ -1058,7 +1119,42 @@ fn http(entry: &Entry, written: &str, raw: &RawServer) -> Result<Transport, Conf
             )
         })
         .collect();
-    Ok(Transport::Http { url, headers })
+    let oauth = match &raw.oauth {
+        None => OAuth::default(),
+        Some(o) => OAuth {
+            access_token: o
+                .access_token
+                .as_ref()
+                .map(|t| entry.credential("oauth.accessToken", Some("oauth.accessToken"), t)),
+            client_id: o
+                .client_id
+                .as_ref()
+                .map(|id| entry.expand("oauth.clientId", id))
+                .transpose()?,
+            client_secret: o
+                .client_secret
+                .as_ref()
+                .map(|s| entry.credential("oauth.clientSecret", Some("oauth.clientSecret"), s)),
+            scopes: o.scopes.clone(),
+            sign_in_timeout: match o.sign_in_timeout_ms {
+                Some(0) => {
+                    return Err(entry.problem(Some("oauth.signInTimeoutMs"), "must be more than 0"));
+                }
+                ms => ms.map(Duration::from_millis),
+            },
+        },
+    };
+    if oauth.client_secret.is_some() && oauth.client_id.is_none() {
+        return Err(entry.problem(
+            Some("oauth.clientSecret"),
+            "needs oauth.clientId: a secret belongs to a pre-registered client",
+        ));
+    }
+    Ok(Transport::Http {
+        url,
+        headers,
+        oauth,
+    })
 }
 
 /// Expands `${VAR}`, `${env:VAR}` and `${VAR:-default}`; `$$` is a literal `$`. An unset
@@ -1419,6 +1515,49 @@ mod tests {
             ),
             "error sending request for url (http://127.0.0.1:1/${TOKEN}); sent key-${TOKEN}, ${TOKEN}"
         );
+    }
+
+    /// An entry's `oauth`: its token and secret expand and are taken out of messages (and
+    /// out of `Debug`); a secret without a client, or an unknown key, is the entry's error.
+    #[test]
+    fn oauth_settings_are_read_and_kept_out_of_sight() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(
+            dir.path(),
+            "config.json",
+            r#"{"mcpServers": {
+                "hosted": {"type": "http", "url": "https://mcp.example.com/mcp",
+                           "oauth": {"clientId": "tandem-app", "clientSecret": "${TOKEN}",
+                                     "scopes": ["read", "write"], "signInTimeoutMs": 5000}},
+                "given": {"url": "https://mcp.example.com/mcp", "oauth": {"accessToken": "Bearer-${TOKEN}"}},
+                "lonely": {"url": "https://mcp.example.com/mcp", "oauth": {"clientSecret": "x"}},
+                "typo": {"url": "https://mcp.example.com/mcp", "oauth": {"clientID": "x"}}
+            }}"#,
+        );
+        let c = load(&user, dir.path(), &env, &trusted);
+        let oauth = |name: &str| match &c.servers[name].transport {
+            Some(Transport::Http { oauth, .. }) => oauth.clone(),
+            other => panic!("{name}: {other:?}"),
+        };
+        let hosted = oauth("hosted");
+        assert_eq!(hosted.client_id.as_deref(), Some("tandem-app"));
+        assert_eq!(hosted.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(hosted.scopes, ["read", "write"]);
+        assert_eq!(hosted.sign_in_timeout, Some(Duration::from_secs(5)));
+        assert!(!format!("{hosted:?}").contains("s3cret"));
+        assert_eq!(
+            c.servers["hosted"].redact("refused s3cret"),
+            "refused ${TOKEN}"
+        );
+        assert_eq!(
+            oauth("given").access_token.as_deref(),
+            Some("Bearer-s3cret")
+        );
+        assert_eq!(
+            c.servers["lonely"].error.as_ref().unwrap().field.as_deref(),
+            Some("oauth.clientSecret")
+        );
+        assert!(c.servers["typo"].error.is_some());
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub enum Readiness {
     Disabled,
     /// From a workspace `.mcp.json` not yet approved (`tandem trust`).
     Untrusted,
+    /// A remote server that asks the user to sign in: activating it opens the browser
+    /// (`problem` says how).
+    NeedsSignIn,
 }
 
 impl Readiness {
@@ -44,6 +47,7 @@ impl Readiness {
             Readiness::MissingCredentials => "missing-credentials",
             Readiness::Disabled => "disabled",
             Readiness::Untrusted => "untrusted",
+            Readiness::NeedsSignIn => "needs-sign-in",
         }
     }
 }
@@ -61,7 +65,8 @@ pub struct ServerInfo {
     /// Every credential that is unset or a placeholder (names only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_env_keys: Vec<String>,
-    /// Why a disabled server cannot run, when it is not simply turned off.
+    /// Why a disabled server cannot run, when it is not simply turned off; how to sign in
+    /// to one that needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
 }
@@ -111,8 +116,9 @@ fn render_with(servers: &[ServerInfo], detail: Detail) -> String {
     if detail == Detail::Counts {
         let active: Vec<&str> = of(Readiness::Active).map(|s| s.name.as_str()).collect();
         out.push_str(&format!(
-            "\nActive ({}): {}.\nAvailable: {}; missing credentials: {}; untrusted: {}; \
-             disabled: {}. Call `mcp_environment` for the list, `mcp_discover` to find one.\n",
+            "\nActive ({}): {}.\nAvailable: {}; missing credentials: {}; needs sign-in: {}; \
+             untrusted: {}; disabled: {}. Call `mcp_environment` for the list, `mcp_discover` \
+             to find one.\n",
             active.len(),
             if active.is_empty() {
                 "none".to_string()
@@ -121,6 +127,7 @@ fn render_with(servers: &[ServerInfo], detail: Detail) -> String {
             },
             count(Readiness::Available),
             count(Readiness::MissingCredentials),
+            count(Readiness::NeedsSignIn),
             count(Readiness::Untrusted),
             count(Readiness::Disabled),
         ));
@@ -181,6 +188,16 @@ fn render_with(servers: &[ServerInfo], detail: Detail) -> String {
                 s.missing_env_keys.join(", ")
             ));
         }
+    }
+    if count(Readiness::NeedsSignIn) > 0 {
+        let names: Vec<&str> = of(Readiness::NeedsSignIn)
+            .map(|s| s.name.as_str())
+            .collect();
+        out.push_str(&format!(
+            "\n## Needs sign-in ({}): `mcp_activate` opens the user's browser to sign in\n{}\n",
+            names.len(),
+            names.join(", ")
+        ));
     }
     if count(Readiness::Untrusted) > 0 {
         let names: Vec<&str> = of(Readiness::Untrusted).map(|s| s.name.as_str()).collect();

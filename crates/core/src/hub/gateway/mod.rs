@@ -128,6 +128,7 @@ impl Gateway {
             Status::Untrusted => (Readiness::Untrusted, None),
             Status::Disabled => (Readiness::Disabled, None),
             Status::MissingCredentials => (Readiness::MissingCredentials, None),
+            Status::NeedsSignIn => (Readiness::NeedsSignIn, s.state().last_error),
             Status::Misconfigured => (
                 Readiness::Disabled,
                 s.config.error.as_ref().map(|e| e.to_string()),
@@ -207,7 +208,9 @@ impl Gateway {
     /// Activates `name` for this session: the spec's checks in order (it exists, is
     /// trusted, is not disabled, has its credentials, is not active yet, the session is
     /// within its rate), then the server is connected (started if it was not running) and
-    /// its tools join the session.
+    /// its tools join the session. A remote server that asks for a sign-in (a boot server
+    /// too, which is active already) gets one first: the user approves in the browser,
+    /// within the entry's time limit.
     pub async fn activate(&self, name: &str) -> Result<Activated, HubError> {
         let s = self.workspace.server(name)?;
         let file = s.config.origin.file().display().to_string();
@@ -238,11 +241,12 @@ impl Gateway {
             }
             _ => {}
         }
-        {
+        let already = s.config.autostart || self.session().activated.contains(name);
+        if already && s.status() != Status::NeedsSignIn {
+            return Err(HubError::AlreadyActive(name.to_string()));
+        }
+        if !already {
             let mut session = self.session();
-            if s.config.autostart || session.activated.contains(name) {
-                return Err(HubError::AlreadyActive(name.to_string()));
-            }
             let now = Instant::now();
             while session
                 .asked
@@ -262,11 +266,18 @@ impl Gateway {
             }
             session.asked.push_back(now);
             session.activated.insert(name.to_string());
+            drop(session);
+            self.workspace.hold(name);
         }
-        self.workspace.hold(name);
-        if let Err(e) = s.ready().await {
-            self.session().activated.remove(name);
-            self.workspace.release(name);
+        let ready = match s.ready().await {
+            Err(_) if s.status() == Status::NeedsSignIn => s.sign_in(None).await.map(|_| ()),
+            ready => ready,
+        };
+        if let Err(e) = ready {
+            if !already {
+                self.session().activated.remove(name);
+                self.workspace.release(name);
+            }
             return Err(e);
         }
         Ok(Activated {

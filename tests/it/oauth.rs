@@ -1,0 +1,405 @@
+//! Remote servers that sign in (OAuth 2.1), through the real binary and its daemon, against
+//! real servers: the TypeScript SDK's own example (`simpleStreamableHttp.js --oauth`, whose
+//! demo authorization server approves at once) and `tests/node/oauth_short_tokens.cjs` (the
+//! SDK's auth router and bearer check, with short-lived tokens and refresh tokens). The
+//! browser is `tests/node/browser.cjs`, which records each URL it is given and follows it,
+//! refuses, ignores it or fails, as its mode file says.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::util::{DaemonGuard, McpClient, TestHome, npm_modules, poll};
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A node server of the test, stopped (killed) with it.
+struct Node {
+    _child: tokio::process::Child,
+}
+
+impl Node {
+    async fn start(script: &Path, args: &[&str], env: &[(&str, String)], ports: &[u16]) -> Node {
+        let mut cmd = tokio::process::Command::new("node");
+        cmd.arg(script)
+            .args(args)
+            .env("NODE_PATH", npm_modules())
+            .envs(env.iter().map(|(k, v)| (*k, v)))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let child = cmd.spawn().expect("node runs");
+        for &port in ports {
+            poll(&format!("a server on port {port}"), 20, || {
+                std::net::TcpStream::connect(("127.0.0.1", port))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
+        }
+        Node { _child: child }
+    }
+}
+
+/// The SDK's example server with its demo authorization server: its MCP URL.
+async fn sdk_oauth_server() -> (Node, String) {
+    let (mcp, auth) = (free_port(), free_port());
+    let script = npm_modules()
+        .join("@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js");
+    let node = Node::start(
+        &script,
+        &["--oauth"],
+        &[
+            ("MCP_PORT", mcp.to_string()),
+            ("MCP_AUTH_PORT", auth.to_string()),
+        ],
+        &[mcp, auth],
+    )
+    .await;
+    (node, format!("http://localhost:{mcp}/mcp"))
+}
+
+/// The short-token server (`TOKEN_SECS` seconds): its base URL.
+async fn short_token_server(token_secs: u32) -> (Node, String) {
+    let port = free_port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/oauth_short_tokens.cjs");
+    let node = Node::start(
+        &script,
+        &[],
+        &[
+            ("MCP_PORT", port.to_string()),
+            ("TOKEN_SECS", token_secs.to_string()),
+        ],
+        &[port],
+    )
+    .await;
+    (node, format!("http://localhost:{port}"))
+}
+
+/// What the short-token server counted: tokens by code and by refresh, POSTs to /mcp.
+async fn stats(base: &str) -> Value {
+    reqwest::get(format!("{base}/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The browser stand-in of a home: `$BROWSER`, its mode file and its log of URLs.
+struct Browser {
+    command: String,
+    mode: PathBuf,
+    log: PathBuf,
+}
+
+impl Browser {
+    fn new(home: &TestHome, mode: &str) -> Browser {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/browser.cjs");
+        let (mode_file, log) = (
+            home.path().join("browser.mode"),
+            home.path().join("browser.log"),
+        );
+        std::fs::write(&mode_file, mode).unwrap();
+        Browser {
+            command: format!(
+                "node '{}' '{}' '{}'",
+                script.display(),
+                mode_file.display(),
+                log.display()
+            ),
+            mode: mode_file,
+            log,
+        }
+    }
+
+    fn set(&self, mode: &str) {
+        std::fs::write(&self.mode, mode).unwrap();
+    }
+
+    /// The URLs it was opened on so far.
+    fn opened(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// A home whose user config has `servers`, and its workspace.
+fn home_with(servers: Value) -> (TestHome, PathBuf) {
+    let home = TestHome::new();
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    crate::util::git(&ws, &["init", "-q"]);
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(
+        home.tandem_home().join("config.json"),
+        json!({ "mcpServers": servers }).to_string(),
+    )
+    .unwrap();
+    (home, ws)
+}
+
+async fn agent(home: &TestHome, ws: &Path, browser: &Browser) -> McpClient {
+    home.mcp_daemon_env(ws, 60, &[("BROWSER", &browser.command)])
+        .await
+}
+
+/// The server `name` as `mcp_environment` lists it.
+async fn listed(agent: &McpClient, name: &str) -> Value {
+    let env = agent.ok("mcp_environment", json!({})).await;
+    env["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {env:#}"))
+}
+
+/// Waits until `mcp_environment` lists `name` with `status`.
+async fn until_status(agent: &McpClient, name: &str, status: &str) -> Value {
+    for _ in 0..200 {
+        let s = listed(agent, name).await;
+        if s["status"] == status {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "{name} never became {status}: {}",
+        listed(agent, name).await
+    );
+}
+
+/// The files of the token store.
+fn token_files(home: &TestHome) -> Vec<PathBuf> {
+    match std::fs::read_dir(home.tandem_home().join("oauth")) {
+        Ok(dir) => dir.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// The access token kept in the store's one file.
+fn stored_token(home: &TestHome) -> String {
+    let files = token_files(home);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    file["credentials"]["token_response"]["access_token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_server_that_asks_signs_in_on_activation_and_stays_signed_in() {
+    let (_server, url) = sdk_oauth_server().await;
+    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": url}}));
+    let _daemon = DaemonGuard(&home);
+    let browser = Browser::new(&home, "follow");
+    let mut answers = Vec::new();
+
+    let agent1 = agent(&home, &ws, &browser).await;
+    let notes = until_status(&agent1, "notes", "needs-sign-in").await;
+    let problem = notes["problem"].as_str().unwrap();
+    assert!(
+        problem.contains("tandem servers login notes") && problem.contains("mcp_activate"),
+        "{problem}"
+    );
+    assert!(browser.opened().is_empty(), "the browser opened unasked");
+
+    // Activation signs in: the browser follows the authorization URL back to Tandem.
+    let activated = agent1.ok("mcp_activate", json!({"name": "notes"})).await;
+    let tools: Vec<&str> = activated["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"notes__greet"), "{activated:#}");
+    let opened = browser.opened();
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert!(
+        opened[0].contains("code_challenge_method=S256") && opened[0].contains("resource="),
+        "{}",
+        opened[0]
+    );
+    let called = agent1
+        .ok(
+            "mcp_call",
+            json!({"server": "notes", "tool": "greet", "arguments": {"name": "Ada"}}),
+        )
+        .await;
+    assert!(called.to_string().contains("Hello, Ada"), "{called}");
+    answers.push(activated.to_string());
+    answers.push(called.to_string());
+    answers.push(listed(&agent1, "notes").await.to_string());
+
+    // The token is kept privately, and shown nowhere.
+    let token = stored_token(&home);
+    assert_eq!(mode(&token_files(&home)[0]), 0o600);
+    assert_eq!(mode(&home.tandem_home().join("oauth")), 0o700);
+    let servers = crate::util::succeeds({
+        let mut cmd = home.std_command();
+        cmd.current_dir(&ws).args(["servers", "--json"]);
+        cmd
+    });
+    assert!(servers.contains("\"ready\""), "{servers}");
+    answers.push(servers);
+    agent1.close().await;
+
+    // After a restart of the daemon, the stored token connects it: no browser.
+    let out = home
+        .std_command()
+        .args(["daemon", "stop"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    browser.set("fail");
+    let agent2 = agent(&home, &ws, &browser).await;
+    until_status(&agent2, "notes", "active").await;
+    let called = agent2
+        .ok(
+            "mcp_call",
+            json!({"server": "notes", "tool": "greet", "arguments": {"name": "Bo"}}),
+        )
+        .await;
+    assert!(called.to_string().contains("Hello, Bo"), "{called}");
+    answers.push(called.to_string());
+    assert_eq!(browser.opened().len(), 1, "the browser was opened again");
+    agent2.close().await;
+
+    for answer in &answers {
+        assert!(
+            !answer.contains(&token),
+            "the token is in an answer: {answer}"
+        );
+    }
+    assert!(!home.log().contains(&token), "the token is in the log");
+}
+
+#[tokio::test]
+async fn a_refused_or_unanswered_sign_in_fails_with_its_code_and_is_not_retried() {
+    let (_server, base) = short_token_server(60).await;
+    let (home, ws) = home_with(json!({"notes": {
+        "type": "http",
+        "url": format!("{base}/mcp"),
+        "oauth": {"signInTimeoutMs": 1500},
+    }}));
+    let _daemon = DaemonGuard(&home);
+    let browser = Browser::new(&home, "refuse");
+    let agent = agent(&home, &ws, &browser).await;
+    until_status(&agent, "notes", "needs-sign-in").await;
+
+    let (failed, refused) = agent.call("mcp_activate", json!({"name": "notes"})).await;
+    assert!(failed);
+    assert_eq!(refused["error"]["code"], "SIGN_IN_FAILED", "{refused:#}");
+    assert_eq!(refused["error"]["details"]["server"], "notes");
+    let reason = refused["error"]["details"]["reason"].as_str().unwrap();
+    assert!(reason.contains("access_denied"), "{reason}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("tandem servers login notes"), "{message}");
+    assert_eq!(listed(&agent, "notes").await["status"], "needs-sign-in");
+
+    browser.set("ignore");
+    let started = std::time::Instant::now();
+    let code = agent.err("mcp_activate", json!({"name": "notes"})).await;
+    assert_eq!(code, "SIGN_IN_FAILED");
+    assert!(started.elapsed() >= Duration::from_millis(1400));
+    assert_eq!(browser.opened().len(), 2);
+    assert_eq!(stats(&base).await["byCode"], 0);
+
+    // Nothing tries the server again by itself.
+    let posts = stats(&base).await["posts"].clone();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(stats(&base).await["posts"], posts, "the server was retried");
+    assert_eq!(listed(&agent, "notes").await["status"], "needs-sign-in");
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn an_expired_token_is_refreshed_without_the_user() {
+    let (_server, base) = short_token_server(2).await;
+    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let _daemon = DaemonGuard(&home);
+    let browser = Browser::new(&home, "follow");
+    let agent = agent(&home, &ws, &browser).await;
+    until_status(&agent, "notes", "needs-sign-in").await;
+    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    let first = stored_token(&home);
+    assert_eq!(stats(&base).await["byCode"], 1);
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let called = agent
+        .ok(
+            "mcp_call",
+            json!({"server": "notes", "tool": "greet", "arguments": {"name": "Cy"}}),
+        )
+        .await;
+    assert!(called.to_string().contains("Hello, Cy"), "{called}");
+    let now = stats(&base).await;
+    assert_eq!(now["byCode"], 1, "signed in again: {now}");
+    assert!(now["byRefresh"].as_u64().unwrap() >= 1, "no refresh: {now}");
+    assert_ne!(
+        stored_token(&home),
+        first,
+        "the stored token was not renewed"
+    );
+    assert_eq!(browser.opened().len(), 1);
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn servers_login_and_logout_from_the_shell() {
+    let (_server, url) = sdk_oauth_server().await;
+    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": url, "autostart": false}}));
+    let browser = Browser::new(&home, "follow");
+    let run = |args: &[&str]| {
+        let mut cmd = home.std_command();
+        cmd.current_dir(&ws)
+            .env("BROWSER", &browser.command)
+            .args(args);
+        cmd.output().unwrap()
+    };
+
+    let out = run(&["servers", "login", "notes"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let opened = browser.opened();
+    assert_eq!(opened.len(), 1);
+    assert!(
+        stderr.contains(&opened[0]),
+        "the URL is not on stderr: {stderr}"
+    );
+    assert!(
+        stdout.contains("Signed in to 'notes'") && stdout.contains("tools"),
+        "{stdout}"
+    );
+    assert_eq!(token_files(&home).len(), 1);
+
+    let out = run(&["servers", "logout", "notes"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("Signed out of 'notes'"), "{stdout}");
+    assert!(token_files(&home).is_empty());
+
+    let out = run(&["servers", "logout", "notes"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("had no sign-in"));
+}
