@@ -420,7 +420,10 @@ fn plain(text: &str) -> String {
     out.push_str(rest);
     let words: Vec<&str> = out
         .split(' ')
-        .filter(|w| !w.is_empty() && !(w.contains("::") && !w.contains("://")) && !w.contains('<'))
+        .filter(|w| {
+            let rust_path = w.contains("::") && !w.contains("://");
+            !(w.is_empty() || rust_path || w.contains('<'))
+        })
         .collect();
     printable(words.join(" ").trim(), 2 * QUOTED_CHARS)
 }
@@ -432,13 +435,11 @@ fn plain(text: &str) -> String {
 /// becomes a space.
 pub fn printable(text: &str, max_chars: usize) -> String {
     let mut out = String::new();
-    let mut count = 0;
-    for c in text.chars() {
+    for (count, c) in text.chars().enumerate() {
         if count == max_chars {
             out.push('…');
             break;
         }
-        count += 1;
         match c {
             '\n' | '\r' | '\t' => out.push(' '),
             c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
