@@ -46,6 +46,15 @@ const MAX_REASON_CHARS: usize = 200;
 /// Sign-ins one [`connect`] makes at most (a first one, then one step-up).
 const MAX_SIGN_INS: usize = 2;
 
+/// TLS is rustls with ring, as for every HTTP client of the hub; installed before the first
+/// client is made.
+fn tls() {
+    static PROVIDER: std::sync::Once = std::sync::Once::new();
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 // ---- the token store ------------------------------------------------------------------
 
 /// Where the tokens of every signed-in server are kept: one file per server URL.
@@ -407,6 +416,7 @@ pub enum HttpTransport {
 /// tokens (refreshed by rmcp before they expire and on a 401) when some are kept; else none,
 /// and a server that needs one answers 401 ([`challenge_of`]).
 pub async fn transport(target: &HttpTarget, store: &TokenStore) -> Result<HttpTransport, String> {
+    tls();
     let mut config = super::server::http_config(&target.url, &target.headers)?;
     if let Some(token) = &target.oauth.access_token {
         config = config.auth_header(token.trim());
@@ -550,6 +560,7 @@ pub async fn sign_in(
     browser: &Browser,
     on_url: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<(), SignInError> {
+    tls();
     let failed = |e: AuthError| SignInError::Failed(describe_auth_error(&e));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
