@@ -231,7 +231,13 @@ impl CredentialStore for FileCredentials {
 
 /// Opens a URL for the user to approve a sign-in.
 #[derive(Clone)]
-pub struct Browser(Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>);
+pub struct Browser(Arc<OpenUrl>);
+
+/// Opens a URL, or says why it could not.
+type OpenUrl = dyn Fn(&str) -> Result<(), String> + Send + Sync;
+
+/// Hears of a sign-in that started: the server's name, the URL to approve at.
+pub type OnSignInUrl = dyn Fn(&str, &str) + Send + Sync;
 
 impl std::fmt::Debug for Browser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -349,7 +355,7 @@ fn split_command(text: &str) -> Result<Vec<String>, String> {
 pub struct Auth {
     pub store: TokenStore,
     pub browser: Browser,
-    pub on_url: Arc<dyn Fn(&str, &str) + Send + Sync>,
+    pub on_url: Arc<OnSignInUrl>,
 }
 
 /// A remote server as an entry (or a bare URL) gives it.
