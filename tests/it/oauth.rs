@@ -403,3 +403,66 @@ async fn servers_login_and_logout_from_the_shell() {
     let out = run(&["servers", "logout", "notes"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("had no sign-in"));
 }
+
+/// An agent's client that takes URL-mode elicitation: it records each URL it is asked to
+/// show, and the user it stands for approves there (it follows the URL).
+#[derive(Clone, Default)]
+struct UrlClient(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for UrlClient {
+    fn get_info(&self) -> rmcp::model::ClientInfo {
+        let mut caps = rmcp::model::ClientCapabilities::default();
+        caps.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_url(rmcp::model::UrlElicitationCapability::new()),
+        );
+        rmcp::model::ClientInfo::new(caps, rmcp::model::Implementation::new("url-client", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let rmcp::model::ElicitRequestParams::UrlElicitationParams { url, message, .. } = request
+        else {
+            panic!("a form elicitation: {request:?}");
+        };
+        assert!(message.contains("notes"), "{message}");
+        self.0.lock().unwrap().push(url.clone());
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::get(&url).await.unwrap().text().await.unwrap();
+        Ok(rmcp::model::ElicitResult::new(
+            rmcp::model::ElicitationAction::Accept,
+        ))
+    }
+}
+
+#[tokio::test]
+async fn an_agent_that_takes_url_elicitation_is_asked_to_show_the_sign_in() {
+    let (_server, base) = short_token_server(60).await;
+    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let _daemon = DaemonGuard(&home);
+    // No browser on this machine: the agent's client is the one way to the page.
+    let browser = Browser::new(&home, "fail");
+    let client = UrlClient::default();
+    let agent = home
+        .mcp_daemon_with(&ws, &[("BROWSER", &browser.command)], client.clone())
+        .await;
+    for _ in 0..200 {
+        let env = agent.ok("mcp_environment", json!({})).await;
+        if env.to_string().contains("needs-sign-in") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    let shown = client.0.lock().unwrap().clone();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(
+        browser.opened(),
+        shown,
+        "the browser and the agent got other URLs"
+    );
+    assert_eq!(stats(&base).await["byCode"], 1);
+}
