@@ -410,13 +410,13 @@ async fn servers_login_and_logout_from_the_shell() {
 struct UrlClient(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
 
 impl rmcp::ClientHandler for UrlClient {
-    fn get_info(&self) -> rmcp::model::ClientInfo {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut caps = rmcp::model::ClientCapabilities::default();
         caps.elicitation = Some(
             rmcp::model::ElicitationCapability::new()
                 .with_url(rmcp::model::UrlElicitationCapability::new()),
         );
-        rmcp::model::ClientInfo::new(caps, rmcp::model::Implementation::new("url-client", "1"))
+        rmcp::model::ClientConfig::new(caps, rmcp::model::Implementation::new("url-client", "1"))
     }
 
     async fn create_elicitation(
