@@ -3,8 +3,9 @@
 // fresh code-server (its own user data and extensions dirs) that opens a temporary git
 // repository; an agent (the official MCP TypeScript SDK over `tandem mcp`) starts a task and
 // edits files; everything is asserted through the UI: the Problems panel, the code lens, the
-// Tandem view, the status bar, memory search and the prompt command with server-everything's
-// prompts downstream. Screenshots and code-server's logs go to test-artifacts/. Prints the
+// Tandem view, the status bar, memory search, the prompt command with server-everything's
+// prompts downstream, and signing in to a remote server (the SDK's OAuth example, approved
+// by a browser stand-in). Screenshots and code-server's logs go to test-artifacts/. Prints the
 // activation time and the milestone → status bar latency.
 //
 // Environment: CODE_SERVER (the binary), CHROMIUM (default /usr/bin/chromium), TANDEM_BIN,
@@ -31,6 +32,9 @@ const TANDEM = need("TANDEM_BIN");
 const EVERYTHING = need("TANDEM_TEST_EVERYTHING");
 const SDK = need("MCP_SDK");
 const VSIX = need("VSIX");
+/// The browser stand-in of Tandem's own sign-in tests: it follows the authorization URL
+/// back to Tandem, as a user who approves.
+const BROWSER_JS = path.resolve(ext, "../../tests/node/browser.cjs");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const ARTIFACTS = path.join(ext, "test-artifacts");
 const WAIT = 30_000;
@@ -62,7 +66,10 @@ const env = {
     TANDEM_DAEMON_IDLE_SECS: "60",
     // code-server's extension host takes this environment instead of a login shell's.
     VSCODE_CLI: "1",
+    // Tandem's browser for sign-ins (the daemon's environment is code-server's).
+    BROWSER: `node '${BROWSER_JS}' '${path.join(root, "browser.mode")}' '${path.join(root, "browser.log")}'`,
 };
+writeFileSync(path.join(root, "browser.mode"), "follow");
 
 const started = []; // processes to stop: {name, child}
 let browser;
@@ -131,6 +138,40 @@ function writeSettings(own) {
     for (const scope of ["User", "Machine"]) {
         mkdirSync(path.join(dirs.userData, scope), { recursive: true });
         writeFileSync(path.join(dirs.userData, scope, "settings.json"), JSON.stringify(settings, null, 2));
+    }
+}
+
+/// The SDK's OAuth example server (with its demo authorization server), listed by URL in the
+/// user's config.json as `notes`.
+async function startOAuthServer() {
+    const [mcp, auth] = [await freePort(), await freePort()];
+    const child = spawn("node", [path.join(SDK, "dist/esm/examples/server/simpleStreamableHttp.js"), "--oauth"], {
+        env: { ...env, MCP_PORT: String(mcp), MCP_AUTH_PORT: String(auth) },
+        stdio: "ignore",
+        detached: true,
+    });
+    started.push({ name: "oauth server", child });
+    for (const port of [mcp, auth]) {
+        const deadline = Date.now() + WAIT;
+        for (;;) {
+            try {
+                await fetch(`http://localhost:${port}/`);
+                break;
+            } catch {
+                if (Date.now() > deadline) throw new Error(`the OAuth example server did not listen on ${port}`);
+                await sleep(100);
+            }
+        }
+    }
+    writeFileSync(path.join(dirs.tandemHome, "config.json"), JSON.stringify({ mcpServers: { notes: { type: "http", url: `http://localhost:${mcp}/mcp` } } }));
+}
+
+/// The URLs the browser stand-in was opened on.
+function browserOpened() {
+    try {
+        return readFileSync(path.join(root, "browser.log"), "utf8").split("\n").filter(Boolean);
+    } catch {
+        return [];
     }
 }
 
@@ -282,6 +323,7 @@ async function main() {
     rmSync(ARTIFACTS, { recursive: true, force: true });
     mkdirSync(ARTIFACTS, { recursive: true });
     makeRepo();
+    await startOAuthServer();
     log("starting code-server");
     const port = await startCodeServer();
     browser = await chromium.launch({
@@ -453,6 +495,29 @@ async function main() {
     await page.keyboard.press("Escape");
     if (!everything.includes("ready")) throw new Error(`server-everything is not ready: "${everything}"`);
     log(`servers: ${everything}`);
+
+    // A remote server that asks for a sign-in: the list says so and picking it offers "Sign
+    // in"; "Tandem: Sign In to MCP Server" signs in (Tandem opens the browser, which
+    // approves), the server offers its page to VS Code too, and the result is shown.
+    await palette(page, "Tandem: Servers");
+    const notes = (await (await quickRow(page, "notes")).innerText()).replace(/\s+/g, " ");
+    if (!notes.includes("needs sign-in")) throw new Error(`the servers list does not say notes needs a sign-in: "${notes}"`);
+    await (await quickRow(page, "notes")).click();
+    await quickRow(page, "Sign in");
+    await quickRow(page, "Show details");
+    await page.keyboard.press("Escape");
+    if (browserOpened().length) throw new Error("the browser opened before a sign-in");
+    await palette(page, "Tandem: Sign In to MCP Server");
+    await quickRow(page, "notes");
+    await page.keyboard.press("Enter");
+    await page.locator(".notification-toast", { hasText: "Server 'notes' waits for you to sign in" }).first().waitFor({ timeout: WAIT });
+    const signedIn = page.locator(".notification-toast", { hasText: "Tandem: signed in to 'notes'" }).first();
+    await signedIn.waitFor({ timeout: WAIT });
+    const said = (await signedIn.innerText()).replace(/\s+/g, " ");
+    await shot(page, "13b-signed-in");
+    if (!said.includes("ready")) throw new Error(`the sign-in did not end ready: "${said}"`);
+    if (browserOpened().length !== 1) throw new Error(`the browser was opened ${browserOpened().length} times`);
+    log(`signed in from the palette: ${said}`);
 
     // Save selection to memory: the type and title asked, then the entry added.
     await page.keyboard.press("Control+P");
