@@ -42,8 +42,10 @@ async fn notified(nvim: &Nvim, text: &str) -> Vec<String> {
     let body = "return _G.notes";
     let all = nvim
         .wait(&format!("a notification with {text:?}"), 30, body, |v| {
-            v.as_array()
-                .is_some_and(|a| a.iter().any(|n| n.as_str().is_some_and(|n| n.contains(text))))
+            v.as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|n| n.as_str().is_some_and(|n| n.contains(text)))
+            })
         })
         .await;
     serde_json::from_value(all).unwrap()
@@ -152,9 +154,12 @@ async fn neovim_signs_in_from_its_server_list_and_answers_the_offer() {
         "{activated:#}"
     );
     let opened = nvim
-        .wait("Neovim to open the sign-in page", 20, "return _G.opened", |v| {
-            v.as_array().is_some_and(|a| !a.is_empty())
-        })
+        .wait(
+            "Neovim to open the sign-in page",
+            20,
+            "return _G.opened",
+            |v| v.as_array().is_some_and(|a| !a.is_empty()),
+        )
         .await;
     let asked = nvim.lua("return _G.selects").await;
     assert_eq!(asked.as_array().unwrap().len(), 1, "{asked}");

@@ -4,8 +4,8 @@
 // repository; an agent (the official MCP TypeScript SDK over `tandem mcp`) starts a task and
 // edits files; everything is asserted through the UI: the Problems panel, the code lens, the
 // Tandem view, the status bar, memory search, the prompt command with server-everything's
-// prompts downstream, and signing in to a remote server (the SDK's OAuth example, approved
-// by a browser stand-in). Screenshots and code-server's logs go to test-artifacts/. Prints the
+// prompts downstream, and signing in to a remote server (the SDK's OAuth example, whose demo
+// authorization server approves at once, in a tab of the test's chromium). Screenshots and code-server's logs go to test-artifacts/. Prints the
 // activation time and the milestone → status bar latency.
 //
 // Environment: CODE_SERVER (the binary), CHROMIUM (default /usr/bin/chromium), TANDEM_BIN,
@@ -32,9 +32,6 @@ const TANDEM = need("TANDEM_BIN");
 const EVERYTHING = need("TANDEM_TEST_EVERYTHING");
 const SDK = need("MCP_SDK");
 const VSIX = need("VSIX");
-/// The browser stand-in of Tandem's own sign-in tests: it follows the authorization URL
-/// back to Tandem, as a user who approves.
-const BROWSER_JS = path.resolve(ext, "../../tests/node/browser.cjs");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const ARTIFACTS = path.join(ext, "test-artifacts");
 const WAIT = 30_000;
@@ -66,10 +63,7 @@ const env = {
     TANDEM_DAEMON_IDLE_SECS: "60",
     // code-server's extension host takes this environment instead of a login shell's.
     VSCODE_CLI: "1",
-    // Tandem's browser for sign-ins (the daemon's environment is code-server's).
-    BROWSER: `node '${BROWSER_JS}' '${path.join(root, "browser.mode")}' '${path.join(root, "browser.log")}'`,
 };
-writeFileSync(path.join(root, "browser.mode"), "follow");
 
 const started = []; // processes to stop: {name, child}
 let browser;
@@ -164,15 +158,6 @@ async function startOAuthServer() {
         }
     }
     writeFileSync(path.join(dirs.tandemHome, "config.json"), JSON.stringify({ mcpServers: { notes: { type: "http", url: `http://localhost:${mcp}/mcp` } } }));
-}
-
-/// The URLs the browser stand-in was opened on.
-function browserOpened() {
-    try {
-        return readFileSync(path.join(root, "browser.log"), "utf8").split("\n").filter(Boolean);
-    } catch {
-        return [];
-    }
 }
 
 async function startCodeServer() {
@@ -497,17 +482,23 @@ async function main() {
     log(`servers: ${everything}`);
 
     // A remote server that asks for a sign-in: the list says so and picking it offers "Sign
-    // in"; "Tandem: Sign In to MCP Server" signs in (Tandem opens the browser, which
-    // approves), the server offers its page to VS Code too, and the result is shown.
+    // in"; "Tandem: Sign In to MCP Server" signs in, the server offers its page to VS Code
+    // too, and the result is shown. Tandem opens the sign-in page with $BROWSER, which
+    // code-server sets to its helper that opens it in the user's browser: a tab of this
+    // chromium, which the demo authorization server sends back to Tandem's loopback.
     await palette(page, "Tandem: Servers");
+    await quickTitle(page, "Tandem: Servers of");
     const notes = (await (await quickRow(page, "notes")).innerText()).replace(/\s+/g, " ");
     if (!notes.includes("needs sign-in")) throw new Error(`the servers list does not say notes needs a sign-in: "${notes}"`);
     await (await quickRow(page, "notes")).click();
+    await quickTitle(page, "Tandem: notes");
     await quickRow(page, "Sign in");
     await quickRow(page, "Show details");
     await page.keyboard.press("Escape");
-    if (browserOpened().length) throw new Error("the browser opened before a sign-in");
+    const tabs = () => page.context().pages().filter((p) => p !== page).map((p) => p.url());
+    if (tabs().length) throw new Error(`a tab opened before the sign-in: ${tabs()}`);
     await palette(page, "Tandem: Sign In to MCP Server");
+    await quickTitle(page, "Tandem: Sign In to MCP Server");
     await quickRow(page, "notes");
     await page.keyboard.press("Enter");
     await page.locator(".notification-toast", { hasText: "Server 'notes' waits for you to sign in" }).first().waitFor({ timeout: WAIT });
@@ -516,8 +507,9 @@ async function main() {
     const said = (await signedIn.innerText()).replace(/\s+/g, " ");
     await shot(page, "13b-signed-in");
     if (!said.includes("ready")) throw new Error(`the sign-in did not end ready: "${said}"`);
-    if (browserOpened().length !== 1) throw new Error(`the browser was opened ${browserOpened().length} times`);
-    log(`signed in from the palette: ${said}`);
+    const back = tabs().filter((u) => /^http:\/\/127\.0\.0\.1:\d+\/callback\?code=[^&]+&state=/.test(u));
+    if (back.length !== 1) throw new Error(`no one tab came back to Tandem's loopback with a code: ${tabs()}`);
+    log(`signed in from the palette, approved in a tab of the browser: ${said}`);
 
     // Save selection to memory: the type and title asked, then the entry added.
     await page.keyboard.press("Control+P");
