@@ -86,6 +86,7 @@ async fn short_token_server(token_secs: u32) -> (Node, String) {
 
 /// What the short-token server counted: tokens by code and by refresh, POSTs to /mcp.
 async fn stats(base: &str) -> Value {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::get(format!("{base}/stats"))
         .await
         .unwrap()
@@ -182,6 +183,20 @@ async fn until_status(agent: &McpClient, name: &str, status: &str) -> Value {
     );
 }
 
+/// Calls the `greet` tool of `notes` through `mcp_call`: the text it answers.
+async fn greet(agent: &McpClient, name: &str) -> String {
+    let r = agent
+        .try_call(
+            "mcp_call",
+            json!({"server": "notes", "tool": "greet", "arguments": {"name": name}}),
+        )
+        .await
+        .unwrap();
+    let text = serde_json::to_string(&r.content).unwrap();
+    assert_ne!(r.is_error, Some(true), "greet failed: {text}");
+    text
+}
+
 /// The files of the token store.
 pub(crate) fn token_files(home: &TestHome) -> Vec<PathBuf> {
     match std::fs::read_dir(home.tandem_home().join("oauth")) {
@@ -238,15 +253,10 @@ async fn a_server_that_asks_signs_in_on_activation_and_stays_signed_in() {
         "{}",
         opened[0]
     );
-    let called = agent1
-        .ok(
-            "mcp_call",
-            json!({"server": "notes", "tool": "greet", "arguments": {"name": "Ada"}}),
-        )
-        .await;
-    assert!(called.to_string().contains("Hello, Ada"), "{called}");
+    let called = greet(&agent1, "Ada").await;
+    assert!(called.contains("Hello, Ada"), "{called}");
     answers.push(activated.to_string());
-    answers.push(called.to_string());
+    answers.push(called.clone());
     answers.push(listed(&agent1, "notes").await.to_string());
 
     // The token is kept privately, and shown nowhere.
@@ -272,14 +282,9 @@ async fn a_server_that_asks_signs_in_on_activation_and_stays_signed_in() {
     browser.set("fail");
     let agent2 = agent(&home, &ws, &browser).await;
     until_status(&agent2, "notes", "active").await;
-    let called = agent2
-        .ok(
-            "mcp_call",
-            json!({"server": "notes", "tool": "greet", "arguments": {"name": "Bo"}}),
-        )
-        .await;
-    assert!(called.to_string().contains("Hello, Bo"), "{called}");
-    answers.push(called.to_string());
+    let called = greet(&agent2, "Bo").await;
+    assert!(called.contains("Hello, Bo"), "{called}");
+    answers.push(called.clone());
     assert_eq!(browser.opened().len(), 1, "the browser was opened again");
     agent2.close().await;
 
@@ -344,13 +349,8 @@ async fn an_expired_token_is_refreshed_without_the_user() {
     assert_eq!(stats(&base).await["byCode"], 1);
 
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let called = agent
-        .ok(
-            "mcp_call",
-            json!({"server": "notes", "tool": "greet", "arguments": {"name": "Cy"}}),
-        )
-        .await;
-    assert!(called.to_string().contains("Hello, Cy"), "{called}");
+    let called = greet(&agent, "Cy").await;
+    assert!(called.contains("Hello, Cy"), "{called}");
     let now = stats(&base).await;
     assert_eq!(now["byCode"], 1, "signed in again: {now}");
     assert!(now["byRefresh"].as_u64().unwrap() >= 1, "no refresh: {now}");
@@ -402,4 +402,67 @@ async fn servers_login_and_logout_from_the_shell() {
 
     let out = run(&["servers", "logout", "notes"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("had no sign-in"));
+}
+
+/// An agent's client that takes URL-mode elicitation: it records each URL it is asked to
+/// show, and the user it stands for approves there (it follows the URL).
+#[derive(Clone, Default)]
+struct UrlClient(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for UrlClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut caps = rmcp::model::ClientCapabilities::default();
+        caps.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_url(rmcp::model::UrlElicitationCapability::new()),
+        );
+        rmcp::model::ClientConfig::new(caps, rmcp::model::Implementation::new("url-client", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let rmcp::model::ElicitRequestParams::UrlElicitationParams { url, message, .. } = request
+        else {
+            panic!("a form elicitation: {request:?}");
+        };
+        assert!(message.contains("notes"), "{message}");
+        self.0.lock().unwrap().push(url.clone());
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::get(&url).await.unwrap().text().await.unwrap();
+        Ok(rmcp::model::ElicitResult::new(
+            rmcp::model::ElicitationAction::Accept,
+        ))
+    }
+}
+
+#[tokio::test]
+async fn an_agent_that_takes_url_elicitation_is_asked_to_show_the_sign_in() {
+    let (_server, base) = short_token_server(60).await;
+    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let _daemon = DaemonGuard(&home);
+    // No browser on this machine: the agent's client is the one way to the page.
+    let browser = Browser::new(&home, "fail");
+    let client = UrlClient::default();
+    let agent = home
+        .mcp_daemon_with(&ws, &[("BROWSER", &browser.command)], client.clone())
+        .await;
+    for _ in 0..200 {
+        let env = agent.ok("mcp_environment", json!({})).await;
+        if env.to_string().contains("needs-sign-in") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    let shown = client.0.lock().unwrap().clone();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(
+        browser.opened(),
+        shown,
+        "the browser and the agent got other URLs"
+    );
+    assert_eq!(stats(&base).await["byCode"], 1);
 }

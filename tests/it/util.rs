@@ -152,6 +152,18 @@ impl TestHome {
         (client, changes)
     }
 
+    /// `tandem mcp` through the daemon (these variables in its environment), as an agent
+    /// whose client is `handler`.
+    pub async fn mcp_daemon_with<H: rmcp::ClientHandler>(
+        &self,
+        dir: &Path,
+        env: &[(&str, &str)],
+        handler: H,
+    ) -> McpClient<H> {
+        self.mcp_with_handler(dir, &["--idle-for-tests", "60"], env, handler)
+            .await
+    }
+
     async fn mcp_with(&self, dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> McpClient {
         self.mcp_with_handler(dir, extra, env, ()).await
     }

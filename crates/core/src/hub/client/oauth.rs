@@ -46,6 +46,15 @@ const MAX_REASON_CHARS: usize = 200;
 /// Sign-ins one [`connect`] makes at most (a first one, then one step-up).
 const MAX_SIGN_INS: usize = 2;
 
+/// TLS is rustls with ring, as for every HTTP client of the hub; installed before the first
+/// client is made.
+fn tls() {
+    static PROVIDER: std::sync::Once = std::sync::Once::new();
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 // ---- the token store ------------------------------------------------------------------
 
 /// Where the tokens of every signed-in server are kept: one file per server URL.
@@ -222,7 +231,13 @@ impl CredentialStore for FileCredentials {
 
 /// Opens a URL for the user to approve a sign-in.
 #[derive(Clone)]
-pub struct Browser(Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>);
+pub struct Browser(Arc<OpenUrl>);
+
+/// Opens a URL, or says why it could not.
+type OpenUrl = dyn Fn(&str) -> Result<(), String> + Send + Sync;
+
+/// Hears of a sign-in that started: the server's name, the URL to approve at.
+pub type OnSignInUrl = dyn Fn(&str, &str) + Send + Sync;
 
 impl std::fmt::Debug for Browser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -340,7 +355,7 @@ fn split_command(text: &str) -> Result<Vec<String>, String> {
 pub struct Auth {
     pub store: TokenStore,
     pub browser: Browser,
-    pub on_url: Arc<dyn Fn(&str, &str) + Send + Sync>,
+    pub on_url: Arc<OnSignInUrl>,
 }
 
 /// A remote server as an entry (or a bare URL) gives it.
@@ -407,6 +422,7 @@ pub enum HttpTransport {
 /// tokens (refreshed by rmcp before they expire and on a 401) when some are kept; else none,
 /// and a server that needs one answers 401 ([`challenge_of`]).
 pub async fn transport(target: &HttpTarget, store: &TokenStore) -> Result<HttpTransport, String> {
+    tls();
     let mut config = super::server::http_config(&target.url, &target.headers)?;
     if let Some(token) = &target.oauth.access_token {
         config = config.auth_header(token.trim());
@@ -550,6 +566,7 @@ pub async fn sign_in(
     browser: &Browser,
     on_url: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<(), SignInError> {
+    tls();
     let failed = |e: AuthError| SignInError::Failed(describe_auth_error(&e));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
