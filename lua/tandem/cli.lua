@@ -177,6 +177,40 @@ M.subcommands = {
       require("tandem.hub").trust({ revoke = inv.bang })
     end,
   },
+  signin = {
+    run = function(inv)
+      if #inv.args ~= 1 then
+        return usage("signin {server}")
+      end
+      require("tandem.hub").sign_in(inv.args[1])
+    end,
+    complete = function(_, words)
+      if #words ~= 2 then
+        return {}
+      end
+      local hub = require("tandem.hub")
+      return hub.server_names(function(s)
+        return s.state == hub.NEEDS_SIGN_IN
+      end)
+    end,
+  },
+  signout = {
+    run = function(inv)
+      if #inv.args ~= 1 then
+        return usage("signout {server}")
+      end
+      require("tandem.hub").sign_out(inv.args[1])
+    end,
+    complete = function(_, words)
+      if #words ~= 2 then
+        return {}
+      end
+      -- Remote servers: those that run nothing on this machine.
+      return require("tandem.hub").server_names(function(s)
+        return type(s.runs) == "string" and s.runs:match("^https?://") ~= nil
+      end)
+    end,
+  },
 }
 
 --- Creates `:Tandem` (replacing it if it exists). `plugin/tandem.lua` does it at startup, so
@@ -189,7 +223,7 @@ function M.create_command()
     nargs = "*",
     bang = true,
     range = true,
-    desc = "Tandem: tasks, task, memory, prompt, inject, servers, trust, log, status, dismiss",
+    desc = "Tandem: tasks, task, memory, prompt, inject, servers, signin, signout, trust, log, status, dismiss",
     complete = function(...)
       return M.complete(...)
     end,

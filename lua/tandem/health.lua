@@ -129,6 +129,12 @@ local function check_hub(base, buf)
     elseif s.state == "untrusted" then -- reported once below
     elseif s.state == "idle" or s.state == "disabled" or s.state == "starting" then
       h.info(("%s: %s"):format(s.name or "?", label))
+    elseif s.state == hub.NEEDS_SIGN_IN then
+      h.warn(("%s: %s"):format(s.name or "?", label), {
+        ("Sign in with :Tandem signin %s (or `s` on its row in :Tandem servers), then approve in the browser"):format(
+          s.name or "NAME"
+        ),
+      })
     else
       h.warn(("%s: %s%s"):format(s.name or "?", label, why), { ":Tandem servers shows them all; :Tandem log has more" })
     end

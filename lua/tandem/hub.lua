@@ -1,15 +1,18 @@
 --- The hub's other faces: the conventional prompts injection (`tandem.inject`, previewed in
---- `tandem://inject`), the downstream servers (`tandem.servers`), trusting the workspace's
---- `.mcp.json` (`tandem.trust`), and the server's trust question (`window/showMessageRequest`).
+--- `tandem://inject`), the downstream servers (`tandem.servers`), signing in to remote ones
+--- (`tandem.servers.login`/`logout`), trusting the workspace's `.mcp.json` (`tandem.trust`),
+--- and the server's questions (`window/showMessageRequest`: trust, and the sign-in offer).
 ---
 --- Shapes (crates/core/src/calls.rs, crates/core/src/hub/prompts/inject.rs): Injection `{messages (OpenAI chat messages),
 --- sources, total_tokens, warnings, preview}`; HubServers `{workspace, files, errors, servers:
 --- [{name, state, retry_in_ms?, origin: {kind, file}, runs, prompts, tools, last_error,
 --- server_info}]}`; TrustReport `{file, sha256, trusted, servers: [{name, runs, env, error}],
---- done}`.
+--- done}`; SignInReport `{server, attempt, url?, status, server_info?, tools}`; SignOutReport
+--- `{server, forgot}`.
 
 local api = vim.api
 local lsp = require("tandem.lsp")
+local state = require("tandem.state")
 local ui = require("tandem.ui")
 
 local M = {}
@@ -353,12 +356,31 @@ end
 
 -- Servers ------------------------------------------------------------------------------------
 
+--- After an approval or a sign-in: the servers start; the prompt list follows.
+---@param client vim.lsp.Client?
+local function after_change(client)
+  if client then
+    vim.defer_fn(function()
+      require("tandem.prompt.list").refresh({ client_id = client.id })
+    end, 500)
+  end
+end
+
+
 --- `tandem.servers`: `cb(err, HubServers)`.
 ---@param cb tandem.Callback
 ---@param opts? tandem.RequestOpts
 function M.fetch_servers(cb, opts)
-  lsp.execute("tandem.servers", {}, cb, opts)
+  lsp.execute("tandem.servers", {}, function(err, report, ...)
+    if not err and type(report) == "table" then
+      state.last_servers = report
+    end
+    cb(err, report, ...)
+  end, opts)
 end
+
+--- The state of a server that waits for a sign-in.
+M.NEEDS_SIGN_IN = "needs_sign_in"
 
 --- A server's state as shown: `restarting (retry in 2s)`.
 ---@param s table
@@ -367,6 +389,8 @@ function M.state_label(s)
   local label = type(s.state) == "string" and s.state:gsub("_", " ") or "?"
   if s.state == "restarting" and tonumber(s.retry_in_ms) then
     label = ("%s (retry in %ds)"):format(label, math.ceil(tonumber(s.retry_in_ms) / 1000))
+  elseif s.state == M.NEEDS_SIGN_IN then
+    label = "needs sign-in"
   end
   return label
 end
@@ -377,10 +401,13 @@ local function cell(s)
 end
 
 --- The report as markdown: a table of the servers (state, prompts, tools, origin), then the
---- last errors and the config errors.
+--- last errors and the config errors. Also returns the server of each table row, by line
+--- number.
 ---@param report table HubServers
----@return string[]
+---@return string[] lines
+---@return table<integer, string> rows
 function M.server_lines(report)
+  local rows = {}
   local servers = type(report.servers) == "table" and report.servers or {}
   local lines = { "# MCP servers of " .. (ui.present(report.workspace) and report.workspace or "this workspace"), "" }
   if #servers == 0 then
@@ -391,9 +418,11 @@ function M.server_lines(report)
   else
     lines[#lines + 1] = "| server | state | prompts | tools | from |"
     lines[#lines + 1] = "|---|---|---|---|---|"
-    local untrusted = false
+    local untrusted, sign_in = false, false
     for _, s in ipairs(servers) do
       untrusted = untrusted or s.state == "untrusted"
+      sign_in = sign_in or s.state == M.NEEDS_SIGN_IN
+      rows[#lines + 1] = type(s.name) == "string" and s.name or nil
       local origin = type(s.origin) == "table" and s.origin.kind or "?"
       lines[#lines + 1] = ("| %s | %s | %s | %s | %s |"):format(
         cell(s.name or "?"),
@@ -419,6 +448,12 @@ function M.server_lines(report)
     if untrusted then
       vim.list_extend(lines, { "", "Untrusted servers do not run: review and trust the file with `:Tandem trust`." })
     end
+    if sign_in then
+      vim.list_extend(lines, {
+        "",
+        "Servers that need sign-in wait for you: press `s` on the server's row, or run `:Tandem signin NAME`; then approve in the browser.",
+      })
+    end
   end
   local config_errors = type(report.errors) == "table" and report.errors or {}
   if #config_errors > 0 then
@@ -427,23 +462,150 @@ function M.server_lines(report)
       lines[#lines + 1] = "- " .. (tostring(e):gsub("\n", " "))
     end
   end
-  return lines
+  return lines, rows
 end
 
---- `:Tandem servers`: the report in a float. `on_result(err, report)` follows the display.
----@param opts? { bufnr?: integer, on_result?: fun(err: string?, report: table?) }
+--- `:Tandem servers`: the report in a float; `s` on a server's row signs in to it (the
+--- float closes). `on_result(err, report, buf)` follows the display.
+---@param opts? { bufnr?: integer, on_result?: fun(err: string?, report: table?, buf: integer?) }
 function M.servers(opts)
   opts = opts or {}
-  M.fetch_servers(function(err, report)
+  M.fetch_servers(function(err, report, client)
+    local buf
     if err then
       vim.notify("tandem: cannot list the MCP servers: " .. err, vim.log.levels.ERROR)
     else
-      ui.float(M.server_lines(report), { title = "Tandem servers" })
+      local lines, rows = M.server_lines(report)
+      local win
+      buf, win = ui.float(lines, { title = "Tandem servers", footer = "s sign in · q close" })
+      vim.keymap.set("n", "s", function()
+        local name = rows[api.nvim_win_get_cursor(0)[1]]
+        if not name then
+          vim.notify("tandem: put the cursor on a server's row to sign in to it", vim.log.levels.WARN)
+          return
+        end
+        if api.nvim_win_is_valid(win) then
+          api.nvim_win_close(win, true)
+        end
+        M.sign_in(name, { client_id = client and client.id })
+      end, { buffer = buf, nowait = true, silent = true, desc = "Sign in to this server" })
+    end
+    if opts.on_result then
+      opts.on_result(err, report, buf)
+    end
+  end, { bufnr = opts.bufnr })
+end
+
+--- The names of the servers of the last `tandem.servers` report for which `keep(server)`
+--- holds; the report is fetched again for next time. With no report yet, asks now with a
+--- short timeout (completion cannot wait for a callback).
+---@param keep? fun(s: table): boolean
+---@return string[]
+function M.server_names(keep)
+  local report = state.last_servers
+  if type(report) ~= "table" then
+    local client = lsp.resolve_client(api.nvim_get_current_buf())
+    local answer = client
+      and client:request_sync("workspace/executeCommand", { command = "tandem.servers", arguments = {} }, 300)
+    report = answer and type(answer.result) == "table" and answer.result or nil
+    if report then
+      state.last_servers = report
+    end
+  end
+  M.fetch_servers(function() end, {})
+  local out = {}
+  for _, s in ipairs(report and type(report.servers) == "table" and report.servers or {}) do
+    if type(s.name) == "string" and (not keep or keep(s)) then
+      out[#out + 1] = s.name
+    end
+  end
+  return out
+end
+
+-- Signing in ----------------------------------------------------------------------------------
+
+--- Servers whose sign-in this editor started and waits for (name -> true): the server's
+--- offer to sign in to them is not asked again.
+M.signing_in = {}
+
+---@class tandem.SignInOpts
+---@field bufnr? integer
+---@field client_id? integer
+---@field on_result? fun(err: string?, report: table?) The SignInReport once signed in and connected.
+
+--- `:Tandem signin NAME`: starts the sign-in to a remote server (Tandem opens the browser on
+--- its sign-in page; the URL is shown too), then waits for the approval and the server's
+--- connection. Progress and the result via vim.notify.
+---@param name string
+---@param opts? tandem.SignInOpts
+function M.sign_in(name, opts)
+  opts = opts or {}
+  local ropts = { bufnr = opts.bufnr, client_id = opts.client_id }
+  local function done(err, report, client)
+    M.signing_in[name] = nil
+    if err then
+      vim.notify(("tandem: sign-in to '%s' failed: %s"):format(name, err), vim.log.levels.ERROR)
+    else
+      local info = ui.present(report.server_info) and (" (" .. report.server_info .. ")") or ""
+      local tools = tonumber(report.tools) or 0
+      vim.notify(
+        ("tandem: signed in to '%s'%s: %s, %d tool%s"):format(
+          name,
+          info,
+          (tostring(report.status or "?"):gsub("_", " ")),
+          tools,
+          tools == 1 and "" or "s"
+        ),
+        vim.log.levels.INFO
+      )
+      after_change(client)
     end
     if opts.on_result then
       opts.on_result(err, report)
     end
-  end, { bufnr = opts.bufnr })
+  end
+  M.signing_in[name] = true
+  vim.notify(("tandem: signing in to '%s'..."):format(name), vim.log.levels.INFO)
+  lsp.execute("tandem.servers.login", { { name = name } }, function(err, started, client)
+    if err then
+      return done(err, nil, client)
+    end
+    if ui.present(started.url) then
+      vim.notify(
+        ("tandem: approve the sign-in to '%s' in your browser (opening it now). If it does not open, visit:\n%s"):format(
+          name,
+          started.url
+        ),
+        vim.log.levels.INFO
+      )
+    end
+    local wait = { name = name, wait = true, attempt = started.attempt }
+    lsp.execute("tandem.servers.login", { wait }, function(e, report, c)
+      done(e, report, c)
+    end, { client_id = client and client.id or ropts.client_id, bufnr = ropts.bufnr })
+  end, ropts)
+end
+
+--- `:Tandem signout NAME`: forgets a remote server's sign-in (its tokens) and disconnects it.
+---@param name string
+---@param opts? { bufnr?: integer, client_id?: integer, on_result?: fun(err: string?, report: table?) }
+function M.sign_out(name, opts)
+  opts = opts or {}
+  lsp.execute("tandem.servers.logout", { { name = name } }, function(err, report, client)
+    if err then
+      vim.notify(("tandem: cannot sign out of '%s': %s"):format(name, err), vim.log.levels.ERROR)
+    else
+      if report.forgot then
+        vim.notify(("tandem: signed out of '%s': its tokens are forgotten and it is disconnected"):format(name))
+      else
+        vim.notify(("tandem: '%s' had no sign-in to forget; it is disconnected"):format(name))
+      end
+      after_change(client)
+    end
+    if opts.on_result then
+      opts.on_result(err, report)
+    end
+  end, { bufnr = opts.bufnr, client_id = opts.client_id })
 end
 
 -- Trust ----------------------------------------------------------------------------------------
@@ -470,16 +632,6 @@ function M.trust_lines(report)
     out[#out + 1] = ("%s: %s%s"):format(s.name or "?", runs, env)
   end
   return out
-end
-
---- After an approval: the servers start; the prompt list follows.
----@param client vim.lsp.Client?
-local function after_change(client)
-  if client then
-    vim.defer_fn(function()
-      require("tandem.prompt.list").refresh({ client_id = client.id })
-    end, 500)
-  end
 end
 
 ---@class tandem.TrustOpts
@@ -553,15 +705,33 @@ end
 
 -- The server's questions ---------------------------------------------------------------------
 
---- `window/showMessageRequest` for the tandem client (the trust question). Never blocks the
---- event loop: Neovim 0.11 runs server requests in a coroutine, so the handler asks with
---- vim.ui.select and yields until the choice comes, then answers it. Called outside a
---- coroutine, it answers `null` at once and, if the user then picks "Trust", approves the
---- file itself.
+--- The server a `window/showMessageRequest` offers to sign in to (`follow.rs`), or nil.
+---@param params table
+---@return string?
+function M.sign_in_offer(params)
+  for _, a in ipairs(type(params.actions) == "table" and params.actions or {}) do
+    if type(a) == "table" and a.title == "Sign in" then
+      return type(params.message) == "string" and params.message:match("^Server '(.+)' waits for you to sign in") or nil
+    end
+  end
+end
+
+--- `window/showMessageRequest` for the tandem client (the trust question, the sign-in offer).
+--- Never blocks the event loop: Neovim 0.11 runs server requests in a coroutine, so the
+--- handler asks with vim.ui.select and yields until the choice comes, then answers it (on
+--- "Sign in", the server asks the editor to open the page: `window/showDocument`, which
+--- Neovim opens with vim.ui.open). Called outside a coroutine, it answers `null` at once
+--- and, if the user then picks "Trust", approves the file itself, or on "Sign in" joins the
+--- sign-in (|:Tandem-signin|). The offer of a sign-in this editor started is not asked:
+--- its notifications say where to approve already.
 ---@type lsp.Handler
 function M.on_show_message_request(_, params, ctx)
   params = params or {}
   local actions = type(params.actions) == "table" and params.actions or {}
+  local offer = M.sign_in_offer(params)
+  if offer and M.signing_in[offer] then
+    return vim.NIL
+  end
   local function ask(on_choice)
     vim.ui.select(actions, {
       prompt = (params.message or "tandem") .. ": ",
@@ -587,7 +757,9 @@ function M.on_show_message_request(_, params, ctx)
   end
   vim.schedule(function()
     ask(function(choice)
-      if type(choice) == "table" and choice.title == "Trust" then
+      if offer and type(choice) == "table" and choice.title == "Sign in" then
+        M.sign_in(offer, { client_id = ctx.client_id })
+      elseif type(choice) == "table" and choice.title == "Trust" then
         -- The question's Trust action carries the digest of the file it showed.
         M.trust_request("approve", function(err, report, client)
           if err then

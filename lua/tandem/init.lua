@@ -355,10 +355,26 @@ function M.conventional_prompts(cb, opts)
   lsp().execute("tandem.inject.prompts", {}, cb, opts)
 end
 
---- `:Tandem servers`: the workspace's MCP servers in a float. `on_result(err, report)`.
----@param opts? { bufnr?: integer, on_result?: fun(err: string?, report: table?) }
+--- `:Tandem servers`: the workspace's MCP servers in a float (`s` on a row signs in to
+--- that server). `on_result(err, report, buf)`.
+---@param opts? { bufnr?: integer, on_result?: fun(err: string?, report: table?, buf: integer?) }
 function M.servers(opts)
   require("tandem.hub").servers(opts)
+end
+
+--- `:Tandem signin NAME`: signs in to a remote server (Tandem opens the browser), then waits
+--- for the approval. `on_result(err, SignInReport)` once signed in and connected.
+---@param name string
+---@param opts? tandem.SignInOpts
+function M.sign_in(name, opts)
+  require("tandem.hub").sign_in(name, opts)
+end
+
+--- `:Tandem signout NAME`: forgets a remote server's sign-in. `on_result(err, {server, forgot})`.
+---@param name string
+---@param opts? { bufnr?: integer, client_id?: integer, on_result?: fun(err: string?, report: table?) }
+function M.sign_out(name, opts)
+  require("tandem.hub").sign_out(name, opts)
 end
 
 --- `tandem.servers` without any UI: `cb(err, {workspace, files, errors, servers})`.

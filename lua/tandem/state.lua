@@ -7,6 +7,7 @@
 ---@field missing_binary_notified boolean The "binary not found" error was shown this session.
 ---@field last_tasks table[]? The WorkflowRecord[] of the last `tandem.tasks.list`.
 ---@field last_memory table? The result of the last `tandem.memory.search`.
+---@field last_servers table? The HubServers report of the last `tandem.servers`.
 ---@field status table<integer, table> client id -> its last `tandem/status`.
 ---@field lens_inflight table<integer, true> buffers with a code-lens request in flight.
 ---@field prompts table<integer, table[]> client id -> its last `tandem.prompts.list` (PromptInfo[]).
@@ -18,6 +19,7 @@ local state = {
   missing_binary_notified = false,
   last_tasks = nil,
   last_memory = nil,
+  last_servers = nil,
   status = {},
   lens_inflight = {},
   prompts = {},

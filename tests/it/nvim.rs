@@ -42,6 +42,12 @@ impl Nvim {
     /// Starts `nvim --embed --headless --clean` in `cwd` with this repository's plugin on the
     /// runtime path and the home's environment (so `tandem` finds the test's data dir).
     pub async fn start(home: &TestHome, cwd: &Path) -> Nvim {
+        Nvim::start_env(home, cwd, &[]).await
+    }
+
+    /// The same, with `env` added to the home's environment (Neovim's, so its tandem
+    /// client's and the daemon that client starts).
+    pub async fn start_env(home: &TestHome, cwd: &Path, env: &[(&str, &str)]) -> Nvim {
         let mut cmd = tokio::process::Command::new(nvim_bin());
         cmd.args(["--embed", "--headless", "--clean", "-n"])
             .arg("--cmd")
@@ -49,6 +55,7 @@ impl Nvim {
             .current_dir(cwd)
             .kill_on_drop(true);
         home.isolate(cmd.as_std_mut());
+        cmd.envs(env.iter().copied());
         let (api, _io, child) = create::new_child_cmd(&mut cmd, Dummy::new()).await.unwrap();
         Nvim { api, child }
     }

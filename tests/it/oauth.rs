@@ -23,7 +23,7 @@ fn free_port() -> u16 {
 }
 
 /// A node server of the test, stopped (killed) with it.
-struct Node {
+pub(crate) struct Node {
     _child: tokio::process::Child,
 }
 
@@ -50,7 +50,7 @@ impl Node {
 }
 
 /// The SDK's example server with its demo authorization server: its MCP URL.
-async fn sdk_oauth_server() -> (Node, String) {
+pub(crate) async fn sdk_oauth_server() -> (Node, String) {
     let (mcp, auth) = (free_port(), free_port());
     let script = npm_modules()
         .join("@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js");
@@ -96,14 +96,14 @@ async fn stats(base: &str) -> Value {
 }
 
 /// The browser stand-in of a home: `$BROWSER`, its mode file and its log of URLs.
-struct Browser {
-    command: String,
+pub(crate) struct Browser {
+    pub(crate) command: String,
     mode: PathBuf,
     log: PathBuf,
 }
 
 impl Browser {
-    fn new(home: &TestHome, mode: &str) -> Browser {
+    pub(crate) fn new(home: &TestHome, mode: &str) -> Browser {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/browser.cjs");
         let (mode_file, log) = (
             home.path().join("browser.mode"),
@@ -127,7 +127,7 @@ impl Browser {
     }
 
     /// The URLs it was opened on so far.
-    fn opened(&self) -> Vec<String> {
+    pub(crate) fn opened(&self) -> Vec<String> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -137,7 +137,7 @@ impl Browser {
 }
 
 /// A home whose user config has `servers`, and its workspace.
-fn home_with(servers: Value) -> (TestHome, PathBuf) {
+pub(crate) fn home_with(servers: Value) -> (TestHome, PathBuf) {
     let home = TestHome::new();
     let ws = home.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
@@ -198,7 +198,7 @@ async fn greet(agent: &McpClient, name: &str) -> String {
 }
 
 /// The files of the token store.
-fn token_files(home: &TestHome) -> Vec<PathBuf> {
+pub(crate) fn token_files(home: &TestHome) -> Vec<PathBuf> {
     match std::fs::read_dir(home.tandem_home().join("oauth")) {
         Ok(dir) => dir.map(|e| e.unwrap().path()).collect(),
         Err(_) => Vec::new(),

@@ -8,7 +8,20 @@ import type { Middleware } from "vscode-languageclient/node";
 import type { Ctx } from "./ctx.ts";
 import { INJECT_PREVIEW, memoryUri, openDocument, taskUri } from "./documents.ts";
 import { debounce, errorText, memoryItem, runningTask } from "./format.ts";
-import { Cmd, ENTRY_TYPES, type PromptMessages, STATUS, type SearchOutcome, type ServersReport, type StatusResult, type TrustReport } from "./lsp_ext.ts";
+import {
+    Cmd,
+    ENTRY_TYPES,
+    NEEDS_SIGN_IN,
+    type PromptMessages,
+    STATUS,
+    type SearchOutcome,
+    type ServerState,
+    type ServersReport,
+    type SignInReport,
+    type SignOutReport,
+    type StatusResult,
+    type TrustReport,
+} from "./lsp_ext.ts";
 import { runPrompt, showMessages } from "./prompts.ts";
 import type { TaskModel } from "./tasks.ts";
 
@@ -25,6 +38,8 @@ export function registerCommands(ctx: Ctx, model: TaskModel) {
         "tandem.runPrompt": () => runPrompt(ctx),
         "tandem.previewInjection": () => openDocument(INJECT_PREVIEW, false),
         "tandem.showServers": () => showServers(ctx),
+        "tandem.signIn": (name?: string) => signIn(ctx, name),
+        "tandem.signOut": (name?: string) => signOut(ctx, name),
         "tandem.trustWorkspace": () => trust(ctx),
         "tandem.dismissReview": () => dismiss(ctx),
     };
@@ -161,12 +176,24 @@ function saved(result: unknown) {
     });
 }
 
-/// The workspace's downstream servers: their state; one picked shows its report.
+/// A server's state as a list shows it: `needs sign-in`.
+function stateLabel(s: ServerState): string {
+    if (s.state === NEEDS_SIGN_IN) return "$(key) needs sign-in";
+    return (s.state ?? "").replace(/_/g, " ");
+}
+
+/// Whether a server is a remote one (its `runs` is its URL), which may sign in.
+function isRemote(s: ServerState): boolean {
+    return typeof s.runs === "string" && /^https?:\/\//.test(s.runs);
+}
+
+/// The workspace's downstream servers: their state; one picked shows its report, or, when it
+/// waits for a sign-in, offers it first (a remote one signed in offers to sign out).
 async function showServers(ctx: Ctx): Promise<void> {
     const report = await ctx.exec<ServersReport>(Cmd.servers);
     const items = report.servers.map((s) => ({
         label: s.name,
-        description: s.state ?? "",
+        description: stateLabel(s),
         detail: s.last_error ?? undefined,
         server: s,
     }));
@@ -176,8 +203,71 @@ async function showServers(ctx: Ctx): Promise<void> {
     }
     const picked = await vscode.window.showQuickPick(items, { title: `Tandem: Servers of ${report.workspace}`, matchOnDescription: true });
     if (!picked) return;
-    const doc = await vscode.workspace.openTextDocument({ language: "json", content: JSON.stringify(picked.server, null, 2) });
+    const s = picked.server;
+    const actions: { label: string; run: () => Promise<void> }[] = [];
+    if (s.state === NEEDS_SIGN_IN) actions.push({ label: "$(key) Sign in", run: () => signIn(ctx, s.name) });
+    if (actions.length || isRemote(s)) {
+        actions.push({ label: "$(json) Show details", run: () => showServer(s) });
+        if (isRemote(s) && s.state !== NEEDS_SIGN_IN) actions.push({ label: "$(sign-out) Sign out", run: () => signOut(ctx, s.name) });
+        const action = await vscode.window.showQuickPick(actions, { title: `Tandem: ${s.name} · ${stateLabel(s)}` });
+        if (action) await action.run();
+        return;
+    }
+    await showServer(s);
+}
+
+async function showServer(s: ServerState): Promise<void> {
+    const doc = await vscode.workspace.openTextDocument({ language: "json", content: JSON.stringify(s, null, 2) });
     await vscode.window.showTextDocument(doc, { preview: true });
+}
+
+/// A server picked among those `keep` holds of (the only one without asking); undefined
+/// when there is none (said) or the pick was cancelled.
+async function pickServer(ctx: Ctx, title: string, keep: (s: ServerState) => boolean, none: string): Promise<string | undefined> {
+    const report = await ctx.exec<ServersReport>(Cmd.servers);
+    const servers = report.servers.filter(keep);
+    if (!servers.length) {
+        void vscode.window.showInformationMessage(`Tandem: ${none}`);
+        return undefined;
+    }
+    const items = servers.map((s) => ({ label: s.name, description: stateLabel(s), detail: s.runs ?? undefined }));
+    return (await vscode.window.showQuickPick(items, { title }))?.label;
+}
+
+/// Signs in to a remote server (one that needs it, picked, unless named): Tandem opens the
+/// browser on its sign-in page; a notification shows the wait, then the result. The
+/// server's own offer (a notification with "Sign in") opens the page from VS Code too.
+async function signIn(ctx: Ctx, name?: string): Promise<void> {
+    name ??= await pickServer(ctx, "Tandem: Sign In to MCP Server", (s) => s.state === NEEDS_SIGN_IN, "no MCP server needs a sign-in.");
+    if (!name) return;
+    const server = name;
+    const done = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: `Tandem: signing in to '${server}'`, cancellable: true },
+        async (progress, token) => {
+            const started = await ctx.exec<SignInReport>(Cmd.serversLogin, { name: server });
+            if (started.url) progress.report({ message: "approve in your browser…" });
+            const finished = ctx.exec<SignInReport>(Cmd.serversLogin, { name: server, wait: true, attempt: started.attempt });
+            // Cancelling stops the wait here; the sign-in itself waits for the browser until
+            // its time limit.
+            const cancelled = new Promise<undefined>((resolve) => token.onCancellationRequested(() => resolve(undefined)));
+            return Promise.race([finished, cancelled]);
+        },
+    );
+    if (!done) return;
+    const info = done.server_info ? ` (${done.server_info})` : "";
+    void vscode.window.showInformationMessage(
+        `Tandem: signed in to '${server}'${info}: ${done.status.replace(/_/g, " ")}, ${done.tools} tool${done.tools === 1 ? "" : "s"}.`,
+    );
+}
+
+/// Forgets a remote server's sign-in (its tokens) and disconnects it.
+async function signOut(ctx: Ctx, name?: string): Promise<void> {
+    name ??= await pickServer(ctx, "Tandem: Sign Out of MCP Server", isRemote, "no remote MCP server to sign out of.");
+    if (!name) return;
+    const r = await ctx.exec<SignOutReport>(Cmd.serversLogout, { name });
+    void vscode.window.showInformationMessage(
+        r.forgot ? `Tandem: signed out of '${r.server}': its tokens are forgotten and it is disconnected.` : `Tandem: '${r.server}' had no sign-in to forget; it is disconnected.`,
+    );
 }
 
 /// Trusts (or revokes) the workspace's `.mcp.json`, after showing what its servers run.

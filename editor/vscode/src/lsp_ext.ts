@@ -63,6 +63,8 @@ export const Cmd = {
     promptComplete: "tandem.prompt.complete",
     promptParse: "tandem.prompt.parse",
     servers: "tandem.servers",
+    serversLogin: "tandem.servers.login",
+    serversLogout: "tandem.servers.logout",
     trust: "tandem.trust",
 } as const;
 
@@ -153,7 +155,35 @@ export interface ServersReport {
     workspace: string;
     files: string[];
     errors: string[];
-    servers: { name: string; state?: string; last_error?: string | null; [field: string]: unknown }[];
+    servers: ServerState[];
+}
+export interface ServerState {
+    name: string;
+    state?: string;
+    /// The command line it runs, or the URL of a remote server.
+    runs?: string | null;
+    last_error?: string | null;
+    [field: string]: unknown;
+}
+/// The state of a server that waits for the user to sign in (`hub/client/server.rs`).
+export const NEEDS_SIGN_IN = "needs_sign_in";
+
+/// The answer of `tandem.servers.login` (`SignInReport`, `crates/core/src/hub/mod.rs`): with
+/// `{name}`, once the URL to approve at is known; with `{name, wait: true, attempt}`, once
+/// signed in and connected.
+export interface SignInReport {
+    server: string;
+    attempt: number;
+    url?: string;
+    status: string;
+    server_info?: string;
+    tools: number;
+}
+
+/// The answer of `tandem.servers.logout`.
+export interface SignOutReport {
+    server: string;
+    forgot: boolean;
 }
 
 /// The answer of `tandem.trust`.

@@ -3,8 +3,9 @@
 // fresh code-server (its own user data and extensions dirs) that opens a temporary git
 // repository; an agent (the official MCP TypeScript SDK over `tandem mcp`) starts a task and
 // edits files; everything is asserted through the UI: the Problems panel, the code lens, the
-// Tandem view, the status bar, memory search and the prompt command with server-everything's
-// prompts downstream. Screenshots and code-server's logs go to test-artifacts/. Prints the
+// Tandem view, the status bar, memory search, the prompt command with server-everything's
+// prompts downstream, and signing in to a remote server (the SDK's OAuth example, whose demo
+// authorization server approves at once, in a tab of the test's chromium). Screenshots and code-server's logs go to test-artifacts/. Prints the
 // activation time and the milestone → status bar latency.
 //
 // Environment: CODE_SERVER (the binary), CHROMIUM (default /usr/bin/chromium), TANDEM_BIN,
@@ -132,6 +133,31 @@ function writeSettings(own) {
         mkdirSync(path.join(dirs.userData, scope), { recursive: true });
         writeFileSync(path.join(dirs.userData, scope, "settings.json"), JSON.stringify(settings, null, 2));
     }
+}
+
+/// The SDK's OAuth example server (with its demo authorization server), listed by URL in the
+/// user's config.json as `notes`.
+async function startOAuthServer() {
+    const [mcp, auth] = [await freePort(), await freePort()];
+    const child = spawn("node", [path.join(SDK, "dist/esm/examples/server/simpleStreamableHttp.js"), "--oauth"], {
+        env: { ...env, MCP_PORT: String(mcp), MCP_AUTH_PORT: String(auth) },
+        stdio: "ignore",
+        detached: true,
+    });
+    started.push({ name: "oauth server", child });
+    for (const port of [mcp, auth]) {
+        const deadline = Date.now() + WAIT;
+        for (;;) {
+            try {
+                await fetch(`http://localhost:${port}/`);
+                break;
+            } catch {
+                if (Date.now() > deadline) throw new Error(`the OAuth example server did not listen on ${port}`);
+                await sleep(100);
+            }
+        }
+    }
+    writeFileSync(path.join(dirs.tandemHome, "config.json"), JSON.stringify({ mcpServers: { notes: { type: "http", url: `http://localhost:${mcp}/mcp` } } }));
 }
 
 async function startCodeServer() {
@@ -282,6 +308,7 @@ async function main() {
     rmSync(ARTIFACTS, { recursive: true, force: true });
     mkdirSync(ARTIFACTS, { recursive: true });
     makeRepo();
+    await startOAuthServer();
     log("starting code-server");
     const port = await startCodeServer();
     browser = await chromium.launch({
@@ -453,6 +480,36 @@ async function main() {
     await page.keyboard.press("Escape");
     if (!everything.includes("ready")) throw new Error(`server-everything is not ready: "${everything}"`);
     log(`servers: ${everything}`);
+
+    // A remote server that asks for a sign-in: the list says so and picking it offers "Sign
+    // in"; "Tandem: Sign In to MCP Server" signs in, the server offers its page to VS Code
+    // too, and the result is shown. Tandem opens the sign-in page with $BROWSER, which
+    // code-server sets to its helper that opens it in the user's browser: a tab of this
+    // chromium, which the demo authorization server sends back to Tandem's loopback.
+    await palette(page, "Tandem: Servers");
+    await quickTitle(page, "Tandem: Servers of");
+    const notes = (await (await quickRow(page, "notes")).innerText()).replace(/\s+/g, " ");
+    if (!notes.includes("needs sign-in")) throw new Error(`the servers list does not say notes needs a sign-in: "${notes}"`);
+    await (await quickRow(page, "notes")).click();
+    await quickTitle(page, "Tandem: notes");
+    await quickRow(page, "Sign in");
+    await quickRow(page, "Show details");
+    await page.keyboard.press("Escape");
+    const tabs = () => page.context().pages().filter((p) => p !== page).map((p) => p.url());
+    if (tabs().length) throw new Error(`a tab opened before the sign-in: ${tabs()}`);
+    await palette(page, "Tandem: Sign In to MCP Server");
+    await quickTitle(page, "Tandem: Sign In to MCP Server");
+    await quickRow(page, "notes");
+    await page.keyboard.press("Enter");
+    await page.locator(".notification-toast", { hasText: "Server 'notes' waits for you to sign in" }).first().waitFor({ timeout: WAIT });
+    const signedIn = page.locator(".notification-toast", { hasText: "Tandem: signed in to 'notes'" }).first();
+    await signedIn.waitFor({ timeout: WAIT });
+    const said = (await signedIn.innerText()).replace(/\s+/g, " ");
+    await shot(page, "13b-signed-in");
+    if (!said.includes("ready")) throw new Error(`the sign-in did not end ready: "${said}"`);
+    const back = tabs().filter((u) => /^http:\/\/127\.0\.0\.1:\d+\/callback\?code=[^&]+&state=/.test(u));
+    if (back.length !== 1) throw new Error(`no one tab came back to Tandem's loopback with a code: ${tabs()}`);
+    log(`signed in from the palette, approved in a tab of the browser: ${said}`);
 
     // Save selection to memory: the type and title asked, then the entry added.
     await page.keyboard.press("Control+P");
