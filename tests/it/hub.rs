@@ -664,11 +664,7 @@ impl Drop for Killed {
 #[test]
 fn streamable_http_servers_work_like_stdio_ones() {
     let home = TestHome::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::util::free_port();
     let _server = Killed(
         std::process::Command::new(everything_bin())
             .arg("streamableHttp")

@@ -297,11 +297,7 @@ fn an_unknown_model_or_a_failed_download_is_a_clear_error_and_leaves_nothing() {
     assert_eq!(models(&home), Vec::<String>::new());
 
     // Nothing listens at the endpoint.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::util::free_port();
     let closed = format!("http://127.0.0.1:{port}");
     let err = fails(
         &home,

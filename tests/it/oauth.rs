@@ -11,16 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::util::{DaemonGuard, McpClient, TestHome, npm_modules, poll};
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::util::{DaemonGuard, McpClient, TestHome, free_port, npm_modules, poll};
 
 /// A node server of the test, stopped (killed) with it.
 pub(crate) struct Node {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::util::{TestHome, everything_bin, fixture_bin, poll};
+use crate::util::{TestHome, everything_bin, fixture_bin, free_port, poll};
 
 /// `tandem ARGS` in `dir`: (exit success, stdout, stderr).
 fn run(home: &TestHome, dir: &Path, args: &[&str]) -> (bool, String, String) {
@@ -322,14 +322,6 @@ fn answering(status: &'static str) -> u16 {
         }
     });
     port
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test]

@@ -596,3 +596,13 @@ impl Downstream {
             .clone()
     }
 }
+
+/// A loopback port nothing listens on now (the OS picked it; another process may take it
+/// before the caller binds it, which a test's short life makes unlikely).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
