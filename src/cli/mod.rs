@@ -178,7 +178,8 @@ fn serve_mcp(config: &Config, workspace: Option<std::path::PathBuf>) -> anyhow::
             }
         });
         tracing::info!("serving MCP on stdio (data dir {})", config.home.display());
-        let server = tandem::mcp::TandemServer::new(memory.clone(), workspace_root(workspace)?);
+        let server = tandem::mcp::TandemServer::new(memory.clone(), workspace_root(workspace)?)
+            .with_user_config(tandem_core::user_config::path(&config.home));
         let io = tandem::mcp::transport::framed(tokio::io::stdin(), tokio::io::stdout());
         let service = rmcp::ServiceExt::serve(server, io)
             .await

@@ -17,11 +17,12 @@ use std::sync::{Arc, LazyLock};
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Prompt, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
@@ -99,6 +100,11 @@ pub struct TandemServer {
     gateway: Arc<tokio::sync::OnceCell<Arc<Gateway>>>,
     /// Tells the session's notifier that this session changed its tools itself.
     tools_changed: Arc<tokio::sync::Notify>,
+    /// The servers' part of the instructions, made once the session's first answer has
+    /// waited for the boot servers ([`TandemServer::boot`]).
+    boot: Arc<tokio::sync::OnceCell<String>>,
+    /// The user's config file, read to know whether to wait for a core not open yet.
+    user_config: Option<Arc<PathBuf>>,
 }
 
 impl TandemServer {
@@ -108,7 +114,58 @@ impl TandemServer {
             workspace: Arc::new(workspace),
             gateway: Default::default(),
             tools_changed: Default::default(),
+            boot: Default::default(),
+            user_config: None,
         }
+    }
+
+    /// Where the user's config is, for a session whose core opens in the background: its
+    /// first answer waits for the core only when the config has boot servers (else it
+    /// answers at once). Without it, that answer waits for the core, within the wait.
+    pub fn with_user_config(mut self, file: PathBuf) -> TandemServer {
+        self.user_config = Some(Arc::new(file));
+        self
+    }
+
+    /// Waits, once a session, for what its first answers (`initialize`, the first lists)
+    /// should hold: the boot servers still starting, and their conventional system prompts
+    /// and tool instructions; within the user's `bootWaitMs` in all, the core's opening
+    /// included. Answers the servers' part of the instructions.
+    async fn boot(&self) -> &str {
+        self.boot.get_or_init(|| self.wait_for_boot()).await
+    }
+
+    async fn wait_for_boot(&self) -> String {
+        let start = tokio::time::Instant::now();
+        let gateway = match self.core.opened() {
+            Some(_) => self.gateway().await.ok(),
+            None => {
+                let wait = match &self.user_config {
+                    Some(file) => {
+                        let (wait, boots) =
+                            tandem_core::hub::config::boot_plan(file, &self.workspace);
+                        if !boots {
+                            return String::new();
+                        }
+                        wait
+                    }
+                    None => tandem_core::hub::config::DEFAULT_BOOT_WAIT,
+                };
+                match tokio::time::timeout_at(start + wait, self.gateway()).await {
+                    Ok(Ok(g)) => Some(g),
+                    _ => None,
+                }
+            }
+        };
+        let Some(gateway) = gateway else {
+            return String::new();
+        };
+        let wait = gateway.boot_wait();
+        let deadline = start + wait;
+        // The last quarter of the wait is the ready servers' to give their prompts: a server
+        // that hangs at start would otherwise leave them no time at all.
+        gateway.settle_boot(deadline - wait / 4).await;
+        gateway.servers_part(deadline).await
     }
 
     /// The session's gateway on its workspace's servers (the core opened first).
@@ -157,8 +214,10 @@ impl TandemServer {
         }
     }
 
-    /// The agent's instructions: the spec's three lines; then, when the core is open, the
-    /// catalog of servers (spec 001); then how to use the gateway.
+    /// The agent's instructions: the spec's three lines; the servers' own system prompts
+    /// and tool instructions, once the session waited for them ([`TandemServer::boot`]);
+    /// then, when the core is open, the catalog of servers (spec 001); then how to use the
+    /// gateway.
     fn instructions(&self) -> String {
         let catalog = match (self.core.opened(), self.gateway.get()) {
             (_, Some(g)) => Some(g.catalog()),
@@ -173,8 +232,14 @@ impl TandemServer {
         let catalog = catalog.unwrap_or_else(|| {
             "# MCP Server Environment\n\nCall `mcp_environment` to see the MCP servers available through Tandem.\n".to_string()
         });
+        let servers = self
+            .boot
+            .get()
+            .filter(|part| !part.is_empty())
+            .map(|part| format!("{part}\n"))
+            .unwrap_or_default();
         format!(
-            "{INSTRUCTIONS}\n\n{catalog}\n{}",
+            "{INSTRUCTIONS}\n\n{servers}{catalog}\n{}",
             tandem_core::hub::gateway::catalog::ORCHESTRATION
         )
     }
@@ -344,6 +409,30 @@ impl ServerHandler for TandemServer {
         .with_instructions(self.instructions())
     }
 
+    /// Answered once the boot servers are in (bounded: [`TandemServer::boot`]), so that the
+    /// instructions, which no notification updates, hold them.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        self.boot().await;
+        self.negotiate_initialize(&request)
+    }
+
+    /// A 2026-07-28 client's first request: its instructions too wait for the boot servers.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        self.boot().await;
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
     /// Once the client is ready, its proxied tools' changes are sent to it.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let this = self.clone();
@@ -369,6 +458,7 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.boot().await;
         let mut tools: Vec<Tool> = TOOLS.iter().map(|t| t.tool.clone()).collect();
         tools.extend(gateway::tools());
         // The core may not open (the data dir held elsewhere): the tools above still list.
@@ -438,6 +528,7 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        self.boot().await;
         let mut prompts: Vec<Prompt> = tandem_core::hub::prompts::own::PROMPTS
             .iter()
             .map(|(name, description)| Prompt::new(*name, Some(*description), None))
@@ -538,6 +629,7 @@ impl ServerHandler for TandemServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        self.boot().await;
         let core = self.core.get().await.map_err(internal_error)?;
         let workspace = self.workspace.clone();
         let recent = RecentParams {

@@ -90,7 +90,8 @@ async fn the_spec_verification_steps_against_real_servers() {
         .unwrap();
     for part in [
         "# MCP Server Environment",
-        "| memory | Persistent memory across sessions (knowledge graph) [core] |",
+        // The first session waited for the boot server: it describes itself.
+        "| memory | mcp_fixture memory: a test server. [core] |",
         "| sentry | SENTRY_AUTH_TOKEN |",
         "# Dynamic MCP Orchestration",
         "rekall_help()",
@@ -422,5 +423,177 @@ async fn a_proxied_server_that_dies_is_a_clear_error_and_comes_back() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(answered, "flaky never came back");
+    agent.close().await;
+}
+
+/// A home whose user config is `config`, with a git workspace `ws`.
+fn home_with(config: Value) -> (TestHome, std::path::PathBuf) {
+    let home = TestHome::new();
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    crate::util::git(&ws, &["init", "-q"]);
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(home.tandem_home().join("config.json"), config.to_string()).unwrap();
+    (home, ws)
+}
+
+fn prompt_names(prompts: &[rmcp::model::Prompt]) -> Vec<String> {
+    prompts.iter().map(|p| p.name.clone()).collect()
+}
+
+/// The first session of a daemon that is not running yet: its `initialize`, first
+/// `tools/list` and first `prompts/list` wait for a boot server that takes its time to
+/// start, and the instructions carry that server's conventional system prompt and tool
+/// instructions (spec 000), and no one else's: not the user prompt, not an untrusted
+/// repository server's.
+#[tokio::test]
+async fn the_first_session_after_a_cold_start_sees_the_boot_servers() {
+    let (home, ws) = home_with(json!({
+        // Every answer of conv comes late: it is not ready when the daemon first answers.
+        "mcpServers": {"conv": {"command": fixture_bin(),
+                                "args": ["--name", "conv", "--conventional", "--delay-ms", "700"]}},
+        // Far longer than conv needs: the wait ends when conv is ready, not at this bound.
+        "bootWaitMs": 30000,
+    }));
+    std::fs::write(
+        ws.join(".mcp.json"),
+        json!({"mcpServers": {"repo": {"command": fixture_bin(),
+                                       "args": ["--name", "repo", "--conventional"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let _daemon = DaemonGuard(&home);
+    let started = std::time::Instant::now();
+    let agent = home.mcp_daemon(&ws, 60).await;
+    let waited = started.elapsed();
+
+    let instructions = agent
+        .client
+        .peer_info()
+        .unwrap()
+        .instructions
+        .clone()
+        .unwrap();
+    for part in [
+        "rekall_help()",
+        "# Instructions from the MCP servers",
+        "[System instructions from Server: conv]\nSystem instructions from conv.",
+        "[Tool instructions from Server: conv]\nTool instructions from conv: call memory_index first.",
+        "| conv |",
+        "# Dynamic MCP Orchestration",
+    ] {
+        assert!(
+            instructions.contains(part),
+            "{part:?} not in:\n{instructions}"
+        );
+    }
+    for absent in [
+        "User context from conv",
+        "from Server: repo",
+        "Still starting",
+    ] {
+        assert!(
+            !instructions.contains(absent),
+            "{absent:?} in:\n{instructions}"
+        );
+    }
+    let system = instructions.find("System instructions from conv.").unwrap();
+    let catalog = instructions.find("# MCP Server Environment").unwrap();
+    assert!(
+        system < catalog,
+        "the servers' part comes before the catalog"
+    );
+
+    let tools = names(&agent.client.list_all_tools().await.unwrap());
+    assert!(tools.contains(&"conv__echo".to_string()), "{tools:?}");
+    let prompts = prompt_names(&agent.client.list_all_prompts().await.unwrap());
+    for p in [
+        "conv__system_prompt",
+        "conv__tool_instructions",
+        "conv__user_prompt",
+    ] {
+        assert!(prompts.contains(&p.to_string()), "{p} not in {prompts:?}");
+    }
+    assert!(
+        !prompts.iter().any(|p| p.starts_with("repo__")),
+        "{prompts:?}"
+    );
+    // It waited for conv, not for the bound.
+    assert!(waited < Duration::from_secs(25), "{waited:?}");
+    agent.close().await;
+}
+
+/// A boot server that never answers `initialize` holds the first answer up to the user's
+/// `bootWaitMs` only (not its own, much longer, start timeout): the answer lists the
+/// server that did start and says which one is still starting. A `system_prompt` turned
+/// off in the conventional settings stays out of the instructions; the server's tool
+/// instructions, still on, go in.
+#[tokio::test]
+async fn a_hanging_boot_server_holds_the_first_answer_only_for_the_wait() {
+    let (home, ws) = home_with(json!({
+        "mcpServers": {
+            "hang": {"command": fixture_bin(), "args": ["--name", "hang", "--no-initialize"],
+                     "start_timeout_ms": 120000},
+            "conv": {"command": fixture_bin(), "args": ["--name", "conv", "--conventional"]},
+        },
+        "bootWaitMs": 5000,
+        "conventionalPrompts": {"servers": {"conv": {"prompts": {"system_prompt": {"enabled": false}}}}},
+    }));
+    let _daemon = DaemonGuard(&home);
+    let started = std::time::Instant::now();
+    let agent = home.mcp_daemon(&ws, 60).await;
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(60),
+        "the first answer waited for the hanging server's start timeout: {waited:?}"
+    );
+
+    let instructions = agent
+        .client
+        .peer_info()
+        .unwrap()
+        .instructions
+        .clone()
+        .unwrap();
+    assert!(
+        instructions.contains("[Tool instructions from Server: conv]"),
+        "{instructions}"
+    );
+    assert!(
+        !instructions.contains("System instructions from conv."),
+        "a disabled system_prompt was injected:\n{instructions}"
+    );
+    assert!(
+        instructions.contains("Still starting as this session began: hang."),
+        "{instructions}"
+    );
+    let tools = names(&agent.client.list_all_tools().await.unwrap());
+    assert!(tools.contains(&"conv__echo".to_string()), "{tools:?}");
+    assert!(!tools.iter().any(|t| t.starts_with("hang__")), "{tools:?}");
+    agent.close().await;
+}
+
+/// `tandem mcp --standalone` opens its data dir in the background: with a boot server in
+/// the config, its first answer waits for the data dir, then for the server.
+#[tokio::test]
+async fn a_standalone_session_waits_for_the_data_dir_when_it_has_boot_servers() {
+    let (home, ws) = home_with(json!({
+        "mcpServers": {"conv": {"command": fixture_bin(), "args": ["--name", "conv", "--conventional"]}},
+        "bootWaitMs": 30000,
+    }));
+    let agent = home.mcp_in(&ws).await;
+    let instructions = agent
+        .client
+        .peer_info()
+        .unwrap()
+        .instructions
+        .clone()
+        .unwrap();
+    assert!(
+        instructions.contains("System instructions from conv."),
+        "{instructions}"
+    );
+    let tools = names(&agent.client.list_all_tools().await.unwrap());
+    assert!(tools.contains(&"conv__echo".to_string()), "{tools:?}");
     agent.close().await;
 }

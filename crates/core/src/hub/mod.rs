@@ -481,12 +481,50 @@ impl Workspace {
     /// not meant to run, or slower than that: a server that hangs at start holds up one
     /// listing at most `max`, not every listing).
     pub async fn settle(&self, max: Duration) {
-        while self
-            .servers_now()
-            .iter()
-            .any(|s| s.starting_for().is_some_and(|t| t < max))
-        {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let deadline = tokio::time::Instant::now() + max;
+        self.wait_for_starts(max, deadline, |_| true).await;
+    }
+
+    /// The same for the boot servers only, and until `deadline` at most: what a new agent
+    /// session waits for before its first answers.
+    pub async fn settle_boot(&self, max: Duration, deadline: tokio::time::Instant) {
+        self.wait_for_starts(max, deadline, |s| s.config.autostart)
+            .await;
+    }
+
+    /// Waits until none of the servers `counts` has been starting for less than `max`, or
+    /// until `deadline`. Woken by the servers' changes on the bus (a server ready or failed
+    /// publishes its status), and by the next server reaching `max`.
+    async fn wait_for_starts(
+        &self,
+        max: Duration,
+        deadline: tokio::time::Instant,
+        counts: impl Fn(&Downstream) -> bool,
+    ) {
+        let Some(mut changes) = self.hub.upgrade().map(|hub| hub.bus.subscribe()) else {
+            return;
+        };
+        loop {
+            // Subscribed before looking: a change after this look is in `changes`.
+            let left = self
+                .servers_now()
+                .iter()
+                .filter(|s| counts(s))
+                .filter_map(|s| s.starting_for())
+                .filter(|t| *t < max)
+                .map(|t| max - t)
+                .min();
+            let Some(left) = left else { return };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return;
+            }
+            let until = deadline.min(now + left);
+            // A change, events missed, or a server reaching `max`: look again.
+            let got = tokio::time::timeout_at(until, changes.recv()).await;
+            if let Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) = got {
+                return;
+            }
         }
     }
 

@@ -47,6 +47,13 @@ pub const WORKSPACE_FOLDER: &str = "workspaceFolder";
 /// How long a server has to start (answer `initialize` and the first lists), unless its
 /// `start_timeout_ms` says.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a new agent session's first answers wait for boot servers still starting,
+/// unless the user's `bootWaitMs` says.
+pub const DEFAULT_BOOT_WAIT: Duration = Duration::from_secs(3);
+/// The longest `bootWaitMs` taken: an agent waits for its first answer that long at most.
+pub const MAX_BOOT_WAIT: Duration = Duration::from_secs(60);
+/// The user file's key of that wait.
+pub const BOOT_WAIT_KEY: &str = "bootWaitMs";
 
 /// A configuration problem, located.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
@@ -501,6 +508,26 @@ pub struct HubConfig {
     /// the user's runs meanwhile, these are what approving the file would put in its place.
     #[serde(skip)]
     pub held_back: Vec<ServerConfig>,
+    /// The user file's `bootWaitMs`, when it gives one ([`HubConfig::boot_wait`]).
+    #[serde(skip)]
+    pub boot_wait_ms: Option<u64>,
+}
+
+impl HubConfig {
+    /// How long a new agent session's first answers (`initialize`, its first lists) wait
+    /// for boot servers still starting.
+    pub fn boot_wait(&self) -> Duration {
+        self.boot_wait_ms
+            .map_or(DEFAULT_BOOT_WAIT, Duration::from_millis)
+    }
+
+    /// Whether a server would start with the workspace: a boot server that may run (its
+    /// file's trust aside).
+    pub fn has_boot_servers(&self) -> bool {
+        self.servers.values().any(|s| {
+            s.autostart && !s.disabled && s.error.is_none() && s.missing_env_keys.is_empty()
+        })
+    }
 }
 
 /// An entry as written. Unknown fields are ignored: other clients add their own.
@@ -511,6 +538,9 @@ struct RawFile {
     mcp_servers: BTreeMap<String, Value>,
     #[serde(default)]
     conventional_prompts: Option<Value>,
+    /// Read as a value, so that a wrong one is a problem of its own, not of the file.
+    #[serde(default, alias = "boot_wait_ms")]
+    boot_wait_ms: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -563,6 +593,15 @@ struct RawOAuth {
     scopes: Vec<String>,
     #[serde(default, alias = "signInTimeoutMs")]
     sign_in_timeout_ms: Option<u64>,
+}
+
+/// What a session's start needs to know before the hub is open: how long its first answers
+/// wait for boot servers, and whether any may start (a workspace file's counted as if it
+/// were approved). Reads both files, without running anything.
+pub fn boot_plan(user_file: &Path, workspace: &Path) -> (Duration, bool) {
+    let env = |var: &str| std::env::var(var).ok();
+    let config = load(user_file, workspace, &env, &|_, _| true);
+    (config.boot_wait(), config.has_boot_servers())
 }
 
 /// Reads and merges the user's file and the workspace's (either may be missing).
@@ -637,6 +676,24 @@ pub fn load(
                 continue;
             }
             config.servers.insert(name, server);
+        }
+        // A workspace's file does not make the user's agents wait.
+        if let Some(v) = raw.boot_wait_ms.filter(|_| !is_workspace) {
+            match v
+                .as_u64()
+                .filter(|ms| *ms <= MAX_BOOT_WAIT.as_millis() as u64)
+            {
+                Some(ms) => config.boot_wait_ms = Some(ms),
+                None => config.errors.push(ConfigProblem {
+                    file: file.clone(),
+                    server: None,
+                    field: Some(BOOT_WAIT_KEY.to_string()),
+                    message: format!(
+                        "must be a whole number of milliseconds from 0 to {}",
+                        MAX_BOOT_WAIT.as_millis()
+                    ),
+                }),
+            }
         }
         if let Some(v) = raw.conventional_prompts.filter(|_| approved) {
             match serde_path_to_error::deserialize::<_, Conventional>(v) {
@@ -1335,6 +1392,37 @@ mod tests {
             "minishlab/potion-base-8M"
         );
         assert_eq!(load(&user, dir.path(), &env, &trusted).servers.len(), 2);
+    }
+
+    /// `bootWaitMs` is the user's: read from their file, refused (as a problem of that key
+    /// alone) when it is not a whole number of milliseconds in range, ignored in a
+    /// workspace's file.
+    #[test]
+    fn the_boot_wait_is_the_users_setting() {
+        let (_dir, ws, user) = both_files(
+            r#"{"bootWaitMs": 1500, "mcpServers": {"a": {"command": "x"}}}"#,
+            r#"{"bootWaitMs": 0}"#,
+        );
+        let c = load(&user, &ws, &env, &trusted);
+        assert!(c.errors.is_empty(), "{:?}", c.errors);
+        assert_eq!(c.boot_wait(), Duration::from_millis(1500));
+        assert!(c.has_boot_servers());
+        assert_eq!(boot_plan(&user, &ws), (Duration::from_millis(1500), true));
+
+        for wrong in [r#""3s""#, "-1", "2.5", "600000"] {
+            let (_dir, ws, user) = both_files(
+                &format!(
+                    r#"{{"bootWaitMs": {wrong}, "mcpServers": {{"a": {{"command": "x", "autostart": false}}}}}}"#
+                ),
+                "{}",
+            );
+            let c = load(&user, &ws, &env, &trusted);
+            assert_eq!(c.boot_wait(), DEFAULT_BOOT_WAIT, "{wrong}");
+            assert_eq!(c.errors.len(), 1, "{wrong}: {:?}", c.errors);
+            assert_eq!(c.errors[0].field.as_deref(), Some(BOOT_WAIT_KEY));
+            assert_eq!(c.servers.len(), 1, "the rest of the file still counts");
+            assert!(!c.has_boot_servers(), "a server on demand does not boot");
+        }
     }
 
     #[test]

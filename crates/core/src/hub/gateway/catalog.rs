@@ -15,7 +15,8 @@ use tantivy::query::QueryParser;
 use tantivy::schema::{IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value as _};
 use tantivy::{Index, TantivyDocument, doc};
 
-use crate::hub::prompts::inject::fits_in_tokens;
+use crate::hub::gateway::proxy;
+use crate::hub::prompts::inject::{SystemText, fits_in_tokens};
 
 /// How ready a server is for an agent session (spec 001's readiness, and `untrusted` for a
 /// workspace file not yet approved).
@@ -224,6 +225,62 @@ fn cell(text: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
         .replace('|', "\\|")
+}
+
+/// About how many tokens the active servers' own system prompts and tool instructions
+/// (spec 000) may take in the agent's instructions; past it, a prompt is left out and named.
+pub const INSTRUCTIONS_TOKENS: usize = 2_000;
+/// The longest reason the instructions give for a prompt left out, in characters.
+const LEFT_OUT_CHARS: usize = 300;
+
+/// The servers' part of the agent's instructions: their conventional system prompts and
+/// tool instructions (`system`, already within [`INSTRUCTIONS_TOKENS`]), what was left out
+/// (for its length, or as `warnings` say), and the boot servers `starting` still. Empty
+/// when there is nothing to say.
+pub fn render_servers_part(
+    system: &SystemText,
+    warnings: &[String],
+    starting: &[String],
+) -> String {
+    let mut out = String::new();
+    if !system.text.is_empty() {
+        out.push_str("# Instructions from the MCP servers\n\n");
+        out.push_str(&system.text);
+        out.push('\n');
+    }
+    let left: Vec<String> = system
+        .cut
+        .iter()
+        .map(|c| {
+            format!(
+                "{} from {}: past the instructions' length budget; it is the prompt `{}`",
+                c.prompt,
+                c.server,
+                proxy::tool_name(&c.server, &c.prompt)
+            )
+        })
+        .chain(warnings.iter().cloned())
+        .collect();
+    if !left.is_empty() {
+        out.push_str("\nLeft out of these instructions:\n");
+        for l in left {
+            // A server's error message is its own words: one line, and not all of them.
+            let one_line = l.split_whitespace().collect::<Vec<_>>().join(" ");
+            let mut line: String = one_line.chars().take(LEFT_OUT_CHARS).collect();
+            if line.len() < one_line.len() {
+                line.push('…');
+            }
+            out.push_str(&format!("- {line}\n"));
+        }
+    }
+    if !starting.is_empty() {
+        out.push_str(&format!(
+            "\nStill starting as this session began: {}. Their tools and prompts join the \
+             session once they are ready (the client is sent list_changed).\n",
+            starting.join(", ")
+        ));
+    }
+    out
 }
 
 /// How an agent uses the gateway (spec 001, step 3b).

@@ -120,6 +120,44 @@ impl Gateway {
         catalog::render(&self.environment())
     }
 
+    /// How long the session's first answers wait for boot servers still starting (the
+    /// user's `bootWaitMs`).
+    pub fn boot_wait(&self) -> Duration {
+        self.workspace.config().boot_wait()
+    }
+
+    /// Waits for the boot servers still starting (each at most [`Gateway::boot_wait`]
+    /// since it began), until `deadline` at most.
+    pub async fn settle_boot(&self, deadline: tokio::time::Instant) {
+        self.workspace.settle_boot(self.boot_wait(), deadline).await;
+    }
+
+    /// The servers' part of the agent's instructions ([`catalog::render_servers_part`]):
+    /// the active servers' conventional system prompts and tool instructions (spec 000),
+    /// fetched by `deadline`, within [`catalog::INSTRUCTIONS_TOKENS`]; what was left out;
+    /// and the servers still starting.
+    pub async fn servers_part(&self, deadline: tokio::time::Instant) -> String {
+        let active = |name: &str| {
+            self.workspace
+                .server(name)
+                .is_ok_and(|s| self.is_active(&s))
+        };
+        let injected = self
+            .workspace
+            .system_injection(active, catalog::INSTRUCTIONS_TOKENS, deadline)
+            .await;
+        for w in &injected.system.warnings {
+            tracing::info!("agent instructions: {w}");
+        }
+        let starting: Vec<String> = self
+            .active()
+            .iter()
+            .filter(|s| s.status() == Status::Starting)
+            .map(|s| s.name().to_string())
+            .collect();
+        catalog::render_servers_part(&injected.system, &injected.warnings, &starting)
+    }
+
     fn info(&self, s: &Downstream) -> ServerInfo {
         let said = self.workspace.said(s).map(|(said, _)| said);
         let known = s.config.well_known();

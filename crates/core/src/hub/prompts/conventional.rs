@@ -127,8 +127,8 @@ impl Workspace {
         let settings = self.config().conventional;
         let mut fetched = Vec::new();
         if settings.enabled != Some(false) {
-            let downstream = self.conventional_prompts(&settings).await;
-            warnings.extend(downstream.warnings.iter().cloned());
+            let downstream = self.conventional_prompts(&settings, None).await;
+            warnings.extend(downstream.warnings.iter().map(|w| w.text.clone()));
             fetched = own
                 .into_iter()
                 .filter_map(|f| apply_rules(f, &settings, &self.root))
@@ -156,7 +156,14 @@ impl Workspace {
         injection
     }
 
-    async fn conventional_prompts(&self, settings: &config::Conventional) -> Arc<Downstreams> {
+    /// The servers' conventional prompts as the settings give them, from the cache when it
+    /// holds them. A fetch not done by `deadline`, when there is one, is left out with a
+    /// warning (and the cache not filled, so the next asks again).
+    async fn conventional_prompts(
+        &self,
+        settings: &config::Conventional,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Arc<Downstreams> {
         let cached = self
             .conventional
             .lock()
@@ -200,27 +207,30 @@ impl Workspace {
                 let arguments = Rules::of(settings, s.name(), &p.name).arguments();
                 let missing = missing_arguments(p, &arguments);
                 if !missing.is_empty() {
-                    warnings.push(format!(
-                        "{} from {} was not injected: it needs {}; set {} with `tandem inject \
+                    warnings.push(Skipped::of(
+                        &base,
+                        format!(
+                            "{} from {} was not injected: it needs {}; set {} with `tandem inject \
                          set '/{}:{} {}'` or `:Tandem inject configure`",
-                        p.name,
-                        s.name(),
-                        missing
-                            .iter()
-                            .map(|(name, description)| match description {
-                                Some(d) => format!("'{name}' ({d})"),
-                                None => format!("'{name}'"),
-                            })
-                            .collect::<Vec<_>>()
-                            .join(" and "),
-                        if missing.len() == 1 { "it" } else { "them" },
-                        s.name(),
-                        p.name,
-                        missing
-                            .iter()
-                            .map(|(name, _)| format!("{name}=VALUE"))
-                            .collect::<Vec<_>>()
-                            .join(" "),
+                            p.name,
+                            s.name(),
+                            missing
+                                .iter()
+                                .map(|(name, description)| match description {
+                                    Some(d) => format!("'{name}' ({d})"),
+                                    None => format!("'{name}'"),
+                                })
+                                .collect::<Vec<_>>()
+                                .join(" and "),
+                            if missing.len() == 1 { "it" } else { "them" },
+                            s.name(),
+                            p.name,
+                            missing
+                                .iter()
+                                .map(|(name, _)| format!("{name}=VALUE"))
+                                .collect::<Vec<_>>()
+                                .join(" "),
+                        ),
                     ));
                     continue;
                 }
@@ -231,7 +241,18 @@ impl Workspace {
                         .into_iter()
                         .map(|(k, v)| (k, serde_json::Value::String(v)))
                         .collect();
-                    let got = s.get_prompt(&base.prompt, args).await;
+                    let got = match deadline {
+                        None => s.get_prompt(&base.prompt, args).await,
+                        Some(deadline) => {
+                            tokio::time::timeout_at(deadline, s.get_prompt(&base.prompt, args))
+                                .await
+                                .unwrap_or_else(|_| {
+                                    Err(HubError::Timeout(
+                                        "the server did not give it in time".to_string(),
+                                    ))
+                                })
+                        }
+                    };
                     (order, base, got)
                 });
             }
@@ -249,10 +270,9 @@ impl Workspace {
                 }
                 Err(e) => {
                     complete = false;
-                    warnings.push(format!(
-                        "{} from {} was not injected: {}",
-                        base.prompt, base.server, e
-                    ));
+                    let text =
+                        format!("{} from {} was not injected: {e}", base.prompt, base.server);
+                    warnings.push(Skipped::of(&base, text));
                 }
             }
         }
@@ -266,6 +286,59 @@ impl Workspace {
             *self.conventional.lock().unwrap_or_else(|p| p.into_inner()) = Some(got.clone());
         }
         got
+    }
+
+    /// The conventional `system_prompt`s and `tool_instructions` (spec 000) of the ready
+    /// servers `active` names, as an agent session's MCP `instructions` carry them: under
+    /// the settings (a prompt limited to models or threads is left out: MCP names neither),
+    /// within `budget` tokens, fetched by `deadline`. Tandem's own are not among them: the
+    /// instructions say the same.
+    pub async fn system_injection(
+        &self,
+        active: impl Fn(&str) -> bool,
+        budget: usize,
+        deadline: tokio::time::Instant,
+    ) -> SystemInjection {
+        let settings = self.config().conventional;
+        let is_system = |k: &inject::Kind| {
+            matches!(
+                k,
+                inject::Kind::SystemPrompt | inject::Kind::ToolInstructions
+            )
+        };
+        let offers = self.servers_now().iter().any(|s| {
+            active(s.name())
+                && s.status() == Status::Ready
+                && s.prompts()
+                    .iter()
+                    .any(|p| inject::detect(&p.name).is_some_and(|k| is_system(&k)))
+        });
+        if settings.enabled == Some(false) || !offers {
+            return SystemInjection::default();
+        }
+        let downstream = self.conventional_prompts(&settings, Some(deadline)).await;
+        let fetched: Vec<inject::Fetched> = downstream
+            .fetched
+            .iter()
+            .filter(|f| {
+                let rules = Rules::of(&settings, &f.server, &f.prompt);
+                is_system(&f.kind)
+                    && active(&f.server)
+                    && rules.allows(Condition::Model, None)
+                    && rules.allows(Condition::Thread, None)
+            })
+            .cloned()
+            .collect();
+        let warnings = downstream
+            .warnings
+            .iter()
+            .filter(|w| is_system(&w.kind) && active(&w.server))
+            .map(|w| w.text.clone())
+            .collect();
+        SystemInjection {
+            system: inject::system_text(&fetched, budget),
+            warnings,
+        }
     }
 
     /// Every conventional prompt of this workspace (Tandem's own, then each ready server's)
@@ -406,9 +479,37 @@ impl Workspace {
 #[derive(Debug)]
 pub(in crate::hub) struct Downstreams {
     fetched: Vec<inject::Fetched>,
-    warnings: Vec<String>,
+    warnings: Vec<Skipped>,
     /// When they were fetched (for `max_age_secs`).
     at: Instant,
+}
+
+/// A conventional prompt left out, and why (a sentence naming it).
+#[derive(Debug)]
+struct Skipped {
+    server: String,
+    kind: inject::Kind,
+    text: String,
+}
+
+impl Skipped {
+    fn of(f: &inject::Fetched, text: String) -> Skipped {
+        Skipped {
+            server: f.server.clone(),
+            kind: f.kind.clone(),
+            text,
+        }
+    }
+}
+
+/// The system texts of the servers' conventional prompts for an agent's MCP
+/// `instructions` ([`Workspace::system_injection`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SystemInjection {
+    /// The sections kept, within the budget.
+    pub system: inject::SystemText,
+    /// Why prompts of the sessions' servers were not fetched (a sentence each).
+    pub warnings: Vec<String>,
 }
 
 /// A conventional prompt and its settings, as `tandem inject prompts` lists it.

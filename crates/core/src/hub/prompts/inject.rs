@@ -311,17 +311,13 @@ pub fn build(fetched: &[Fetched], thread_system: Option<&str>) -> Injection {
 
     // 1-3. One system message.
     let mut sections = Vec::new();
-    for (kind, header) in [
-        (Kind::SystemPrompt, "System instructions"),
-        (Kind::ToolInstructions, "Tool instructions"),
-    ] {
-        for f in ordered.iter().filter(|f| f.kind == kind) {
-            if out.skip_if_blank(f) {
-                continue;
+    for (f, section) in system_sections(&ordered) {
+        match section {
+            None => out.warnings.push(blank(f)),
+            Some(section) => {
+                out.source(f, count_tokens(&section));
+                sections.push(section);
             }
-            let section = format!("[{header} from Server: {}]\n{}", f.server, f.text);
-            out.source(f, count_tokens(&section));
-            sections.push(section);
         }
     }
     let thread = thread_system.filter(|t| !t.trim().is_empty());
@@ -367,6 +363,81 @@ pub fn build(fetched: &[Fetched], thread_system: Option<&str>) -> Injection {
     out.finish()
 }
 
+/// The sections of the system message, in the spec's order: every `system_prompt`, then
+/// every `tool_instructions`, each under its header (`None`: a blank text, not sent).
+/// `ordered` is sorted by priority already.
+fn system_sections<'a>(ordered: &[&'a Fetched]) -> Vec<(&'a Fetched, Option<String>)> {
+    let mut sections = Vec::new();
+    for (kind, header) in [
+        (Kind::SystemPrompt, "System instructions"),
+        (Kind::ToolInstructions, "Tool instructions"),
+    ] {
+        for f in ordered.iter().filter(|f| f.kind == kind) {
+            let section = (!f.text.trim().is_empty())
+                .then(|| format!("[{header} from Server: {}]\n{}", f.server, f.text));
+            sections.push((*f, section));
+        }
+    }
+    sections
+}
+
+/// The warning for a prompt with no text.
+fn blank(f: &Fetched) -> String {
+    format!(
+        "prompt '{}' of server '{}' has no text; not sent",
+        f.prompt, f.server
+    )
+}
+
+/// The system message's text alone (the servers' system prompts and tool instructions),
+/// within a budget of tokens: what an agent's MCP `instructions` carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SystemText {
+    /// The sections kept, joined as [`build`] joins them; empty when none.
+    pub text: String,
+    /// The prompts whose sections did not fit, in order.
+    pub cut: Vec<Cut>,
+    /// Prompts with no text.
+    pub warnings: Vec<String>,
+}
+
+/// A prompt left out of a [`SystemText`] for its length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    pub server: String,
+    pub prompt: String,
+}
+
+/// The system message [`build`] would make of `fetched` (no thread system prompt), within
+/// `budget` tokens: sections are taken in order, and one that would pass the budget is left
+/// out whole (a later, shorter one may still fit). Counting loads the vocabulary only when
+/// the text has more bytes than the budget has tokens ([`fits_in_tokens`]).
+pub fn system_text(fetched: &[Fetched], budget: usize) -> SystemText {
+    let mut ordered: Vec<&Fetched> = fetched.iter().collect();
+    ordered.sort_by_key(|f| f.priority);
+    let mut out = SystemText::default();
+    for (f, section) in system_sections(&ordered) {
+        let Some(section) = section else {
+            out.warnings.push(blank(f));
+            continue;
+        };
+        let longer = if out.text.is_empty() {
+            section
+        } else {
+            format!("{}{SEPARATOR}{section}", out.text)
+        };
+        if fits_in_tokens(&longer, budget) {
+            out.text = longer;
+        } else {
+            out.cut.push(Cut {
+                server: f.server.clone(),
+                prompt: f.prompt.clone(),
+            });
+        }
+    }
+    out
+}
+
 #[derive(Default)]
 struct Builder {
     messages: Vec<ChatMessage>,
@@ -391,14 +462,11 @@ impl Builder {
     }
 
     fn skip_if_blank(&mut self, f: &Fetched) -> bool {
-        let blank = f.text.trim().is_empty();
-        if blank {
-            self.warnings.push(format!(
-                "prompt '{}' of server '{}' has no text; not sent",
-                f.prompt, f.server
-            ));
+        let is_blank = f.text.trim().is_empty();
+        if is_blank {
+            self.warnings.push(blank(f));
         }
-        blank
+        is_blank
     }
 
     fn tool_pairs(&mut self, ordered: &[&Fetched]) {
@@ -717,6 +785,54 @@ mod tests {
             assert_eq!(detect(name), expected, "{name:?}");
         }
         assert_eq!(Kind::ToolResult("x".into()).name(), "tool_result");
+    }
+
+    /// The instructions' system text is the system message `build` makes, section for
+    /// section; past the budget, a section is left out whole and named, and a later one
+    /// that fits still goes in.
+    #[test]
+    fn the_system_text_is_builds_within_its_budget() {
+        let prompts = [
+            fetched("b", "tool_instructions", "Call b's tools with care."),
+            with_priority(fetched("a", "system_prompt", "You know a."), 1),
+            fetched("c", "system_prompt", "You know c."),
+            fetched("d", "user_prompt", "Not a system text."),
+            fetched("e", "system_prompt", "  "),
+        ];
+        let all = system_text(&prompts, 1_000);
+        let built = build(&prompts, None);
+        assert_eq!(
+            Some(all.text.as_str()),
+            built.messages[0].content.as_deref()
+        );
+        assert_eq!(
+            all.text,
+            "[System instructions from Server: c]\nYou know c.\n\n---\n\n\
+             [System instructions from Server: a]\nYou know a.\n\n---\n\n\
+             [Tool instructions from Server: b]\nCall b's tools with care."
+        );
+        assert!(all.cut.is_empty());
+        assert_eq!(
+            all.warnings,
+            ["prompt 'system_prompt' of server 'e' has no text; not sent"]
+        );
+
+        let long = "word ".repeat(400);
+        let prompts = [
+            fetched("big", "system_prompt", &long),
+            fetched("small", "tool_instructions", "Short."),
+        ];
+        let cut = system_text(&prompts, 50);
+        assert_eq!(cut.text, "[Tool instructions from Server: small]\nShort.");
+        assert_eq!(
+            cut.cut,
+            [Cut {
+                server: "big".into(),
+                prompt: "system_prompt".into()
+            }]
+        );
+        assert!(fits_in_tokens(&cut.text, 50));
+        assert_eq!(system_text(&[], 50), SystemText::default());
     }
 
     /// Spec 000, "Exemple concret: Obsidian Memory", with a real `tool_calls` entry.
