@@ -81,13 +81,7 @@ async fn the_spec_verification_steps_against_real_servers() {
     let (agent, mut changes) = home.mcp_daemon_watching(&ws).await;
 
     // 1. Awareness: the instructions carry the catalog, and mcp_environment every server.
-    let instructions = agent
-        .client
-        .peer_info()
-        .unwrap()
-        .instructions
-        .clone()
-        .unwrap();
+    let instructions = agent.instructions();
     for part in [
         "# MCP Server Environment",
         // The first session waited for the boot server: it describes itself.
@@ -467,13 +461,7 @@ async fn the_first_session_after_a_cold_start_sees_the_boot_servers() {
     let agent = home.mcp_daemon(&ws, 60).await;
     let waited = started.elapsed();
 
-    let instructions = agent
-        .client
-        .peer_info()
-        .unwrap()
-        .instructions
-        .clone()
-        .unwrap();
+    let instructions = agent.instructions();
     for part in [
         "rekall_help()",
         "# Instructions from the MCP servers",
@@ -548,13 +536,7 @@ async fn a_hanging_boot_server_holds_the_first_answer_only_for_the_wait() {
         "the first answer waited for the hanging server's start timeout: {waited:?}"
     );
 
-    let instructions = agent
-        .client
-        .peer_info()
-        .unwrap()
-        .instructions
-        .clone()
-        .unwrap();
+    let instructions = agent.instructions();
     assert!(
         instructions.contains("[Tool instructions from Server: conv]"),
         "{instructions}"
@@ -582,13 +564,7 @@ async fn a_standalone_session_waits_for_the_data_dir_when_it_has_boot_servers() 
         "bootWaitMs": 30000,
     }));
     let agent = home.mcp_in(&ws).await;
-    let instructions = agent
-        .client
-        .peer_info()
-        .unwrap()
-        .instructions
-        .clone()
-        .unwrap();
+    let instructions = agent.instructions();
     assert!(
         instructions.contains("System instructions from conv."),
         "{instructions}"

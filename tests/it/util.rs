@@ -311,6 +311,14 @@ pub struct McpClient<H: rmcp::ClientHandler = ()> {
 }
 
 impl<H: rmcp::ClientHandler> McpClient<H> {
+    /// The `instructions` the server gave at `initialize`.
+    pub fn instructions(&self) -> String {
+        let info = self.client.peer_info().expect("the session is initialized");
+        info.instructions
+            .clone()
+            .expect("the server gave instructions")
+    }
+
     /// Calls a tool; returns `(is_error, structured content)`.
     pub async fn call(&self, tool: &str, args: serde_json::Value) -> (bool, serde_json::Value) {
         let r = self.try_call(tool, args).await.unwrap();
