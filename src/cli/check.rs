@@ -19,7 +19,7 @@ use tandem_core::config::Config;
 use tandem_core::hub::HubError;
 use tandem_core::hub::client::check::{self, Checked};
 use tandem_core::hub::client::describe::{is_unsafe, printable};
-use tandem_core::hub::client::oauth::{Auth, Browser, TokenStore};
+use tandem_core::hub::client::oauth::{Auth, Browser, TokenStore, is_client_metadata_url};
 use tandem_core::hub::config::{self, Origin, ServerConfig, Transport};
 
 use super::backend::Backend;
@@ -53,6 +53,11 @@ pub struct CheckArgs {
     /// With --client-id: its secret, if it has one.
     #[arg(long, value_name = "SECRET", requires = "client_id")]
     client_secret: Option<String>,
+    /// With a URL: the HTTPS URL of a Client ID Metadata Document for Tandem, used as its
+    /// client ID where the authorization server takes such documents (a named server has
+    /// it in its entry, as `oauth.clientMetadataUrl`).
+    #[arg(long, value_name = "URL")]
+    client_metadata_url: Option<String>,
     /// How long the server has to start and to answer each request, in seconds (default:
     /// the entry's own limits).
     #[arg(long, value_name = "SECONDS")]
@@ -88,11 +93,17 @@ pub fn run(config: &Config, args: CheckArgs) -> anyhow::Result<()> {
     }
     // Asked for by name: a server turned off is still looked at.
     entry.disabled = false;
-    if let Some(Transport::Http { oauth, .. }) = &mut entry.transport
-        && args.client_id.is_some()
-    {
-        oauth.client_id = args.client_id.clone();
-        oauth.client_secret = args.client_secret.clone();
+    if let Some(Transport::Http { oauth, .. }) = &mut entry.transport {
+        if args.client_id.is_some() {
+            oauth.client_id = args.client_id.clone();
+            oauth.client_secret = args.client_secret.clone();
+        }
+        if let Some(url) = &args.client_metadata_url {
+            if !is_client_metadata_url(url) {
+                bail!("--client-metadata-url must be an https:// URL with a path");
+            }
+            oauth.client_metadata_url = Some(url.clone());
+        }
     }
     // A sign-in opens the browser; the URL is said too, for when it does not open.
     let name = entry.name.clone();

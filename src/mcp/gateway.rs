@@ -167,7 +167,7 @@ pub async fn run(
             Err(e) => Err(e),
         },
         "mcp_call" => match calls::parse::<CallParams>(args) {
-            Ok(p) => match forward(gateway, &p.server, &p.tool, p.arguments, context).await {
+            Ok(p) => match forward(gateway, &p.server, &p.tool, p.arguments, context, bus).await {
                 Ok(result) => Ok(result),
                 Err(e) => Err(e.into()),
             },
@@ -241,17 +241,20 @@ pub fn proxied(outcome: Result<CallToolResult, HubError>) -> CallToolResult {
 
 /// Calls `tool` of `server` for the agent's request `context`: the server's progress
 /// notifications reach the agent under the agent's own progress token (when it gave one),
-/// and the agent's cancellation cancels the call on the server.
+/// and the agent's cancellation cancels the call on the server. A sign-in the call needs
+/// (a step-up) is put to the agent as an activation's is.
 pub async fn forward(
     gateway: &Gateway,
     server: &str,
     tool: &str,
     arguments: Option<JsonObject>,
     context: &RequestContext<RoleServer>,
+    bus: Option<&tandem_core::events::Bus>,
 ) -> Result<CallToolResult, HubError> {
     let token = context.meta.get_progress_token();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
     let call = gateway.call(server, tool, arguments, token.is_some().then_some(tx));
+    let call = with_url_elicitation(call, bus, gateway, server, &context.peer);
     tokio::pin!(call);
     // Progress is relayed in this future, and what arrived before the answer is sent
     // before it, so the agent never sees progress of a call already answered.

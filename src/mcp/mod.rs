@@ -195,9 +195,9 @@ impl TandemServer {
             Err(e) if gateway_tool => return Ok(tool_error(&e).into()),
             Err(_) => return Err(unknown()),
         };
+        let bus = self.core.opened().map(|core| core.bus().clone());
         if gateway_tool {
             let args = Value::Object(arguments.unwrap_or_default());
-            let bus = self.core.opened().map(|core| core.bus().clone());
             let (result, changed) = gateway::run(&g, name, args, context, bus.as_ref()).await;
             if changed {
                 self.tools_changed.notify_one();
@@ -207,7 +207,7 @@ impl TandemServer {
         let Some((server, tool)) = gateway::resolve(&g, name) else {
             return Err(unknown());
         };
-        match gateway::forward(&g, &server, &tool, arguments, context).await {
+        match gateway::forward(&g, &server, &tool, arguments, context, bus.as_ref()).await {
             // The server's own JSON-RPC error passes through as it gave it.
             Err(tandem_core::hub::HubError::Answered { error, .. }) => Err(error),
             outcome => Ok(gateway::proxied(outcome).into()),

@@ -60,15 +60,26 @@ pub(crate) async fn sdk_oauth_server() -> (Node, String) {
 
 /// The short-token server (`TOKEN_SECS` seconds): its base URL.
 async fn short_token_server(token_secs: u32) -> (Node, String) {
+    short_token_server_with(token_secs, &[]).await
+}
+
+/// The short-token server with more of its settings (`BARE_401`).
+async fn short_token_server_with(token_secs: u32, env: &[(&str, &str)]) -> (Node, String) {
     let port = free_port();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/oauth_short_tokens.cjs");
     let node = Node::start(
         &script,
         &[],
         &[
-            ("MCP_PORT", port.to_string()),
-            ("TOKEN_SECS", token_secs.to_string()),
-        ],
+            &[
+                ("MCP_PORT", port.to_string()),
+                ("TOKEN_SECS", token_secs.to_string()),
+            ][..],
+            &env.iter()
+                .map(|(k, v)| (*k, v.to_string()))
+                .collect::<Vec<_>>(),
+        ]
+        .concat(),
         &[port],
     )
     .await;
@@ -350,6 +361,103 @@ async fn an_expired_token_is_refreshed_without_the_user() {
         first,
         "the stored token was not renewed"
     );
+    assert_eq!(browser.opened().len(), 1);
+    agent.close().await;
+}
+
+/// The `scope` a sign-in asked for, from the authorization URL the browser was opened on.
+fn asked_scope(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "scope")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_tool_that_needs_another_scope_signs_in_again_for_it_once() {
+    let (_server, base) = short_token_server(600).await;
+    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let _daemon = DaemonGuard(&home);
+    let browser = Browser::new(&home, "follow");
+    let agent = agent(&home, &ws, &browser).await;
+    until_status(&agent, "notes", "needs-sign-in").await;
+    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    assert!(greet(&agent, "Di").await.contains("Hello, Di"));
+    let first = browser.opened();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(!asked_scope(&first[0]).contains("mcp:write"), "{first:?}");
+
+    // `publish` is refused for want of mcp:write: Tandem signs in again with the scopes it
+    // has and the one asked for, and sends the call again.
+    let publish = || {
+        agent.try_call(
+            "mcp_call",
+            json!({"server": "notes", "tool": "publish", "arguments": {"text": "hi"}}),
+        )
+    };
+    let r = publish().await.unwrap();
+    let text = serde_json::to_string(&r.content).unwrap();
+    assert_ne!(r.is_error, Some(true), "{text}");
+    assert!(text.contains("Published: hi"), "{text}");
+    let opened = browser.opened();
+    assert_eq!(opened.len(), 2, "{opened:?}");
+    let scope = asked_scope(&opened[1]);
+    assert!(
+        scope.contains("mcp:write") && scope.contains("mcp:tools"),
+        "the step-up asked for {scope:?}"
+    );
+    let now = stats(&base).await;
+    assert_eq!(now["byCode"], 2, "{now}");
+    assert_eq!(now["stepUps"], 1, "{now}");
+
+    // The new token has the scope: no more sign-ins.
+    let again = publish().await.unwrap();
+    assert_ne!(again.is_error, Some(true));
+    assert_eq!(browser.opened().len(), 2);
+    assert_eq!(stats(&base).await["byCode"], 2);
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn a_step_up_the_user_does_not_approve_fails_the_call_and_loops_not() {
+    let (_server, base) = short_token_server(600).await;
+    let (home, ws) = home_with(
+        json!({"notes": {"type": "http", "url": format!("{base}/mcp"),
+        "oauth": {"signInTimeoutMs": 1500}}}),
+    );
+    let _daemon = DaemonGuard(&home);
+    let browser = Browser::new(&home, "follow");
+    let agent = agent(&home, &ws, &browser).await;
+    until_status(&agent, "notes", "needs-sign-in").await;
+    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    browser.set("ignore");
+    let r = agent
+        .try_call(
+            "mcp_call",
+            json!({"server": "notes", "tool": "publish", "arguments": {"text": "hi"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    let error = r.structured_content.clone().unwrap();
+    assert_eq!(error["error"]["code"], "SIGN_IN_FAILED", "{error}");
+    assert_eq!(browser.opened().len(), 2);
+    assert_eq!(stats(&base).await["stepUps"], 1);
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn a_401_with_no_challenge_still_signs_in() {
+    let (_server, base) = short_token_server_with(600, &[("BARE_401", "1")]).await;
+    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let _daemon = DaemonGuard(&home);
+    let browser = Browser::new(&home, "follow");
+    let agent = agent(&home, &ws, &browser).await;
+    until_status(&agent, "notes", "needs-sign-in").await;
+    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    assert!(greet(&agent, "Ed").await.contains("Hello, Ed"));
     assert_eq!(browser.opened().len(), 1);
     agent.close().await;
 }

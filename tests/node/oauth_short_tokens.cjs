@@ -7,6 +7,9 @@
 // and the authorization server at /. `GET /stats` answers how many tokens it issued by
 // code and by refresh (so a test can tell a refresh without the user from a new sign-in),
 // and how many POSTs reached /mcp (so it can tell that a client stopped trying).
+// Its `publish` tool needs the scope `mcp:write`, which the server does not name up front:
+// a call with a token without it gets a 403 `insufficient_scope` naming it (a step-up).
+// With BARE_401=1, a request with no token gets a 401 with no `WWW-Authenticate` header.
 // Run by tests/it/oauth.rs with NODE_PATH set to the npm dependencies scripts/test installs.
 'use strict';
 const { randomUUID } = require('node:crypto');
@@ -22,7 +25,8 @@ const port = parseInt(process.env.MCP_PORT, 10);
 const tokenSecs = parseInt(process.env.TOKEN_SECS || '2', 10);
 const base = new URL(`http://localhost:${port}`);
 const mcpUrl = new URL('/mcp', base);
-const stats = { byCode: 0, byRefresh: 0, rejected: 0, posts: 0 };
+const stats = { byCode: 0, byRefresh: 0, rejected: 0, posts: 0, stepUps: 0 };
+const writeScope = 'mcp:write';
 
 const clients = new Map();
 const codes = new Map();
@@ -106,10 +110,31 @@ function server() {
   const s = new McpServer({ name: 'short-tokens', version: '1.0.0' });
   s.registerTool('greet', { description: 'Greets someone', inputSchema: { name: z.string() } },
     async ({ name }) => ({ content: [{ type: 'text', text: `Hello, ${name}!` }] }));
+  s.registerTool('publish', { description: 'Publishes a note (needs mcp:write)', inputSchema: { text: z.string() } },
+    async ({ text }) => ({ content: [{ type: 'text', text: `Published: ${text}` }] }));
   return s;
 }
 
-app.post('/mcp', (_req, _res, next) => { stats.posts += 1; next(); }, auth, async (req, res) => {
+// A token without `mcp:write` is refused `publish`, with the scope it lacks.
+function stepUp(req, res, next) {
+  const call = req.body && req.body.method === 'tools/call' && req.body.params;
+  const data = tokens.get((req.headers.authorization || '').replace(/^Bearer /i, ''));
+  if (call && call.name === 'publish' && data && !data.scopes.includes(writeScope)) {
+    stats.stepUps += 1;
+    const metadata = getOAuthProtectedResourceMetadataUrl(mcpUrl);
+    res.set('WWW-Authenticate',
+      `Bearer error="insufficient_scope", scope="mcp:tools ${writeScope}", resource_metadata="${metadata}"`);
+    return res.status(403).json({ error: 'insufficient_scope', error_description: 'publish needs mcp:write' });
+  }
+  next();
+}
+
+function bare401(req, res, next) {
+  if (process.env.BARE_401 === '1' && !req.headers.authorization) return res.status(401).end();
+  next();
+}
+
+app.post('/mcp', (_req, _res, next) => { stats.posts += 1; next(); }, bare401, auth, stepUp, async (req, res) => {
   const s = server();
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   res.on('close', () => { transport.close(); s.close(); });

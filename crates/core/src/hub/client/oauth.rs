@@ -45,6 +45,10 @@ const CALLBACK_PATH: &str = "/callback";
 const MAX_REASON_CHARS: usize = 200;
 /// Sign-ins one [`connect`] makes at most (a first one, then one step-up).
 const MAX_SIGN_INS: usize = 2;
+/// How long each request of the 2025-03-26 discovery ([`discover`]) may take.
+const LEGACY_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The authorization server metadata read at most, in bytes.
+const MAX_METADATA_BYTES: usize = 256 * 1024;
 
 /// TLS is rustls with ring, as for every HTTP client of the hub; installed before the first
 /// client is made.
@@ -439,6 +443,10 @@ pub async fn transport(target: &HttpTarget, store: &TokenStore) -> Result<HttpTr
         .await
         .map_err(|e| describe_auth_error(&e))?;
     manager.set_credential_store(store.credentials(&target.url));
+    let metadata = discover(&manager, &target.url, None)
+        .await
+        .map_err(|e| describe_auth_error(&e))?;
+    manager.set_metadata(metadata);
     match manager.initialize_from_store().await {
         Ok(true) => {}
         // The authorization server changed: the old tokens were dropped.
@@ -466,23 +474,81 @@ pub async fn transport(target: &HttpTarget, store: &TokenStore) -> Result<HttpTr
 
 /// The challenge of a handshake the server refused for want of a (better) token.
 pub fn challenge_of(error: &ClientInitializeError) -> Option<Challenge> {
-    let ClientInitializeError::TransportError { error, .. } = error else {
-        return None;
-    };
-    match error
-        .error
-        .downcast_ref::<StreamableHttpError<reqwest::Error>>()?
-    {
-        StreamableHttpError::AuthRequired(e) => Some(Challenge {
-            header: e.www_authenticate_header.clone(),
-            insufficient_scope: false,
-        }),
-        StreamableHttpError::InsufficientScope(e) => Some(Challenge {
-            header: e.www_authenticate_header.clone(),
-            insufficient_scope: true,
-        }),
+    match error {
+        ClientInitializeError::TransportError { error, .. } => challenge_in(error.error.as_ref()),
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => challenge_of(fallback),
         _ => None,
     }
+}
+
+/// The challenge of a request (after the handshake) that the server refused for want of a
+/// (better) token: a token revoked, or a tool that needs a scope not granted (a step-up).
+pub fn challenge_of_request(error: &rmcp::ServiceError) -> Option<Challenge> {
+    match error {
+        rmcp::ServiceError::TransportSend(error) => challenge_in(error.error.as_ref()),
+        _ => None,
+    }
+}
+
+/// The sign-in asked for somewhere in the chain of `error`:
+/// - a 401 with its `WWW-Authenticate` challenge;
+/// - a 403 `insufficient_scope`, a step-up;
+/// - a 401 with no challenge: the server wants a token and says nothing more, so the
+///   sign-in discovers from the well-known paths;
+/// - kept tokens that can no longer be refreshed (rmcp's `AuthorizationRequired`).
+fn challenge_in(error: &(dyn std::error::Error + 'static)) -> Option<Challenge> {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let bare = || Challenge {
+        header: String::new(),
+        insufficient_scope: false,
+    };
+    let mut source = Some(error);
+    while let Some(e) = source {
+        if let Some(e) = e.downcast_ref::<AuthRequiredError>() {
+            return Some(Challenge {
+                header: e.www_authenticate_header.clone(),
+                insufficient_scope: false,
+            });
+        }
+        if let Some(e) = e.downcast_ref::<InsufficientScopeError>() {
+            return Some(Challenge {
+                header: e.www_authenticate_header.clone(),
+                insufficient_scope: true,
+            });
+        }
+        match e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::AuthRequired(e)) => {
+                return Some(Challenge {
+                    header: e.www_authenticate_header.clone(),
+                    insufficient_scope: false,
+                });
+            }
+            Some(StreamableHttpError::InsufficientScope(e)) => {
+                return Some(Challenge {
+                    header: e.www_authenticate_header.clone(),
+                    insufficient_scope: true,
+                });
+            }
+            // rmcp keeps an unchallenged 401 only as this text (its status first).
+            Some(StreamableHttpError::UnexpectedServerResponse(text))
+                if text.starts_with("HTTP 401") =>
+            {
+                return Some(bare());
+            }
+            Some(StreamableHttpError::Auth(AuthError::AuthorizationRequired)) => {
+                return Some(bare());
+            }
+            _ => {}
+        }
+        if matches!(
+            e.downcast_ref::<AuthError>(),
+            Some(AuthError::AuthorizationRequired)
+        ) {
+            return Some(bare());
+        }
+        source = e.source();
+    }
+    None
 }
 
 /// Why [`connect`] did not connect.
@@ -542,13 +608,107 @@ pub async fn connect<H: ClientHandler>(
     }
 }
 
+/// Whether `url` can name a Client ID Metadata Document: HTTPS, with a path.
+pub fn is_client_metadata_url(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|u| {
+        u.scheme() == "https" && u.host_str().is_some() && !matches!(u.path(), "" | "/")
+    })
+}
+
+/// The authorization server's metadata for the server at `url`, as rmcp discovers it (from
+/// `challenge`, then the well-known paths), with one fallback of the 2025-03-26
+/// specification that rmcp refuses: a server that publishes no protected resource metadata
+/// has its authorization server at its own origin, whose metadata then need not name that
+/// origin as its issuer. Only that case is let through: with protected resource metadata,
+/// an issuer that does not match stays an error, as RFC 8414 has it.
+async fn discover(
+    manager: &AuthorizationManager,
+    url: &str,
+    challenge: Option<&Challenge>,
+) -> Result<rmcp::transport::auth::AuthorizationMetadata, AuthError> {
+    let header = challenge
+        .map(|c| c.header.as_str())
+        .filter(|h| !h.trim().is_empty());
+    let error = match manager.resolve_metadata_from_challenge(header).await {
+        Ok(resolution) => return Ok(resolution.metadata),
+        Err(e @ AuthError::AuthorizationServerMismatch { .. }) => e,
+        Err(e) => return Err(e),
+    };
+    let base = reqwest::Url::parse(url)?;
+    let names_metadata = header.is_some_and(|h| {
+        rmcp::transport::auth::WWWAuthenticateParams::parse(h, &base)
+            .resource_metadata_url
+            .is_some()
+    });
+    if names_metadata {
+        return Err(error);
+    }
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(LEGACY_DISCOVERY_TIMEOUT)
+        .build()?;
+    let well_known = |path: &str| {
+        let mut u = base.clone();
+        u.set_path(path);
+        u.set_query(None);
+        u.set_fragment(None);
+        u
+    };
+    // rmcp looked for protected resource metadata already; a server that has some is
+    // not a 2025-03-26 one, whatever else it serves.
+    let resource_path = format!(
+        "/.well-known/oauth-protected-resource{}",
+        base.path().trim_end_matches('/')
+    );
+    for path in [
+        resource_path.as_str(),
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let answer = http.get(well_known(path)).send().await?;
+        if answer.status().is_success() {
+            return Err(error);
+        }
+    }
+    let answer = http
+        .get(well_known("/.well-known/oauth-authorization-server"))
+        .send()
+        .await?;
+    if !answer.status().is_success() {
+        return Err(error);
+    }
+    let body = bounded_body(answer, MAX_METADATA_BYTES).await?;
+    let metadata: rmcp::transport::auth::AuthorizationMetadata = serde_json::from_slice(&body)
+        .map_err(|e| {
+            AuthError::MetadataError(format!("the server's metadata is not valid: {e}"))
+        })?;
+    tracing::info!(
+        "{url}: signing in by the 2025-03-26 discovery (its authorization server names \
+         another issuer than its origin)"
+    );
+    Ok(metadata)
+}
+
+/// The body of `answer`, refused past `limit` bytes.
+async fn bounded_body(mut answer: reqwest::Response, limit: usize) -> Result<Vec<u8>, AuthError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = answer.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Err(AuthError::MetadataError(format!(
+                "the server's metadata is over {limit} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 // ---- signing in -----------------------------------------------------------------------
 
 /// Why a sign-in did not end with tokens.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SignInError {
-    #[error("no approval came within {0} s (the browser page was not approved, or not reached)")]
-    TimedOut(u64),
+    #[error("no approval came within {0:.1} s (the browser page was not approved, or not reached)")]
+    TimedOut(f64),
     #[error("the sign-in was refused ({0})")]
     Refused(String),
     #[error("{0}")]
@@ -589,11 +749,10 @@ pub async fn sign_in(
         .await
         .map_err(failed)?;
     manager.set_credential_store(credentials);
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge.map(|c| c.header.as_str()))
+    let metadata = discover(&manager, &target.url, challenge)
         .await
         .map_err(failed)?;
-    manager.set_metadata(resolution.metadata);
+    manager.set_metadata(metadata);
 
     let mut request = AuthorizationRequest::new(redirect).with_client_name("Tandem");
     if let Some(id) = &target.oauth.client_id {
@@ -601,6 +760,10 @@ pub async fn sign_in(
         if let Some(secret) = &target.oauth.client_secret {
             request = request.with_client_secret(secret.clone());
         }
+    }
+    // Used only where the authorization server says it takes such documents.
+    if let Some(url) = &target.oauth.client_metadata_url {
+        request = request.with_client_metadata_url(url.clone());
     }
     let mut scopes = target.oauth.scopes.clone();
     if let Some(c) = challenge.filter(|c| c.insufficient_scope) {
@@ -647,7 +810,7 @@ pub async fn sign_in(
     let limit = target.sign_in_timeout();
     let answer = tokio::time::timeout(limit, wait_for_approval(listener, &state))
         .await
-        .map_err(|_| SignInError::TimedOut(limit.as_secs()))??;
+        .map_err(|_| SignInError::TimedOut(limit.as_secs_f64()))??;
     match answer {
         Approval::Code { code, issuer } => {
             session

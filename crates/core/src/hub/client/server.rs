@@ -545,8 +545,9 @@ impl Downstream {
         uri: &str,
     ) -> Result<rmcp::model::ReadResourceResult, HubError> {
         let params = rmcp::model::ReadResourceRequestParams::new(uri.to_string());
-        self.request("resources/read", |peer| async move {
-            peer.read_resource(params).await
+        self.request("resources/read", |peer| {
+            let params = params.clone();
+            async move { peer.read_resource(params).await }
         })
         .await
     }
@@ -749,9 +750,8 @@ impl Downstream {
                         Some(challenge) => Refused::NeedsSignIn(challenge),
                         None => Refused::Failed(describe::handshake(&e, self.endpoint())),
                     })?;
-            let lists = fetch_lists(service.peer(), self.config.timeout, self.endpoint())
-                .await
-                .map_err(Refused::Failed)?;
+            // A server may take `initialize` without a token and ask for one at its lists.
+            let lists = fetch_lists(service.peer(), self.config.timeout, self.endpoint()).await?;
             Ok::<_, Refused>((service, lists))
         })
         .await;
@@ -1022,7 +1022,8 @@ impl Downstream {
                 tracing::debug!("{}: {change:?} list refreshed", self.config.name);
                 (self.on_change)(&self.config.name, change);
             }
-            Err(e) => self.fail(generation, e.to_string()),
+            Err(Refused::NeedsSignIn(challenge)) => self.needs_sign_in(generation, challenge),
+            Err(Refused::Failed(e)) => self.fail(generation, e),
         }
     }
 
@@ -1187,44 +1188,78 @@ impl Downstream {
     }
 
     /// Runs one request with the server's timeout. A timeout or a dead connection marks the
-    /// server failed (it restarts with backoff); an error answer is just returned.
+    /// server failed (it restarts with backoff); an error answer is just returned. A remote
+    /// server that refuses the request for want of a token, or of a scope (a step-up), gets
+    /// one sign-in, as an activation would, and the request is sent again once; asked again
+    /// after that, the server waits for the user (`needs_sign_in`) or the call fails, but
+    /// nothing loops.
     async fn request<T, F, Fut>(self: &Arc<Self>, method: &str, f: F) -> Result<T, HubError>
     where
-        F: FnOnce(Peer<RoleClient>) -> Fut,
+        F: Fn(Peer<RoleClient>) -> Fut,
         Fut: std::future::Future<Output = Result<T, rmcp::ServiceError>>,
     {
-        let (peer, generation) = self.peer().await?;
-        match tokio::time::timeout(self.config.timeout, f(peer)).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(HubError::Answered {
-                message: format!(
-                    "server '{}' answered {method} with an error: {}",
-                    self.config.name,
-                    describe::printable(&e.message, ANSWERED_CHARS)
-                ),
-                error: e,
-            }),
-            Ok(Err(e)) => {
-                // The transport may have said why first (an exit, a message past the limit).
-                let cause = self
-                    .failure_of(generation)
-                    .unwrap_or_else(|| describe::request(&e, method, self.endpoint()));
-                let message = self.config.redact(&format!(
-                    "server '{}' failed during {method}: {cause}",
+        let mut signed_in = false;
+        loop {
+            let (peer, generation) = self.peer().await?;
+            let e = match tokio::time::timeout(self.config.timeout, f(peer)).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(rmcp::ServiceError::McpError(e))) => {
+                    return Err(HubError::Answered {
+                        message: format!(
+                            "server '{}' answered {method} with an error: {}",
+                            self.config.name,
+                            describe::printable(&e.message, ANSWERED_CHARS)
+                        ),
+                        error: e,
+                    });
+                }
+                Ok(Err(e)) => e,
+                Err(_) => {
+                    let message = format!(
+                        "server '{}' did not answer {method} within {:.1}s",
+                        self.config.name,
+                        self.config.timeout.as_secs_f64()
+                    );
+                    self.fail(generation, message.clone());
+                    return Err(HubError::Timeout(message));
+                }
+            };
+            if let Some(challenge) = oauth::challenge_of_request(&e)
+                && self.sign_in_target().is_ok()
+            {
+                if signed_in && challenge.insufficient_scope {
+                    // The connection is good; only this call lacks what the user granted.
+                    return Err(HubError::SignInFailed {
+                        server: self.config.name.clone(),
+                        reason: format!(
+                            "after signing in again, it still refuses {method} for want of a \
+                             scope ({})",
+                            describe::printable(&challenge.header, ANSWERED_CHARS)
+                        ),
+                    });
+                }
+                self.needs_sign_in(generation, challenge);
+                if signed_in {
+                    return Err(self.unavailable());
+                }
+                tracing::info!(
+                    "server {} asks for a sign-in to answer {method}",
                     self.config.name
-                ));
-                self.fail(generation, message.clone());
-                Err(HubError::Unavailable(message))
-            }
-            Err(_) => {
-                let message = format!(
-                    "server '{}' did not answer {method} within {:.1}s",
-                    self.config.name,
-                    self.config.timeout.as_secs_f64()
                 );
-                self.fail(generation, message.clone());
-                Err(HubError::Timeout(message))
+                self.sign_in(None).await?;
+                signed_in = true;
+                continue;
             }
+            // The transport may have said why first (an exit, a message past the limit).
+            let cause = self
+                .failure_of(generation)
+                .unwrap_or_else(|| describe::request(&e, method, self.endpoint()));
+            let message = self.config.redact(&format!(
+                "server '{}' failed during {method}: {cause}",
+                self.config.name
+            ));
+            self.fail(generation, message.clone());
+            return Err(HubError::Unavailable(message));
         }
     }
 
@@ -1237,8 +1272,9 @@ impl Downstream {
         if !arguments.is_empty() {
             params = params.with_arguments(arguments);
         }
-        self.request("prompts/get", |peer| async move {
-            peer.get_prompt(params).await
+        self.request("prompts/get", |peer| {
+            let params = params.clone();
+            async move { peer.get_prompt(params).await }
         })
         .await
     }
@@ -1253,41 +1289,44 @@ impl Downstream {
         progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
     ) -> Result<rmcp::model::CallToolResult, HubError> {
         let sinks = self.progress.clone();
-        self.request("tools/call", |peer| async move {
-            let request = rmcp::model::ClientRequest::CallToolRequest(
-                rmcp::model::CallToolRequest::new(params),
-            );
-            let options = rmcp::service::PeerRequestOptions::no_options();
-            let mut handle = peer.send_request_with_option(request, options).await?;
-            let mut in_flight = InFlight {
-                peer: peer.clone(),
-                id: Some(handle.id.clone()),
-                token: handle.progress_token.clone(),
-                sinks: sinks.clone(),
-            };
-            let relays = progress.is_some();
-            if let Some(progress) = progress {
-                sinks
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(handle.progress_token.clone(), progress);
-            }
-            let answer = (&mut handle.rx)
-                .await
-                .map_err(|_| rmcp::ServiceError::TransportClosed)?;
-            in_flight.id = None;
-            if relays {
-                // rmcp hands each notification to a task of its own, and the answer straight
-                // here: progress the server sent before its answer may not be relayed yet.
-                // Those tasks were spawned first; a few turns of the scheduler let them
-                // reach the sink before it goes (with the call).
-                for _ in 0..PROGRESS_SETTLE_YIELDS {
-                    tokio::task::yield_now().await;
+        self.request("tools/call", |peer| {
+            let (params, progress, sinks) = (params.clone(), progress.clone(), sinks.clone());
+            async move {
+                let request = rmcp::model::ClientRequest::CallToolRequest(
+                    rmcp::model::CallToolRequest::new(params),
+                );
+                let options = rmcp::service::PeerRequestOptions::no_options();
+                let mut handle = peer.send_request_with_option(request, options).await?;
+                let mut in_flight = InFlight {
+                    peer: peer.clone(),
+                    id: Some(handle.id.clone()),
+                    token: handle.progress_token.clone(),
+                    sinks: sinks.clone(),
+                };
+                let relays = progress.is_some();
+                if let Some(progress) = progress {
+                    sinks
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(handle.progress_token.clone(), progress);
                 }
-            }
-            match answer? {
-                rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
-                _ => Err(rmcp::ServiceError::UnexpectedResponse),
+                let answer = (&mut handle.rx)
+                    .await
+                    .map_err(|_| rmcp::ServiceError::TransportClosed)?;
+                in_flight.id = None;
+                if relays {
+                    // rmcp hands each notification to a task of its own, and the answer straight
+                    // here: progress the server sent before its answer may not be relayed yet.
+                    // Those tasks were spawned first; a few turns of the scheduler let them
+                    // reach the sink before it goes (with the call).
+                    for _ in 0..PROGRESS_SETTLE_YIELDS {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                match answer? {
+                    rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+                    _ => Err(rmcp::ServiceError::UnexpectedResponse),
+                }
             }
         })
         .await
@@ -1314,9 +1353,13 @@ impl Downstream {
         let (prompt, argument, value) =
             (prompt.to_string(), argument.to_string(), value.to_string());
         let context = (!context.is_empty()).then(|| CompletionContext::with_arguments(context));
-        self.request("completion/complete", |peer| async move {
-            peer.complete_prompt_argument(prompt, argument, value, context)
-                .await
+        self.request("completion/complete", |peer| {
+            let (prompt, argument, value) = (prompt.clone(), argument.clone(), value.clone());
+            let context = context.clone();
+            async move {
+                peer.complete_prompt_argument(prompt, argument, value, context)
+                    .await
+            }
         })
         .await
         .map(|info| info.values)
@@ -1397,11 +1440,14 @@ async fn with_timeout<T>(
     method: &str,
     to: Endpoint<'_>,
     f: impl std::future::Future<Output = Result<T, rmcp::ServiceError>>,
-) -> Result<T, HubError> {
+) -> Result<T, Refused> {
     match tokio::time::timeout(timeout, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(HubError::Server(describe::request(&e, method, to))),
-        Err(_) => Err(HubError::Timeout(format!(
+        Ok(Err(e)) => Err(match oauth::challenge_of_request(&e) {
+            Some(challenge) => Refused::NeedsSignIn(challenge),
+            None => Refused::Failed(describe::request(&e, method, to)),
+        }),
+        Err(_) => Err(Refused::Failed(format!(
             "{method} got no answer within {:.1}s",
             timeout.as_secs_f64()
         ))),
@@ -1413,29 +1459,20 @@ async fn fetch_lists(
     peer: &Peer<RoleClient>,
     timeout: Duration,
     to: Endpoint<'_>,
-) -> Result<Lists, String> {
+) -> Result<Lists, Refused> {
     let caps = peer.peer_info().map(|i| i.capabilities.clone());
     let mut lists = Lists::default();
     if caps.as_ref().is_some_and(|c| c.prompts.is_some()) {
-        lists.prompts = Arc::new(
-            with_timeout(timeout, "prompts/list", to, peer.list_all_prompts())
-                .await
-                .map_err(|e| e.to_string())?,
-        );
+        lists.prompts =
+            Arc::new(with_timeout(timeout, "prompts/list", to, peer.list_all_prompts()).await?);
     }
     if caps.as_ref().is_some_and(|c| c.tools.is_some()) {
-        lists.tools = Arc::new(
-            with_timeout(timeout, "tools/list", to, peer.list_all_tools())
-                .await
-                .map_err(|e| e.to_string())?,
-        );
+        lists.tools =
+            Arc::new(with_timeout(timeout, "tools/list", to, peer.list_all_tools()).await?);
     }
     if caps.as_ref().is_some_and(|c| c.resources.is_some()) {
-        lists.resources = Arc::new(
-            with_timeout(timeout, "resources/list", to, peer.list_all_resources())
-                .await
-                .map_err(|e| e.to_string())?,
-        );
+        lists.resources =
+            Arc::new(with_timeout(timeout, "resources/list", to, peer.list_all_resources()).await?);
     }
     Ok(lists)
 }

@@ -109,6 +109,10 @@ pub struct OAuth {
     /// registers itself, where the server allows it).
     pub client_id: Option<String>,
     pub client_secret: Option<String>,
+    /// The HTTPS URL of a Client ID Metadata Document describing Tandem, hosted by the user
+    /// or their organisation: the client ID where the authorization server takes such
+    /// documents (else Tandem registers itself).
+    pub client_metadata_url: Option<String>,
     /// The scopes to ask for (else those the server names).
     pub scopes: Vec<String>,
     /// How long a sign-in waits for the user's approval.
@@ -122,6 +126,7 @@ impl std::fmt::Debug for OAuth {
             .field("access_token", &hidden(&self.access_token))
             .field("client_id", &self.client_id)
             .field("client_secret", &hidden(&self.client_secret))
+            .field("client_metadata_url", &self.client_metadata_url)
             .field("scopes", &self.scopes)
             .field("sign_in_timeout", &self.sign_in_timeout)
             .finish()
@@ -589,6 +594,8 @@ struct RawOAuth {
     client_id: Option<String>,
     #[serde(default, alias = "clientSecret")]
     client_secret: Option<String>,
+    #[serde(default, alias = "clientMetadataUrl")]
+    client_metadata_url: Option<String>,
     #[serde(default)]
     scopes: Vec<String>,
     #[serde(default, alias = "signInTimeoutMs")]
@@ -1192,6 +1199,20 @@ fn http(entry: &Entry, written: &str, raw: &RawServer) -> Result<Transport, Conf
                 .client_secret
                 .as_ref()
                 .map(|s| entry.credential("oauth.clientSecret", Some("oauth.clientSecret"), s)),
+            client_metadata_url: match &o.client_metadata_url {
+                None => None,
+                Some(url) => {
+                    let url = entry.expand("oauth.clientMetadataUrl", url)?;
+                    if !crate::hub::client::oauth::is_client_metadata_url(&url) {
+                        return Err(entry.problem(
+                            Some("oauth.clientMetadataUrl"),
+                            "must be an https:// URL with a path, where your Client ID \
+                             Metadata Document is served",
+                        ));
+                    }
+                    Some(url)
+                }
+            },
             scopes: o.scopes.clone(),
             sign_in_timeout: match o.sign_in_timeout_ms {
                 Some(0) => {
@@ -1619,7 +1640,13 @@ mod tests {
                                      "scopes": ["read", "write"], "signInTimeoutMs": 5000}},
                 "given": {"url": "https://mcp.example.com/mcp", "oauth": {"accessToken": "Bearer-${TOKEN}"}},
                 "lonely": {"url": "https://mcp.example.com/mcp", "oauth": {"clientSecret": "x"}},
-                "typo": {"url": "https://mcp.example.com/mcp", "oauth": {"clientID": "x"}}
+                "typo": {"url": "https://mcp.example.com/mcp", "oauth": {"clientID": "x"}},
+                "documented": {"url": "https://mcp.example.com/mcp",
+                               "oauth": {"clientMetadataUrl": "https://example.org/tandem.json"}},
+                "plain-document": {"url": "https://mcp.example.com/mcp",
+                                   "oauth": {"clientMetadataUrl": "http://example.org/tandem.json"}},
+                "bare-document": {"url": "https://mcp.example.com/mcp",
+                                  "oauth": {"clientMetadataUrl": "https://example.org/"}}
             }}"#,
         );
         let c = load(&user, dir.path(), &env, &trusted);
@@ -1646,6 +1673,17 @@ mod tests {
             Some("oauth.clientSecret")
         );
         assert!(c.servers["typo"].error.is_some());
+        assert_eq!(
+            oauth("documented").client_metadata_url.as_deref(),
+            Some("https://example.org/tandem.json")
+        );
+        for name in ["plain-document", "bare-document"] {
+            assert_eq!(
+                c.servers[name].error.as_ref().unwrap().field.as_deref(),
+                Some("oauth.clientMetadataUrl"),
+                "{name}"
+            );
+        }
     }
 
     #[test]
