@@ -423,7 +423,8 @@ function M.client_config(cfg, root)
     workspace_required = true,
     capabilities = capabilities,
     -- Where the server completes prompt commands (it has the same default list).
-    init_options = { promptFiletypes = cfg.prompt_filetypes },
+    -- `questions`: servers' questions come here as forms (`tandem/question`).
+    init_options = { promptFiletypes = cfg.prompt_filetypes, questions = true },
     handlers = {
       ["workspace/codeLens/refresh"] = on_codelens_refresh,
       -- The trust question: asked with vim.ui.select, answered without blocking.
@@ -433,6 +434,10 @@ function M.client_config(cfg, root)
       -- The hub's prompts changed (docs/lsp-extensions.md): refresh what shows them.
       ["tandem/promptsChanged"] = function(_, _, ctx)
         require("tandem.hub").on_prompts_changed(ctx.client_id)
+      end,
+      -- A downstream server's question that no agent can take: a form.
+      ["tandem/question"] = function(...)
+        return require("tandem.question").on_question(...)
       end,
     },
     -- Consulted by client:exec_cmd() (code lenses, code actions) before vim.lsp.commands,

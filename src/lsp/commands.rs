@@ -160,6 +160,11 @@ static COMMANDS: &[Cmd] = &[
         run: Run::Call(&calls::HUB_LOGOUT),
     },
     Cmd {
+        name: "tandem.answer",
+        takes: Takes::Object("an answer: {id, action, content}"),
+        run: Run::Handler(|lsp, answer| Box::pin(lsp.answer(answer))),
+    },
+    Cmd {
         name: "tandem.trust",
         takes: Takes::Options,
         run: Run::Call(&calls::HUB_TRUST),
@@ -255,6 +260,28 @@ impl TandemLsp {
             self.refresh().await;
         }
         Ok(json!({"dismissed": dismissed.map(|d| d.to_string())}))
+    }
+
+    /// `tandem.answer`: the user's answer to a server's question (`tandem/question`):
+    /// `{id, action: accept|decline|cancel, content}`. A form that does not fit the question
+    /// is refused with the reason, and the question still waits.
+    async fn answer(&self, answer: Value) -> LspResult<Value> {
+        let core = self.session.core().await.map_err(call_error)?;
+        let id = answer.get("id").and_then(Value::as_str).unwrap_or_default();
+        let action = answer
+            .get("action")
+            .and_then(Value::as_str)
+            .unwrap_or("cancel");
+        core.hub
+            .questions()
+            .answer(
+                self.session.workspace(),
+                id,
+                action,
+                answer.get("content").cloned(),
+            )
+            .map_err(|e| invalid(format!("tandem.answer: {e}")))?;
+        Ok(json!({"answered": id}))
     }
 
     /// `tandem.memory.saveSelection`: the selected text of a document, added as an entry of

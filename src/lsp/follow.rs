@@ -44,6 +44,16 @@ impl Notification for TaskChanged {
     const METHOD: &'static str = "tandem/taskChanged";
 }
 
+/// `tandem/question` (server → client): `{id, server, message, schema}`, a downstream
+/// server's question for the user, sent to clients that show forms; answered with the
+/// command `tandem.answer`.
+enum QuestionAsked {}
+
+impl Notification for QuestionAsked {
+    type Params = Value;
+    const METHOD: &'static str = "tandem/question";
+}
+
 /// Tells the editor that a sign-in to `server` waits for the user; on "Sign in", asks it to
 /// open `url` in the browser (`window/showDocument`, external).
 async fn offer_sign_in(client: tower_lsp_server::Client, server: String, url: String) {
@@ -128,6 +138,10 @@ impl TandemLsp {
             }
         };
         let mut events = core.bus().subscribe();
+        // Counted as an editor that shows forms while the session follows.
+        let shows_questions = self.session.shows_questions.get() == Some(&true);
+        let _attached =
+            shows_questions.then(|| core.hub.questions().attach(self.session.workspace()));
         // The trust question waits for the user: it must not hold the follower up.
         let asker = self.clone_handle();
         tokio::spawn(async move { asker.ask_trust().await });
@@ -221,6 +235,12 @@ impl TandemLsp {
                     if workspace == self.session.workspace() {
                         let client = self.client.clone();
                         tokio::spawn(offer_sign_in(client, server, url));
+                    }
+                }
+                Ok(Event::Question(question)) => {
+                    if shows_questions && question.workspace == self.session.workspace() {
+                        let params = serde_json::to_value(&*question).unwrap_or_default();
+                        self.client.send_notification::<QuestionAsked>(params).await;
                     }
                 }
                 Err(RecvError::Lagged(n)) => {

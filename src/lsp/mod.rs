@@ -108,6 +108,12 @@ impl LanguageServer for TandemLsp {
         if let Some(list) = prompts::prompt_filetypes(params.initialization_options.as_ref()) {
             let _ = self.session.prompt_filetypes.set(list);
         }
+        let questions = params
+            .initialization_options
+            .as_ref()
+            .and_then(|o| o.get("questions"))
+            .and_then(serde_json::Value::as_bool);
+        let _ = self.session.shows_questions.set(questions == Some(true));
         let caps = &params.capabilities;
         let encodings = caps
             .general

@@ -61,6 +61,9 @@ pub(super) struct Session {
     languages: Mutex<HashMap<Uri, String>>,
     /// `initializationOptions.promptFiletypes`, if the client gave it.
     pub prompt_filetypes: OnceLock<Vec<String>>,
+    /// `initializationOptions.questions`: the client shows servers' questions as forms
+    /// (`tandem/question`, answered with `tandem.answer`).
+    pub shows_questions: OnceLock<bool>,
     pub state: tokio::sync::Mutex<ViewState>,
     /// What the refresher is asked to recompute; `wake` tells it.
     pending: Mutex<Pending>,
@@ -110,6 +113,7 @@ impl Session {
             docs: Mutex::new(HashMap::new()),
             languages: Mutex::new(HashMap::new()),
             prompt_filetypes: OnceLock::new(),
+            shows_questions: OnceLock::new(),
             state: tokio::sync::Mutex::new(ViewState::default()),
             pending: Mutex::new(Pending::default()),
             wake: tokio::sync::Notify::new(),

@@ -35,6 +35,9 @@ pub enum Event {
         server: String,
         url: String,
     },
+    /// A downstream server asks the user a question that no agent can take: editors of its
+    /// workspace that show forms show it (see [`crate::hub::questions`]).
+    Question(std::sync::Arc<crate::hub::questions::Question>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

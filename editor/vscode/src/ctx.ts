@@ -86,6 +86,8 @@ export class Ctx {
             outputChannel: this.log,
             middleware: this.middleware,
             markdown: { isTrusted: false },
+            // Servers' questions come here as forms (`tandem/question`, questions.ts).
+            initializationOptions: { questions: true },
         };
         const client = new LanguageClient("tandem", "Tandem", serverOptions, clientOptions);
         this.client = client;

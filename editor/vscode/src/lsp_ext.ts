@@ -50,6 +50,25 @@ export interface TaskChanged {
 /// `tandem/promptsChanged` (server → client, `follow.rs`).
 export const PROMPTS_CHANGED = "tandem/promptsChanged";
 
+/// `tandem/question` (server → client, `follow.rs`): a downstream server's question that no
+/// agent can take, answered with `tandem.answer`.
+export const QUESTION = "tandem/question";
+export interface Question {
+    id: string;
+    server: string;
+    message: string;
+    schema: { properties?: Record<string, QuestionField>; required?: string[] };
+}
+export interface QuestionField {
+    type?: string;
+    title?: string;
+    description?: string;
+    default?: unknown;
+    enum?: unknown[];
+    enumNames?: string[];
+    oneOf?: { const?: unknown; title?: string }[];
+}
+
 /// The `workspace/executeCommand` commands this extension runs or intercepts (`commands.rs`).
 export const Cmd = {
     tasksList: "tandem.tasks.list",
@@ -66,6 +85,7 @@ export const Cmd = {
     serversLogin: "tandem.servers.login",
     serversLogout: "tandem.servers.logout",
     trust: "tandem.trust",
+    answer: "tandem.answer",
 } as const;
 
 /// `TaskRecord` (`crates/core/src/tasks/records.rs`).

@@ -7,6 +7,7 @@ import { middleware, registerCommands } from "./commands.ts";
 import { Ctx } from "./ctx.ts";
 import { Documents, SCHEME } from "./documents.ts";
 import { registerMcpProvider } from "./mcp.ts";
+import { registerQuestions } from "./questions.ts";
 import { StatusBar } from "./status.ts";
 import { TaskModel, TasksTree } from "./tasks.ts";
 
@@ -32,6 +33,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     );
     registerCommands(c, model);
     registerMcpProvider(c);
+    registerQuestions(c);
     await c.start();
 }
 

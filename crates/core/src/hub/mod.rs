@@ -11,6 +11,7 @@ pub mod client;
 pub mod config;
 pub mod gateway;
 pub mod prompts;
+pub mod questions;
 pub mod scan;
 
 use std::collections::{BTreeMap, HashMap};
@@ -139,6 +140,8 @@ pub struct Hub {
     /// The remote servers' sign-ins: kept in the data dir, approved in the browser.
     tokens: client::oauth::TokenStore,
     browser: client::oauth::Browser,
+    /// Questions of downstream servers put to the user in an editor.
+    questions: Arc<questions::Questions>,
 }
 
 /// A workspace's downstream servers (`hub/servers`).
@@ -197,6 +200,7 @@ impl Hub {
             workspaces: Mutex::new(HashMap::new()),
             own: Mutex::new(None),
             user_file_edit: Mutex::new(()),
+            questions: Default::default(),
         })
     }
 
@@ -215,6 +219,11 @@ impl Hub {
                 .map(|s| serde_json::to_value(s).expect("plain data"))
                 .collect(),
         }
+    }
+
+    /// The questions servers put to the user through an editor.
+    pub fn questions(&self) -> &Arc<questions::Questions> {
+        &self.questions
     }
 
     pub fn user_file(&self) -> &Path {
