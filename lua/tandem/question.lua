@@ -34,8 +34,8 @@ local function choices_of(field)
       local names = type(field.enumNames) == "table" and field.enumNames or {}
       list[#list + 1] = { label = one_line(names[i] or tostring(v)), value = v }
     end
-  elseif type(field.oneOf) == "table" then
-    for _, o in ipairs(field.oneOf) do
+  elseif type(field.oneOf or field.anyOf) == "table" then
+    for _, o in ipairs(field.oneOf or field.anyOf) do
       if type(o) == "table" and o.const ~= nil then
         list[#list + 1] = { label = one_line(o.title or tostring(o.const)), value = o.const }
       end
@@ -82,6 +82,39 @@ local function ask_fields(schema, done)
     end
     if required[name] then
       label = label .. " *"
+    end
+    local items = field.type == "array" and type(field.items) == "table" and choices_of(field.items)
+    if items then
+      -- A multi-choice: picked one at a time until "(done)".
+      local picked = {}
+      local function more()
+        local left = { { label = "(done)", value = vim.NIL } }
+        for _, c in ipairs(items) do
+          if not vim.tbl_contains(picked, c.value) then
+            left[#left + 1] = c
+          end
+        end
+        vim.ui.select(left, {
+          prompt = label .. ": ",
+          kind = "tandem.question",
+          format_item = function(c)
+            return c.label
+          end,
+        }, function(choice)
+          if not choice then
+            return done(nil)
+          end
+          if choice.value == vim.NIL then
+            if #picked > 0 then
+              content[name] = picked
+            end
+            return ask(i + 1)
+          end
+          picked[#picked + 1] = choice.value
+          more()
+        end)
+      end
+      return more()
     end
     local choices = choices_of(field)
     if choices then

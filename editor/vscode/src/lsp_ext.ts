@@ -67,6 +67,8 @@ export interface QuestionField {
     enum?: unknown[];
     enumNames?: string[];
     oneOf?: { const?: unknown; title?: string }[];
+    anyOf?: { const?: unknown; title?: string }[];
+    items?: QuestionField;
 }
 
 /// The `workspace/executeCommand` commands this extension runs or intercepts (`commands.rs`).

@@ -23,8 +23,9 @@ interface Choice extends vscode.QuickPickItem {
 function choicesOf(field: QuestionField): Choice[] | undefined {
     if (field.type === "boolean") return [{ label: "yes", value: true }, { label: "no", value: false }];
     if (Array.isArray(field.enum)) return field.enum.map((v, i) => ({ label: oneLine(field.enumNames?.[i] ?? String(v)), value: v }));
-    if (Array.isArray(field.oneOf)) {
-        const list = field.oneOf.filter((o) => o.const !== undefined).map((o) => ({ label: oneLine(o.title ?? String(o.const)), value: o.const }));
+    const of = field.oneOf ?? field.anyOf;
+    if (Array.isArray(of)) {
+        const list = of.filter((o) => o.const !== undefined).map((o) => ({ label: oneLine(o.title ?? String(o.const)), value: o.const }));
         return list.length > 0 ? list : undefined;
     }
     return undefined;
@@ -41,6 +42,15 @@ async function askFields(q: Question): Promise<Record<string, unknown> | undefin
         const field = props[name] ?? {};
         const title = `${oneLine(field.title ?? name)}${required.has(name) ? " *" : ""}`;
         const detail = field.description ? oneLine(field.description) : undefined;
+        const many = field.type === "array" && field.items ? choicesOf(field.items) : undefined;
+        if (many) {
+            const defaults = Array.isArray(field.default) ? field.default : [];
+            for (const c of many) c.picked = defaults.includes(c.value);
+            const picks = await vscode.window.showQuickPick(many, { title, placeHolder: detail, canPickMany: true, ignoreFocusOut: true });
+            if (!picks) return undefined;
+            if (picks.length > 0) content[name] = picks.map((p) => p.value);
+            continue;
+        }
         const choices = choicesOf(field);
         if (choices) {
             const items: Choice[] = required.has(name) ? choices : [{ label: "(leave empty)", value: LEAVE_EMPTY }, ...choices];

@@ -25,6 +25,8 @@ use crate::events::{Bus, Event};
 
 /// Questions waiting at once, in all: a server that asks in a loop is refused past it.
 const MAX_PENDING: usize = 32;
+/// The characters of a server's message that editors are sent.
+const MAX_MESSAGE_CHARS: usize = 2000;
 /// The bytes of one answer's JSON that are taken.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
@@ -162,7 +164,7 @@ impl Questions {
             id,
             workspace: workspace.to_path_buf(),
             server: server.to_string(),
-            message: message.to_string(),
+            message: crate::hub::client::describe::printable(message, MAX_MESSAGE_CHARS),
             schema,
         })));
         match tokio::time::timeout(limit, rx).await {
