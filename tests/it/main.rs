@@ -25,6 +25,7 @@ mod memory_suggestions;
 mod nvim;
 mod oauth;
 mod oauth_editor;
+mod questions_editor;
 mod reference_servers;
 mod servers_check;
 mod servers_import;
