@@ -28,6 +28,7 @@ mod oauth_editor;
 mod reference_servers;
 mod servers_check;
 mod servers_import;
+mod setup;
 mod tasks_core;
 mod tasks_mcp;
 mod tool_schemas;
