@@ -23,6 +23,7 @@ mod memory_learns_from_tasks;
 mod memory_model;
 mod memory_suggestions;
 mod nvim;
+mod nvim_install;
 mod oauth;
 mod oauth_editor;
 mod reference_servers;
