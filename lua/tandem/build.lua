@@ -13,8 +13,27 @@ local config = require("tandem.config")
 
 local M = {}
 
---- Where releases are downloaded from; `TANDEM_RELEASE_URL` replaces it (a mirror, tests).
-M.RELEASES = "https://github.com/tandem-dev/tandem/releases/download"
+--- Where the releases of the plugin's repository are downloaded from: `TANDEM_RELEASE_URL`
+--- (a mirror, tests), else the GitHub releases of the repository it was cloned from.
+---@param root string
+---@return string? url
+---@return string? err
+function M.releases_url(root)
+  local env = vim.env.TANDEM_RELEASE_URL
+  if env and env ~= "" then
+    return (env:gsub("/$", ""))
+  end
+  local res = vim.system({ "git", "-C", root, "remote", "get-url", "origin" }, { text = true }):wait()
+  local origin = vim.trim(res.stdout or "")
+  local repo = origin:match("^https://github%.com/([^/]+/[^/]+)$") or origin:match("^git@github%.com:([^/]+/[^/]+)$")
+  if res.code ~= 0 or not repo then
+    return nil,
+      ("cannot tell where this plugin's releases are (its git remote is %q): set TANDEM_RELEASE_URL to the releases' base address"):format(
+        origin
+      )
+  end
+  return ("https://github.com/%s/releases/download"):format((repo:gsub("%.git$", "")))
+end
 
 --- The Rust target triple of this machine, as cargo-dist names its archives.
 ---@return string? triple
@@ -93,6 +112,9 @@ local function install(file, root)
   return dest
 end
 
+--- The largest archive downloaded, in bytes: several times a release's.
+local MAX_ARCHIVE = tostring(512 * 1024 * 1024)
+
 --- Downloads and installs the release `tag`'s binary for this platform.
 ---@param root string
 ---@param tag string
@@ -102,15 +124,20 @@ function M.download(root, tag)
   if not triple then
     error("tandem build: " .. err, 0)
   end
-  local base = (vim.env.TANDEM_RELEASE_URL or M.RELEASES):gsub("/$", "")
+  local base, url_err = M.releases_url(root)
+  if not base then
+    error("tandem build: " .. url_err, 0)
+  end
   local name = ("tandem-%s.tar.xz"):format(triple)
   local url = ("%s/%s/%s"):format(base, tag, name)
   local dir = vim.fn.tempname()
   vim.fn.mkdir(dir, "p")
   local ok, result = pcall(function()
     local archive = vim.fs.joinpath(dir, name)
-    run({ "curl", "--fail", "--silent", "--show-error", "--location", "--output", archive, url })
-    local sums = run({ "curl", "--fail", "--silent", "--show-error", "--location", url .. ".sha256" })
+    -- Bounded: the server is not to be trusted with our disk or memory.
+    local curl = { "curl", "--fail", "--silent", "--show-error", "--location", "--max-filesize" }
+    run(vim.list_extend(vim.deepcopy(curl), { MAX_ARCHIVE, "--output", archive, url }))
+    local sums = run(vim.list_extend(vim.deepcopy(curl), { "4096", url .. ".sha256" }))
     local want = (sums:match("^%s*(%x+)") or ""):lower()
     if #want ~= 64 then
       error(("tandem build: %s.sha256 holds no SHA-256; nothing installed"):format(url), 0)

@@ -202,6 +202,35 @@ fn build_at_a_release_tag_installs_the_checked_release() {
     assert!(out.contains("checksum mismatch"), "{out}");
     assert!(out.contains("nothing installed"), "{out}");
     assert!(!installed.exists(), "installed despite the mismatch");
+
+    // Without TANDEM_RELEASE_URL, the releases are those of the repository it came from.
+    git(
+        &plugin,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "git@github.com:someone/tandem.git",
+        ],
+    );
+    let mut cmd = std::process::Command::new(nvim_bin());
+    home.isolate(&mut cmd);
+    let lua = format!(
+        "vim.opt.rtp:prepend('{0}'); io.stdout:write(require('tandem.build').releases_url('{0}'))",
+        plugin.display()
+    );
+    let script = home.path().join("releases_url.lua");
+    std::fs::write(&script, lua).unwrap();
+    let out = cmd
+        .args(["--clean", "--headless", "-l"])
+        .arg(&script)
+        .env_remove("TANDEM_RELEASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "https://github.com/someone/tandem/releases/download"
+    );
 }
 
 #[test]

@@ -978,10 +978,11 @@ impl crate::hub::Hub {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn places() -> Places {
+    /// A user's places, for the tests here and in `setup.rs`.
+    pub(in crate::hub::config) fn places() -> Places {
         Places {
             home: "/home/u".into(),
             config_dir: "/home/u/.config".into(),

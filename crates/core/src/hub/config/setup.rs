@@ -302,15 +302,7 @@ fn render(format: Format, text: Option<&str>, entry: &impl Serialize) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn places() -> Places {
-        Places {
-            home: "/home/u".into(),
-            config_dir: "/home/u/.config".into(),
-            codex_home: "/home/u/.codex".into(),
-            workspace: "/work/app".into(),
-        }
-    }
+    use crate::hub::config::import::tests::places;
 
     #[test]
     fn each_agent_has_its_files_and_codex_no_project_file() {
