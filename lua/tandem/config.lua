@@ -169,12 +169,22 @@ function M.resolve(user)
   return cfg
 end
 
---- The command prefix that runs the binary: `cmd` as a list.
+--- The plugin's folder: this file is `<plugin>/lua/tandem/config.lua`.
+M.plugin_root = vim.fs.dirname(vim.fs.dirname(vim.fs.dirname(vim.fs.normalize(debug.getinfo(1, "S").source:sub(2)))))
+
+--- Where the build step (`build.lua`) installs the binary.
+M.installed_bin = vim.fs.joinpath(M.plugin_root, "bin", "tandem")
+
+--- The command prefix that runs the binary: `cmd` as a list. With `cmd` left at its
+--- default, the binary the build step installed comes first, then `tandem` on PATH.
 ---@param cfg tandem.Config
 ---@return string[]
 function M.base_cmd(cfg)
   local cmd = type(cfg.cmd) == "table" and vim.deepcopy(cfg.cmd --[[@as string[] ]])
     or { cfg.cmd --[[@as string]] }
+  if cfg.cmd == M.schema.cmd.default and vim.fn.executable(M.installed_bin) == 1 then
+    cmd[1] = M.installed_bin
+  end
   if cmd[1]:find("^~") then
     cmd[1] = vim.fs.normalize(cmd[1])
   end

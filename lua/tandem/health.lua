@@ -179,12 +179,23 @@ function M.check()
   local path = vim.fn.executable(base[1]) == 1 and vim.fn.exepath(base[1]) or nil
   if not path then
     h.error(("`%s` not found or not executable"):format(base[1]), {
-      "Install tandem and put it on PATH",
-      "or give its path: require('tandem').setup({ cmd = '/path/to/tandem' })",
+      "lazy.nvim runs the plugin's build.lua on install and update, which installs the binary into "
+        .. config.installed_bin
+        .. " (`:Lazy build tandem` runs it again)",
+      "Install it now with :lua require('tandem.build').run() (the release's binary at a release tag, else `cargo build --release`)",
+      "or install tandem and put it on PATH, or give its path: require('tandem').setup({ cmd = '/path/to/tandem' })",
     })
     return
   end
-  h.ok("found: " .. path)
+  local how
+  if path == config.installed_bin then
+    how = "installed by the plugin's build step"
+  elseif cfg.cmd == config.schema.cmd.default then
+    how = "`tandem` on PATH"
+  else
+    how = "the `cmd` option"
+  end
+  h.ok(("using %s (%s)"):format(path, how))
   local binary_version
   local res, err = run(base, { "--version" })
   if not res then

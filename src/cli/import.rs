@@ -1,5 +1,5 @@
 //! `tandem servers import`: the MCP servers of the user's agents (Claude Code, Codex, Gemini
-//! CLI, VS Code) into Tandem's `config.json`, so that the agent's own config can list only
+//! CLI, VS Code, Cursor) into Tandem's `config.json`, so that the agent's own config can list only
 //! `tandem mcp`. The agents' files are read here (they are the user's); the plan is shown,
 //! confirmed, and written through `hub/import`, so that a running daemon's own edits of
 //! that file never race this one.
@@ -28,7 +28,8 @@ pub struct ImportArgs {
     /// Where from: `claude` (~/.claude.json, with this project's servers), `claude-project`
     /// (the workspace's .mcp.json), `codex` (~/.codex/config.toml), `gemini`
     /// (settings.json, the user's and the workspace's), `vscode` (mcp.json, the user's and
-    /// the workspace's), or a file. Default: every one of these places.
+    /// the workspace's), `cursor` (mcp.json, ~/.cursor's and the workspace's), or a file.
+    /// Default: every one of these places.
     #[arg(long, value_name = "AGENT|FILE")]
     from: Option<String>,
     /// Import without asking.
@@ -188,7 +189,7 @@ pub fn run(config: &Config, args: ImportArgs) -> anyhow::Result<()> {
 }
 
 /// The user's places: `$HOME`, the platform's config dir, Codex's home, the workspace.
-fn places() -> anyhow::Result<Places> {
+pub(super) fn places() -> anyhow::Result<Places> {
     let dirs = directories::BaseDirs::new().context("no home directory: set HOME")?;
     let home = dirs.home_dir().to_path_buf();
     let codex_home = match std::env::var_os("CODEX_HOME") {
@@ -233,7 +234,7 @@ fn read_all(
 
 /// The most an agent's file may hold: Claude Code's user file keeps the history of every
 /// project, far past a config file's size.
-const AGENT_FILE_MAX_BYTES: u64 = 64 << 20;
+pub(super) const AGENT_FILE_MAX_BYTES: u64 = 64 << 20;
 
 /// One location's servers; `None` when the file does not exist. A workspace's files are
 /// the repository's: read only as a regular file, of bounded size ([`guarded_file`]).
@@ -311,12 +312,12 @@ fn print_plan(plan: &Plan) {
 }
 
 /// `N server(s)`.
-fn servers(n: usize) -> String {
+pub(super) fn servers(n: usize) -> String {
     format!("{n} server{}", if n == 1 { "" } else { "s" })
 }
 
 /// A path under `$HOME` as `~/...`, for reading.
-fn tilde(path: &str) -> String {
+pub(super) fn tilde(path: &str) -> String {
     match std::env::var_os("HOME").map(PathBuf::from) {
         Some(home) if !home.as_os_str().is_empty() => match Path::new(path).strip_prefix(&home) {
             Ok(rest) => format!("~/{}", rest.display()),

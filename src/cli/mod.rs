@@ -10,6 +10,7 @@ mod hub;
 mod import;
 mod memory;
 mod serve;
+mod setup;
 mod tasks;
 
 use std::path::Path;
@@ -88,6 +89,9 @@ enum Command {
     /// counts per source; `prompts` lists the conventional prompts and their settings, `set`
     /// changes them.
     Inject(hub::InjectCli),
+    /// Add Tandem to an agent's MCP config (claude, codex, gemini, vscode, cursor): the
+    /// change is shown, then written once confirmed.
+    Setup(setup::SetupArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -160,6 +164,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prompt(args) => hub::prompt(&config, args),
         Command::Trust(args) => hub::trust(&config, args),
         Command::Inject(args) => hub::inject_cli(&config, args),
+        Command::Setup(args) => setup::run(&config, args),
     }
 }
 

@@ -135,7 +135,7 @@ const LENSES: &str = r#"
 "#;
 
 /// `:checkhealth tandem`, as text.
-async fn checkhealth(nvim: &Nvim) -> String {
+pub async fn checkhealth(nvim: &Nvim) -> String {
     nvim.lua("vim.cmd('checkhealth tandem')").await;
     let text = nvim
         .lua("return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')")

@@ -48,10 +48,21 @@ impl Nvim {
     /// The same, with `env` added to the home's environment (Neovim's, so its tandem
     /// client's and the daemon that client starts).
     pub async fn start_env(home: &TestHome, cwd: &Path, env: &[(&str, &str)]) -> Nvim {
+        Nvim::start_plugin(home, cwd, Path::new(env!("CARGO_MANIFEST_DIR")), env).await
+    }
+
+    /// The same, with the plugin at `plugin` (a copy of this repository's) on the runtime
+    /// path.
+    pub async fn start_plugin(
+        home: &TestHome,
+        cwd: &Path,
+        plugin: &Path,
+        env: &[(&str, &str)],
+    ) -> Nvim {
         let mut cmd = tokio::process::Command::new(nvim_bin());
         cmd.args(["--embed", "--headless", "--clean", "-n"])
             .arg("--cmd")
-            .arg(format!("set rtp^={}", env!("CARGO_MANIFEST_DIR")))
+            .arg(format!("set rtp^={}", plugin.display()))
             .current_dir(cwd)
             .kill_on_drop(true);
         home.isolate(cmd.as_std_mut());

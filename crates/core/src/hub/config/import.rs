@@ -1,5 +1,5 @@
 //! Onboarding (`tandem servers import`): the MCP servers an agent already has, read from its
-//! own config files (Claude Code, Codex, Gemini CLI, VS Code), translated into entries of
+//! own config files (Claude Code, Codex, Gemini CLI, VS Code, Cursor), translated into entries of
 //! Tandem's `config.json`, and the plan of merging them into it: which are added, unchanged,
 //! in conflict with an entry of the same name, or skipped, and why.
 //!
@@ -20,7 +20,14 @@ use crate::hub::config::{self, ConfigProblem, SERVERS_KEY, Transport};
 use crate::hub::scan;
 
 /// The agents whose config files are known, as `--from` names them.
-pub const AGENTS: &[&str] = &["claude", "claude-project", "codex", "gemini", "vscode"];
+pub const AGENTS: &[&str] = &[
+    "claude",
+    "claude-project",
+    "codex",
+    "gemini",
+    "vscode",
+    "cursor",
+];
 
 /// How a config file lists its servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -29,7 +36,8 @@ pub enum Format {
     /// `~/.claude.json`: `mcpServers` (user scope) and `projects.<path>.mcpServers` (local
     /// scope, taken for the workspace only).
     ClaudeUser,
-    /// `.mcp.json` (Claude Code's project file, and the usual `mcpServers` format).
+    /// `.mcp.json` (Claude Code's project file, Cursor's `mcp.json`, and the usual
+    /// `mcpServers` format).
     McpJson,
     /// `~/.codex/config.toml`: `[mcp_servers.NAME]` tables.
     Codex,
@@ -125,6 +133,12 @@ pub fn locations(places: &Places, agent: Option<&str>) -> Vec<Location> {
             false,
         ),
         at(
+            "cursor",
+            Format::McpJson,
+            places.home.join(".cursor/mcp.json"),
+            false,
+        ),
+        at(
             "claude-project",
             Format::McpJson,
             ws.join(".mcp.json"),
@@ -137,6 +151,7 @@ pub fn locations(places: &Places, agent: Option<&str>) -> Vec<Location> {
             ws.join(".gemini/settings.json"),
             true,
         ),
+        at("cursor", Format::McpJson, ws.join(".cursor/mcp.json"), true),
     ];
     all.into_iter()
         .filter(|l| agent.is_none_or(|a| a == l.agent))
@@ -197,7 +212,7 @@ impl Entry {
     }
 
     /// Whether the entry starts Tandem's own MCP face ([`Transport::is_tandem_itself`]).
-    fn is_tandem_itself(&self) -> bool {
+    pub fn is_tandem_itself(&self) -> bool {
         self.stdio().is_some_and(|t| t.is_tandem_itself())
     }
 
@@ -897,7 +912,7 @@ fn not_imported(f: &FoundServer, chosen: &FoundServer) -> String {
 
 /// The servers in the user's config by name, each as an [`Entry`] (`None`: an entry Tandem
 /// cannot read, which is never "the same").
-fn existing_servers(
+pub(crate) fn existing_servers(
     file: &Path,
     text: Option<&str>,
 ) -> Result<BTreeMap<String, Option<Entry>>, ConfigProblem> {
@@ -963,10 +978,11 @@ impl crate::hub::Hub {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn places() -> Places {
+    /// A user's places, for the tests here and in `setup.rs`.
+    pub(in crate::hub::config) fn places() -> Places {
         Places {
             home: "/home/u".into(),
             config_dir: "/home/u/.config".into(),

@@ -25,6 +25,7 @@
 pub mod import;
 pub mod known_servers;
 mod placeholder;
+pub mod setup;
 pub mod trust;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -399,27 +400,43 @@ pub fn edit_servers<E: Serialize>(
     entries: &[(String, E)],
 ) -> Result<(), ConfigProblem> {
     edit_member(file, SERVERS_KEY, |raw, indent| {
-        let mut members = match raw {
-            Some(raw) => scan::object_members(raw).ok_or_else(|| ConfigProblem {
-                file: file.to_path_buf(),
-                server: None,
-                field: Some(SERVERS_KEY.into()),
-                message: "must be an object for Tandem to add servers to it".into(),
-            })?,
-            None => Vec::new(),
-        };
-        let written: Vec<String> = entries
-            .iter()
-            .map(|(_, entry)| pretty_at(entry, indent, 2))
-            .collect();
-        for ((name, _), text) in entries.iter().zip(&written) {
-            match members.iter_mut().find(|(k, _)| k == name) {
-                Some(member) => member.1 = text,
-                None => members.push((name.clone(), text)),
-            }
-        }
-        Ok(scan::object_text_at(&members, indent, 1))
+        edit_entries(file, SERVERS_KEY, raw, indent, entries, &[])
     })
+}
+
+/// A servers object's new text (`raw`, `None` when absent; at depth 1 of a file indented
+/// with `indent`): the entries of `set` added or replaced, those named in `remove` taken
+/// out, every other entry's text kept byte for byte. `key` names the member in the problem
+/// when it is not an object.
+pub fn edit_entries<E: Serialize>(
+    file: &Path,
+    key: &str,
+    raw: Option<&str>,
+    indent: &str,
+    set: &[(String, E)],
+    remove: &[String],
+) -> Result<String, ConfigProblem> {
+    let mut members = match raw {
+        Some(raw) => scan::object_members(raw).ok_or_else(|| ConfigProblem {
+            file: file.to_path_buf(),
+            server: None,
+            field: Some(key.into()),
+            message: "must be an object for Tandem to add servers to it".into(),
+        })?,
+        None => Vec::new(),
+    };
+    members.retain(|(name, _)| !remove.contains(name));
+    let written: Vec<String> = set
+        .iter()
+        .map(|(_, entry)| pretty_at(entry, indent, 2))
+        .collect();
+    for ((name, _), text) in set.iter().zip(&written) {
+        match members.iter_mut().find(|(k, _)| k == name) {
+            Some(member) => member.1 = text,
+            None => members.push((name.clone(), text)),
+        }
+    }
+    Ok(scan::object_text_at(&members, indent, 1))
 }
 
 /// Rewrites one top-level member of the user's config file (created when missing): `edit`
@@ -435,10 +452,27 @@ pub fn edit_member(
     edit: impl FnOnce(Option<&str>, &str) -> Result<String, ConfigProblem>,
 ) -> Result<(), ConfigProblem> {
     let text = read_user_file(file)?.unwrap_or_default();
+    let new_text = edit_member_text(file, &text, key, edit)?;
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| file_error(file, format!("cannot create its directory: {e}")))?;
+    }
+    crate::store::write_atomically(file, new_text.as_bytes())
+        .map_err(|e| file_error(file, format!("cannot write it: {e}")))
+}
+
+/// [`edit_member`] on a JSON object's text (`file`'s, named in problems; empty when the
+/// file does not exist): the new text, every other member as it was written.
+pub fn edit_member_text(
+    file: &Path,
+    text: &str,
+    key: &str,
+    edit: impl FnOnce(Option<&str>, &str) -> Result<String, ConfigProblem>,
+) -> Result<String, ConfigProblem> {
     let mut members = if text.trim().is_empty() {
         Vec::new()
     } else {
-        scan::object_members(&text).ok_or_else(|| {
+        scan::object_members(text).ok_or_else(|| {
             file_error(
                 file,
                 "not a valid JSON object; fix it before Tandem edits it".into(),
@@ -446,20 +480,14 @@ pub fn edit_member(
         })?
     };
     // The file's own indent (that of its first member), else two spaces.
-    let indent = scan::member_indent(&text).unwrap_or("  ");
+    let indent = scan::member_indent(text).unwrap_or("  ");
     let at = members.iter().position(|(k, _)| k == key);
     let edited = edit(at.map(|i| members[i].1), indent)?;
     match at {
         Some(i) => members[i].1 = &edited,
         None => members.push((key.to_string(), &edited)),
     }
-    let new_text = scan::object_text(&members, indent);
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| file_error(file, format!("cannot create its directory: {e}")))?;
-    }
-    crate::store::write_atomically(file, new_text.as_bytes())
-        .map_err(|e| file_error(file, format!("cannot write it: {e}")))
+    Ok(scan::object_text(&members, indent))
 }
 
 /// The user's config file's text; `None` when it does not exist (yet). Refused when
@@ -482,7 +510,7 @@ fn text_of(
 
 /// `value` pretty-printed with `indent`, for a place `depth` levels deep in the file (its
 /// lines after the first are indented that much more).
-fn pretty_at(value: &impl Serialize, indent: &str, depth: usize) -> String {
+pub fn pretty_at(value: &impl Serialize, indent: &str, depth: usize) -> String {
     let mut pretty = Vec::new();
     let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
     serde::Serialize::serialize(
