@@ -1,5 +1,6 @@
 // Finding the `tandem` binary and checking it, as rust-analyzer's bootstrap does: the
-// `tandem.path` setting, else `tandem` on PATH; then `tandem --version` against
+// `tandem.path` setting; else the binary a platform-specific .vsix carries (`server/tandem`),
+// unless `tandem` on PATH is newer; else `tandem` on PATH. Then `tandem --version` against
 // `MIN_VERSION`. No VS Code here: `ctx.ts` turns a failure into a message with what to do.
 
 import { execFile } from "node:child_process";
@@ -79,8 +80,28 @@ export async function checkBinary(bin: string): Promise<Server> {
     return { path: bin, version };
 }
 
-/// Finds and checks the binary; the error says where it looked.
-export async function bootstrap(setting: string | null, envPath: string | undefined, folder: string | undefined): Promise<Server> {
+/// The binary this extension carries, when it is a platform-specific package: `bundled`
+/// (`<extension>/server/tandem`) if it is there.
+export function bundledBinary(bundled: string | undefined): string | null {
+    return bundled && isExecutable(bundled) ? bundled : null;
+}
+
+/// Finds and checks the binary; the error says where it looked. `bundled` is where a
+/// platform-specific package carries one: used unless `tandem.path` is set or `tandem` on
+/// PATH is a newer version.
+export async function bootstrap(setting: string | null, envPath: string | undefined, folder: string | undefined, bundled?: string): Promise<Server> {
+    const carried = setting && setting.trim() ? null : bundledBinary(bundled);
+    if (carried) {
+        const mine = await checkBinary(carried);
+        const other = onPath("tandem", envPath);
+        if (!other) return mine;
+        try {
+            const theirs = await checkBinary(other);
+            return compareVersions(theirs.version, mine.version) > 0 ? theirs : mine;
+        } catch {
+            return mine;
+        }
+    }
     const bin = findBinary(setting, envPath, folder);
     if (!bin) {
         const where = setting && setting.trim() ? `tandem.path is "${setting}", which is not on PATH` : "tandem.path is not set and there is no tandem on PATH";

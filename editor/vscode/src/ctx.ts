@@ -1,6 +1,8 @@
 // The extension's context: owns every disposable, the output channel and the language client
 // (`tandem lsp`), starts, restarts and stops it, and runs the server's commands.
 
+import * as path from "node:path";
+
 import * as vscode from "vscode";
 import { ExecuteCommandRequest, LanguageClient, type LanguageClientOptions, type Middleware, type ServerOptions, State } from "vscode-languageclient/node";
 
@@ -25,9 +27,12 @@ export class Ctx {
     private readonly notifications: { method: string; handler: (params: unknown) => void }[] = [];
 
     readonly extension: vscode.ExtensionContext;
+    /// Where a platform-specific package carries the binary (absent from the generic one).
+    readonly bundled: string;
 
     constructor(extension: vscode.ExtensionContext) {
         this.extension = extension;
+        this.bundled = extension.asAbsolutePath(path.join("server", process.platform === "win32" ? "tandem.exe" : "tandem"));
         this.log = vscode.window.createOutputChannel("Tandem", { log: true });
         this.push(this.log, this.stateEmitter);
     }
@@ -63,7 +68,7 @@ export class Ctx {
         this.setState({ kind: "starting" });
         let server: Server;
         try {
-            server = await bootstrap(this.config.path, process.env.PATH, this.folder?.uri.fsPath);
+            server = await bootstrap(this.config.path, process.env.PATH, this.folder?.uri.fsPath, this.bundled);
         } catch (e) {
             const message = e instanceof BootstrapError || e instanceof Error ? e.message : String(e);
             this.log.error(message);

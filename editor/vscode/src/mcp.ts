@@ -5,7 +5,7 @@
 
 import * as vscode from "vscode";
 
-import { findBinary } from "./bootstrap.ts";
+import { bundledBinary, findBinary } from "./bootstrap.ts";
 import type { Ctx } from "./ctx.ts";
 
 /// The provider's id, as package.json's `mcpServerDefinitionProviders` declares it.
@@ -38,7 +38,13 @@ export function registerMcpProvider(ctx: Ctx): boolean {
             onDidChangeMcpServerDefinitions: changed.event,
             provideMcpServerDefinitions: () => {
                 const state = ctx.state;
-                const bin = state.kind === "running" ? state.server.path : findBinary(ctx.config.path, process.env.PATH, ctx.folder?.uri.fsPath);
+                // The binary the editor runs, so the agent and the editor share one daemon.
+                const bin =
+                    state.kind === "running"
+                        ? state.server.path
+                        : ctx.config.path?.trim()
+                          ? findBinary(ctx.config.path, process.env.PATH, ctx.folder?.uri.fsPath)
+                          : (bundledBinary(ctx.bundled) ?? findBinary(null, process.env.PATH, undefined));
                 const folder = ctx.folder;
                 if (!bin || !folder) return [];
                 const version = state.kind === "running" ? state.server.version : undefined;

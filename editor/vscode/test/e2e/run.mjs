@@ -12,7 +12,7 @@
 // TANDEM_TEST_EVERYTHING (mcp-server-everything), MCP_SDK (the SDK's package folder), VSIX.
 
 import { execFileSync, spawn } from "node:child_process";
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -48,8 +48,17 @@ const dirs = {
     repo: path.join(root, "repo"),
 };
 for (const d of Object.values(dirs)) mkdirSync(d, { recursive: true });
+// No `tandem` on PATH (a developer's ~/.cargo/bin may have one): the extension must find the
+// binary it carries.
+const hasTandem = (dir) => {
+    try {
+        return statSync(path.join(dir, "tandem")).isFile();
+    } catch {
+        return false;
+    }
+};
 const env = {
-    PATH: process.env.PATH,
+    PATH: (process.env.PATH ?? "").split(path.delimiter).filter((d) => d && !hasTandem(d)).join(path.delimiter),
     HOME: dirs.home,
     TANDEM_HOME: dirs.tandemHome,
     XDG_DATA_HOME: path.join(root, "xdg/data"),
@@ -161,7 +170,8 @@ async function startOAuthServer() {
 }
 
 async function startCodeServer() {
-    writeSettings({ "tandem.path": TANDEM });
+    // No tandem.path and no tandem on PATH: the extension runs the binary its .vsix carries.
+    writeSettings({});
     const config = path.join(root, "code-server.yaml");
     writeFileSync(config, "auth: none\ncert: false\n");
     const common = ["--config", config, "--user-data-dir", dirs.userData, "--extensions-dir", dirs.extensions];
@@ -284,6 +294,13 @@ async function waitEditorText(page, text) {
     throw new Error(`the active editor never showed "${text}"; it shows:\n${last}`);
 }
 
+/// The extension's log so far (its output channel, as code-server writes it).
+function tandemLog() {
+    const logs = path.join(dirs.userData, "logs");
+    const found = readdirSync(logs, { recursive: true }).filter((f) => String(f).endsWith(path.join("tandem.tandem", "Tandem.log")));
+    return found.map((f) => readFileSync(path.join(logs, String(f)), "utf8")).join("\n");
+}
+
 async function tool(name, args) {
     const r = await agent.callTool({ name, arguments: args });
     if (r.isError) throw new Error(`${name} failed: ${JSON.stringify(r.content)}`);
@@ -328,6 +345,11 @@ async function main() {
     figures.activation = Date.now() - opened;
     log(`activation (window open → client running): ${figures.activation} ms (workbench shown: ${figures.workbench} ms)`);
     await shot(page, "01-ready");
+    const using = /using (\S+) \(tandem /.exec(tandemLog())?.[1];
+    if (!using?.startsWith(dirs.extensions) || !using.endsWith(path.join("server", "tandem"))) {
+        throw new Error(`the extension runs ${using}, not the binary its package carries`);
+    }
+    log(`the extension runs the binary it carries: ${path.relative(dirs.extensions, using)}`);
 
     // The server asks to trust the workspace's .mcp.json (window/showMessageRequest).
     const trust = page.locator(".notification-toast .monaco-button", { hasText: /^Trust$/ }).first();
@@ -566,7 +588,7 @@ async function main() {
 
     // Tandem as an MCP server for VS Code's own agent (its AI features on now: their chat
     // panel takes the keyboard focus): VS Code lists it from the provider and starts it.
-    writeSettings({ "tandem.path": TANDEM, "chat.disableAIFeatures": false });
+    writeSettings({ "chat.disableAIFeatures": false });
     await palette(page, "MCP: List Servers");
     await (await quickRow(page, "Tandem")).click();
     await shot(page, "16-mcp-server-actions");

@@ -61,6 +61,21 @@ test("a missing binary names the setting and PATH", async () => {
     await assert.rejects(bootstrap("tandem-nope", "", undefined), /tandem\.path is "tandem-nope", which is not on PATH/);
 });
 
+test("the carried binary is used unless tandem.path is set or PATH has a newer one", async () => {
+    const carried = fake("carried", "tandem", "tandem 5.0.0");
+    const newer = fake("newer", "tandem", "tandem 5.1.0");
+    const same = fake("same", "tandem", "tandem 5.0.0");
+    const at = (...subs: string[]) => subs.map((s) => path.join(dir, s)).join(path.delimiter);
+    assert.equal((await bootstrap(null, at("notexec"), undefined, carried)).path, carried);
+    assert.equal((await bootstrap(null, at("same"), undefined, carried)).path, carried);
+    assert.equal((await bootstrap(null, at("old"), undefined, carried)).path, carried);
+    assert.equal((await bootstrap(null, at("broken"), undefined, carried)).path, carried);
+    assert.equal((await bootstrap(null, at("newer"), undefined, carried)).path, newer);
+    assert.equal((await bootstrap(good, at("newer"), undefined, carried)).path, good);
+    // A package without one (the generic .vsix): PATH, as before.
+    assert.equal((await bootstrap(null, at("same"), undefined, path.join(dir, "nowhere", "tandem"))).path, same);
+});
+
 test("the real tandem passes the bootstrap", { skip: !process.env.TANDEM_BIN && "TANDEM_BIN is not set" }, async () => {
     const server = await bootstrap(process.env.TANDEM_BIN!, undefined, undefined);
     assert.match(server.version, /^\d+\.\d+\.\d+$/);
