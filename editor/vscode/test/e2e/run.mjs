@@ -503,6 +503,41 @@ async function main() {
     if (!everything.includes("ready")) throw new Error(`server-everything is not ready: "${everything}"`);
     log(`servers: ${everything}`);
 
+    // A server's question that no agent can take (this agent's client has no elicitation):
+    // a form in VS Code. "Answer", then one step per field: the required name typed, Enter
+    // for the others (their defaults, the first choice, the preselected picks).
+    await tool("mcp_activate", { name: "everything" });
+    let answered;
+    const call = agent
+        .callTool({ name: "mcp_call", arguments: { server: "everything", tool: "trigger-elicitation-request", arguments: {} } })
+        .then((r) => (answered = r));
+    await quickTitle(page, "Server 'everything' asks: Please provide inputs");
+    await shot(page, "13a-question");
+    await (await quickRow(page, "Answer")).click();
+    const titles = [];
+    for (let step = 0; step < 40 && !answered; step++) {
+        const title = page.locator(".quick-input-widget .quick-input-title");
+        try {
+            await title.waitFor({ state: "visible", timeout: 5000 });
+        } catch {
+            continue;
+        }
+        const text = (await title.innerText().catch(() => "")).trim();
+        if (!text || text.includes("asks:") || text === titles.at(-1)) {
+            await sleep(100);
+            continue;
+        }
+        titles.push(text);
+        if (text.startsWith("String *")) await quickType(page, "Ann");
+        await page.keyboard.press("Enter");
+    }
+    await call;
+    const said = JSON.stringify(answered.content);
+    if (!said.includes("User provided the requested information") || !said.includes("Name: Ann")) {
+        throw new Error(`the server did not get the form: ${said}`);
+    }
+    log(`answered server-everything's question in ${titles.length} steps of the form: ${titles.join(" | ")}`);
+
     // A remote server that asks for a sign-in: the list says so and picking it offers "Sign
     // in"; "Tandem: Sign In to MCP Server" signs in, the server offers its page to VS Code
     // too, and the result is shown. Tandem opens the sign-in page with $BROWSER, which
