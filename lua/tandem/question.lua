@@ -44,6 +44,18 @@ local function choices_of(field)
   return #list > 0 and list or nil
 end
 
+--- Picks one of `choices` ({label, value} pairs) for the field `label`; `on_choice(nil)`
+--- when the user dismisses the list.
+local function pick(choices, label, on_choice)
+  vim.ui.select(choices, {
+    prompt = label .. ": ",
+    kind = "tandem.question",
+    format_item = function(c)
+      return c.label
+    end,
+  }, on_choice)
+end
+
 --- `text` typed for `field`, as its JSON type; nil and the reason when it does not fit.
 ---@return any, string?
 local function parse(field, text)
@@ -94,13 +106,7 @@ local function ask_fields(schema, done)
             left[#left + 1] = c
           end
         end
-        vim.ui.select(left, {
-          prompt = label .. ": ",
-          kind = "tandem.question",
-          format_item = function(c)
-            return c.label
-          end,
-        }, function(choice)
+        pick(left, label, function(choice)
           if not choice then
             return done(nil)
           end
@@ -121,13 +127,7 @@ local function ask_fields(schema, done)
       if not required[name] then
         table.insert(choices, 1, { label = "(leave empty)", value = vim.NIL })
       end
-      vim.ui.select(choices, {
-        prompt = label .. ": ",
-        kind = "tandem.question",
-        format_item = function(c)
-          return c.label
-        end,
-      }, function(choice)
+      pick(choices, label, function(choice)
         if not choice then
           return done(nil)
         end

@@ -158,6 +158,14 @@ async fn agent(home: &TestHome, ws: &Path, browser: &Browser) -> McpClient {
         .await
 }
 
+/// An agent that activated `notes`, which asked for a sign-in that `browser` approved.
+async fn signed_in(home: &TestHome, ws: &Path, browser: &Browser) -> McpClient {
+    let agent = agent(home, ws, browser).await;
+    until_status(&agent, "notes", "needs-sign-in").await;
+    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    agent
+}
+
 /// The server `name` as `mcp_environment` lists it.
 async fn listed(agent: &McpClient, name: &str) -> Value {
     let env = agent.ok("mcp_environment", json!({})).await;
@@ -344,9 +352,7 @@ async fn an_expired_token_is_refreshed_without_the_user() {
     let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
-    let agent = agent(&home, &ws, &browser).await;
-    until_status(&agent, "notes", "needs-sign-in").await;
-    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    let agent = signed_in(&home, &ws, &browser).await;
     let first = stored_token(&home);
     assert_eq!(stats(&base).await["byCode"], 1);
 
@@ -381,9 +387,7 @@ async fn a_tool_that_needs_another_scope_signs_in_again_for_it_once() {
     let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
-    let agent = agent(&home, &ws, &browser).await;
-    until_status(&agent, "notes", "needs-sign-in").await;
-    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    let agent = signed_in(&home, &ws, &browser).await;
     assert!(greet(&agent, "Di").await.contains("Hello, Di"));
     let first = browser.opened();
     assert_eq!(first.len(), 1, "{first:?}");
@@ -429,9 +433,7 @@ async fn a_step_up_the_user_does_not_approve_fails_the_call_and_loops_not() {
     );
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
-    let agent = agent(&home, &ws, &browser).await;
-    until_status(&agent, "notes", "needs-sign-in").await;
-    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    let agent = signed_in(&home, &ws, &browser).await;
     browser.set("ignore");
     let r = agent
         .try_call(
@@ -454,9 +456,7 @@ async fn a_401_with_no_challenge_still_signs_in() {
     let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
-    let agent = agent(&home, &ws, &browser).await;
-    until_status(&agent, "notes", "needs-sign-in").await;
-    agent.ok("mcp_activate", json!({"name": "notes"})).await;
+    let agent = signed_in(&home, &ws, &browser).await;
     assert!(greet(&agent, "Ed").await.contains("Hello, Ed"));
     assert_eq!(browser.opened().len(), 1);
     agent.close().await;
