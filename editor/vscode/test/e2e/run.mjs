@@ -532,9 +532,9 @@ async function main() {
         await page.keyboard.press("Enter");
     }
     await call;
-    const said = JSON.stringify(answered.content);
-    if (!said.includes("User provided the requested information") || !said.includes("Name: Ann")) {
-        throw new Error(`the server did not get the form: ${said}`);
+    const form = JSON.stringify(answered.content);
+    if (!form.includes("User provided the requested information") || !form.includes("Name: Ann")) {
+        throw new Error(`the server did not get the form: ${form}`);
     }
     log(`answered server-everything's question in ${titles.length} steps of the form: ${titles.join(" | ")}`);
 
