@@ -6,17 +6,20 @@
 //! texts and escapes what a terminal would act on (`describe::printable`); the JSON is
 //! whole, with those characters escaped as JSON escapes.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
+use rmcp::model::{ElicitResult, ElicitationAction};
 use serde_json::{Value, json};
 
 use tandem_core::calls::{self, CallError, params::TrustParams};
 use tandem_core::config::Config;
 use tandem_core::hub::HubError;
+use tandem_core::hub::client::ask::{Asker, AskerSlot, Fallback, Form, Pending};
 use tandem_core::hub::client::check::{self, Checked};
 use tandem_core::hub::client::describe::{is_unsafe, printable};
 use tandem_core::hub::client::oauth::{Auth, Browser, TokenStore, is_client_metadata_url};
@@ -65,6 +68,10 @@ pub struct CheckArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Accept a form the server asks for at once, every field with a default set to it,
+    /// rather than asking each field on the terminal.
+    #[arg(long)]
+    accept_defaults: bool,
 }
 
 /// `tandem servers check`.
@@ -119,13 +126,21 @@ pub fn run(config: &Config, args: CheckArgs) -> anyhow::Result<()> {
             );
         }),
     };
+    let fallback = Fallback {
+        root: super::workspace_root(None).unwrap_or_else(|_| std::env::temp_dir()),
+        asker: AskerSlot::default(),
+    };
+    fallback.asker.set(Some(Arc::new(TerminalAsker {
+        accept_defaults: args.accept_defaults,
+    })));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let checked = runtime
-        .block_on(check::check(entry, trusted, auth, call))
-        .map_err(CallError::from)?;
+    let checked = runtime.block_on(check::check(entry, trusted, auth, fallback, call));
+    // A question left on the terminal holds a thread reading stdin: do not wait for it.
+    runtime.shutdown_background();
+    let checked = checked.map_err(CallError::from)?;
     let failed = match &checked.call {
         Some((_, Ok(result))) => result.is_error == Some(true),
         Some((_, Err(_))) => true,
@@ -484,5 +499,173 @@ mod tests {
             indented(&text, 20),
             format!("  one\n  {}…\n  …\n", "x".repeat(17))
         );
+    }
+}
+
+/// Answers a server's form on the terminal: each field asked on stderr and read from
+/// stdin, its default kept on an empty line; or at once with the defaults
+/// (`--accept-defaults`), SEP-1034's client defaults for omitted fields. With neither a
+/// terminal nor the flag, there is no one to ask, and the form is declined.
+struct TerminalAsker {
+    accept_defaults: bool,
+}
+
+impl Asker for TerminalAsker {
+    fn ask(&self, form: Form) -> Pending<Option<ElicitResult>> {
+        let accept_defaults = self.accept_defaults;
+        Box::pin(async move {
+            let fields = fields(&form);
+            if accept_defaults {
+                let content = fields
+                    .into_iter()
+                    .filter_map(|f| Some((f.name, f.default?)))
+                    .collect();
+                return Some(accepted(content));
+            }
+            if !std::io::stdin().is_terminal() {
+                return None;
+            }
+            tokio::task::spawn_blocking(move || ask_on_terminal(&form, fields))
+                .await
+                .ok()
+        })
+    }
+}
+
+/// One field of a form, as asked.
+struct Field {
+    name: String,
+    label: String,
+    kind: String,
+    default: Option<Value>,
+    choices: Vec<String>,
+}
+
+fn fields(form: &Form) -> Vec<Field> {
+    let schema = serde_json::to_value(&form.schema).unwrap_or_default();
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .map(|(name, p)| {
+            let text = |key: &str| p.get(key).and_then(Value::as_str).map(str::to_string);
+            let label = match (text("title"), text("description")) {
+                (Some(t), Some(d)) => format!("{t} ({d})"),
+                (Some(t), None) => t,
+                (None, Some(d)) => format!("{name} ({d})"),
+                (None, None) => name.clone(),
+            };
+            let mut choices: Vec<String> = p
+                .get("enum")
+                .and_then(Value::as_array)
+                .map(|e| {
+                    e.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(one_of) = p.get("oneOf").and_then(Value::as_array) {
+                choices.extend(
+                    one_of
+                        .iter()
+                        .filter_map(|o| o.get("const").and_then(Value::as_str).map(str::to_string)),
+                );
+            }
+            Field {
+                name: name.clone(),
+                label,
+                kind: text("type").unwrap_or_else(|| "string".into()),
+                default: p.get("default").cloned(),
+                choices,
+            }
+        })
+        .collect()
+}
+
+fn accepted(content: serde_json::Map<String, Value>) -> ElicitResult {
+    let mut result = ElicitResult::new(ElicitationAction::Accept);
+    result.content = Some(Value::Object(content));
+    result
+}
+
+/// Asks each field in turn; the end of stdin cancels the form.
+fn ask_on_terminal(form: &Form, fields: Vec<Field>) -> ElicitResult {
+    eprintln!(
+        "Server '{}' asks: {}",
+        printable(&form.server, CELL_CHARS),
+        printable(&form.message, INSTRUCTIONS_CHARS)
+    );
+    let mut content = serde_json::Map::new();
+    let stdin = std::io::stdin();
+    for field in fields {
+        loop {
+            let choices = if field.choices.is_empty() {
+                String::new()
+            } else {
+                format!(" {{{}}}", printable(&field.choices.join(", "), CELL_CHARS))
+            };
+            let default = match &field.default {
+                Some(Value::String(s)) => format!(" [{}]", printable(s, CELL_CHARS)),
+                Some(v) => format!(" [{}]", printable(&v.to_string(), CELL_CHARS)),
+                None => String::new(),
+            };
+            eprint!(
+                "  {}{choices}{default}: ",
+                printable(&field.label, CELL_CHARS)
+            );
+            let mut line = String::new();
+            match stdin.read_line(&mut line) {
+                Ok(0) | Err(_) => {
+                    eprintln!();
+                    return ElicitResult::new(ElicitationAction::Cancel);
+                }
+                Ok(_) => {}
+            }
+            let line = line.trim();
+            if line.is_empty() {
+                if let Some(d) = &field.default {
+                    content.insert(field.name.clone(), d.clone());
+                }
+                break;
+            }
+            match typed(&field, line) {
+                Ok(v) => {
+                    content.insert(field.name.clone(), v);
+                    break;
+                }
+                Err(why) => eprintln!("  {why}"),
+            }
+        }
+    }
+    accepted(content)
+}
+
+/// `line` as a value of the field's type.
+fn typed(field: &Field, line: &str) -> Result<Value, String> {
+    match field.kind.as_str() {
+        "integer" => line
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| "type a whole number".to_string()),
+        "number" => line
+            .parse::<f64>()
+            .ok()
+            .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+            .ok_or_else(|| "type a number".to_string()),
+        "boolean" => match line.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" => Ok(Value::Bool(true)),
+            "n" | "no" | "false" => Ok(Value::Bool(false)),
+            _ => Err("type yes or no".to_string()),
+        },
+        "array" => Ok(Value::Array(
+            line.split(',')
+                .map(|s| Value::String(s.trim().to_string()))
+                .collect(),
+        )),
+        _ if !field.choices.is_empty() && !field.choices.iter().any(|c| c == line) => {
+            Err("type one of the choices".to_string())
+        }
+        _ => Ok(Value::String(line.to_string())),
     }
 }

@@ -13,7 +13,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, Tool, ToolAnnotations};
+use rmcp::model::{
+    CallToolResult, ClientResult, ErrorData, JsonObject, ProgressNotificationParam,
+    ProtocolVersion, ServerRequest, Tool, ToolAnnotations,
+};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -23,6 +26,7 @@ use super::schema;
 use tandem_core::calls::{self, CallError};
 use tandem_core::events::Event;
 use tandem_core::hub::HubError;
+use tandem_core::hub::client::ask::{self, Answerer, Kind};
 use tandem_core::hub::gateway::catalog::{Discovered, ServerInfo};
 use tandem_core::hub::gateway::proxy;
 use tandem_core::hub::gateway::{Activated, Deactivated, Gateway};
@@ -124,13 +128,106 @@ fn tool_error(e: CallError) -> CallToolResult {
     CallToolResult::structured_error(e.to_json())
 }
 
+/// An agent session as the servers its calls reach can ask it ([`ask`]): their questions
+/// go to its client as they are, when the client declared it takes them.
+pub struct Agent {
+    peer: Peer<RoleServer>,
+}
+
+impl Agent {
+    pub fn new(peer: Peer<RoleServer>) -> Agent {
+        Agent { peer }
+    }
+}
+
+impl Answerer for Agent {
+    fn takes(&self, kind: Kind) -> bool {
+        let Some(info) = self.peer.peer_info() else {
+            return false;
+        };
+        // A 2026-07-28 client takes no request from a server (rmcp refuses to send one);
+        // it would be asked through an input-required result, which the gateway does not
+        // relay yet.
+        if info.protocol_version >= ProtocolVersion::V_2026_07_28 {
+            return false;
+        }
+        let c = &info.capabilities;
+        match kind {
+            // An empty `elicitation` object is form mode, as before URL mode existed.
+            Kind::Form => c
+                .elicitation
+                .as_ref()
+                .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+            Kind::Url => c.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
+            Kind::Sampling => c.sampling.is_some(),
+            Kind::Roots => c.roots.is_some(),
+        }
+    }
+
+    fn ask(&self, request: ServerRequest) -> ask::Pending<Result<ClientResult, ErrorData>> {
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            let options = rmcp::service::PeerRequestOptions::no_options();
+            let mut handle = peer
+                .send_request_with_option(request, options)
+                .await
+                .map_err(|e| {
+                    ErrorData::internal_error(
+                        format!("the agent's client could not be asked: {e}"),
+                        None,
+                    )
+                })?;
+            let mut asked = Asked {
+                peer: peer.clone(),
+                id: Some(handle.id.clone()),
+            };
+            let answer = (&mut handle.rx).await;
+            asked.id = None;
+            match answer {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(rmcp::ServiceError::McpError(e))) => Err(e),
+                Ok(Err(e)) => Err(ErrorData::internal_error(
+                    format!("the agent's client did not answer: {e}"),
+                    None,
+                )),
+                Err(_) => Err(ErrorData::internal_error(
+                    "the agent's session ended before it answered",
+                    None,
+                )),
+            }
+        })
+    }
+}
+
+/// A question put to the agent: withdrawn (`notifications/cancelled`) if dropped before
+/// its answer.
+struct Asked {
+    peer: Peer<RoleServer>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for Asked {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let why = Some("the call that asked it ended, or it timed out".to_string());
+                let cancelled = rmcp::model::CancelledNotificationParam::new(Some(id), why);
+                let _ = peer.notify_cancelled(cancelled).await;
+            });
+        }
+    }
+}
+
 /// Runs one of the gateway's tools; `true` with it when the session's tools changed.
-/// `context` is the agent's request: `mcp_call` forwards its progress and cancellation.
+/// `context` is the agent's request: `mcp_call` forwards its progress and cancellation, and
+/// `agent` answers what the server asks meanwhile.
 pub async fn run(
     gateway: &Gateway,
     name: &str,
     args: Value,
     context: &RequestContext<RoleServer>,
+    agent: Arc<dyn Answerer>,
     bus: Option<&tandem_core::events::Bus>,
 ) -> (CallToolResult, bool) {
     let result = match name {
@@ -149,7 +246,8 @@ pub async fn run(
             Ok(p) => {
                 let activation = gateway.activate(&p.name);
                 let outcome =
-                    with_url_elicitation(activation, bus, gateway, &p.name, &context.peer).await;
+                    with_url_elicitation(activation, bus, gateway, &p.name, &context.peer, &*agent)
+                        .await;
                 return match outcome {
                     Ok(activated) => (structured(activated), true),
                     Err(e) => (tool_error(e.into()), false),
@@ -167,10 +265,21 @@ pub async fn run(
             Err(e) => Err(e),
         },
         "mcp_call" => match calls::parse::<CallParams>(args) {
-            Ok(p) => match forward(gateway, &p.server, &p.tool, p.arguments, context, bus).await {
-                Ok(result) => Ok(result),
-                Err(e) => Err(e.into()),
-            },
+            Ok(p) => {
+                let forwarded = forward(
+                    gateway,
+                    &p.server,
+                    &p.tool,
+                    p.arguments,
+                    context,
+                    agent,
+                    bus,
+                );
+                match forwarded.await {
+                    Ok(result) => Ok(result),
+                    Err(e) => Err(e.into()),
+                }
+            }
             Err(e) => Err(e),
         },
         other => Err(CallError::new(
@@ -192,14 +301,9 @@ async fn with_url_elicitation<F: std::future::Future>(
     gateway: &Gateway,
     server: &str,
     peer: &Peer<RoleServer>,
+    agent: &dyn Answerer,
 ) -> F::Output {
-    let takes_urls = peer.peer_info().is_some_and(|i| {
-        i.capabilities
-            .elicitation
-            .as_ref()
-            .is_some_and(|e| e.url.is_some())
-    });
-    let Some(bus) = bus.filter(|_| takes_urls) else {
+    let Some(bus) = bus.filter(|_| agent.takes(Kind::Url)) else {
         return activation.await;
     };
     let mut events = bus.subscribe();
@@ -241,20 +345,23 @@ pub fn proxied(outcome: Result<CallToolResult, HubError>) -> CallToolResult {
 
 /// Calls `tool` of `server` for the agent's request `context`: the server's progress
 /// notifications reach the agent under the agent's own progress token (when it gave one),
-/// and the agent's cancellation cancels the call on the server. A sign-in the call needs
-/// (a step-up) is put to the agent as an activation's is.
+/// what the server asks meanwhile goes to `agent` (when its client takes it), and the
+/// agent's cancellation cancels the call on the server, and its questions. A sign-in the
+/// call needs (a step-up) is put to the agent as an activation's is.
 pub async fn forward(
     gateway: &Gateway,
     server: &str,
     tool: &str,
     arguments: Option<JsonObject>,
     context: &RequestContext<RoleServer>,
+    agent: Arc<dyn Answerer>,
     bus: Option<&tandem_core::events::Bus>,
 ) -> Result<CallToolResult, HubError> {
     let token = context.meta.get_progress_token();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
-    let call = gateway.call(server, tool, arguments, token.is_some().then_some(tx));
-    let call = with_url_elicitation(call, bus, gateway, server, &context.peer);
+    let progress = token.is_some().then_some(tx);
+    let call = gateway.call(server, tool, arguments, progress, Some(agent.clone()));
+    let call = with_url_elicitation(call, bus, gateway, server, &context.peer, &*agent);
     tokio::pin!(call);
     // Progress is relayed in this future, and what arrived before the answer is sent
     // before it, so the agent never sees progress of a call already answered.

@@ -35,6 +35,7 @@ use crate::render::entry_markdown;
 use tandem_core::calls::params::{HelpParams, OwnPromptParams, RecentParams, ShowParams};
 use tandem_core::calls::{self, CallError};
 use tandem_core::core::LazyCore;
+use tandem_core::hub::client::ask::Answerer;
 use tandem_core::hub::gateway::Gateway;
 use tandem_core::memory;
 
@@ -105,6 +106,8 @@ pub struct TandemServer {
     boot: Arc<tokio::sync::OnceCell<String>>,
     /// The user's config file, read to know whether to wait for a core not open yet.
     user_config: Option<Arc<PathBuf>>,
+    /// The agent, as the servers its calls reach ask it (made from its connection).
+    agent: Arc<std::sync::OnceLock<Arc<dyn Answerer>>>,
 }
 
 impl TandemServer {
@@ -116,7 +119,15 @@ impl TandemServer {
             tools_changed: Default::default(),
             boot: Default::default(),
             user_config: None,
+            agent: Default::default(),
         }
+    }
+
+    /// The session's agent, as servers ask it ([`gateway::Agent`]).
+    fn agent(&self, peer: &rmcp::service::Peer<RoleServer>) -> Arc<dyn Answerer> {
+        self.agent
+            .get_or_init(|| Arc::new(gateway::Agent::new(peer.clone())))
+            .clone()
     }
 
     /// Where the user's config is, for a session whose core opens in the background: its
@@ -198,7 +209,9 @@ impl TandemServer {
         let bus = self.core.opened().map(|core| core.bus().clone());
         if gateway_tool {
             let args = Value::Object(arguments.unwrap_or_default());
-            let (result, changed) = gateway::run(&g, name, args, context, bus.as_ref()).await;
+            let agent = self.agent(&context.peer);
+            let (result, changed) =
+                gateway::run(&g, name, args, context, agent, bus.as_ref()).await;
             if changed {
                 self.tools_changed.notify_one();
             }
@@ -207,7 +220,8 @@ impl TandemServer {
         let Some((server, tool)) = gateway::resolve(&g, name) else {
             return Err(unknown());
         };
-        match gateway::forward(&g, &server, &tool, arguments, context, bus.as_ref()).await {
+        let agent = self.agent(&context.peer);
+        match gateway::forward(&g, &server, &tool, arguments, context, agent, bus.as_ref()).await {
             // The server's own JSON-RPC error passes through as it gave it.
             Err(tandem_core::hub::HubError::Answered { error, .. }) => Err(error),
             outcome => Ok(gateway::proxied(outcome).into()),
@@ -453,6 +467,14 @@ impl ServerHandler for TandemServer {
         });
     }
 
+    /// The agent's roots changed: the session's servers are told, and ask it for them.
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        let agent = self.agent(&context.peer);
+        if let Some(gateway) = self.gateway.get() {
+            gateway.roots_changed(&agent).await;
+        }
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -543,7 +565,7 @@ impl ServerHandler for TandemServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let Some((name, description)) = tandem_core::hub::prompts::own::PROMPTS
             .iter()
@@ -554,7 +576,11 @@ impl ServerHandler for TandemServer {
                 .contains(tandem_core::hub::gateway::proxy::SEPARATOR)
                 && let Ok(gateway) = self.gateway().await
                 && let Some(got) = gateway
-                    .get_prompt(&request.name, request.arguments.clone().unwrap_or_default())
+                    .get_prompt(
+                        &request.name,
+                        request.arguments.clone().unwrap_or_default(),
+                        Some(self.agent(&context.peer)),
+                    )
                     .await
             {
                 return match got {
@@ -659,12 +685,14 @@ impl ServerHandler for TandemServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri.clone();
         let Some(id) = uri.strip_prefix(ENTRY_URI_PREFIX).map(str::to_string) else {
             if let Ok(gateway) = self.gateway().await
-                && let Some(read) = gateway.read_resource(&uri).await
+                && let Some(read) = gateway
+                    .read_resource(&uri, Some(self.agent(&context.peer)))
+                    .await
             {
                 return match read {
                     Ok(result) => Ok(result.into()),

@@ -1,6 +1,7 @@
 //! All integration tests, in one binary (one link step, shared helpers).
 
 mod bad_input;
+mod channel;
 mod cli;
 mod cli_daemon;
 mod compaction;

@@ -142,6 +142,8 @@ pub struct Hub {
     browser: client::oauth::Browser,
     /// Questions of downstream servers put to the user in an editor.
     questions: Arc<questions::Questions>,
+    /// Who answers a server's form question when no agent in a call can (the editor).
+    asker: client::ask::AskerSlot,
 }
 
 /// A workspace's downstream servers (`hub/servers`).
@@ -186,6 +188,13 @@ impl Hub {
         Ok(fetched)
     }
 
+    /// Plugs in who answers a server's form question when no agent in a call can (the
+    /// editor's form), or unplugs it with `None`: such questions are then declined with
+    /// the reason. See [`client::ask`].
+    pub fn set_asker(&self, asker: Option<Arc<dyn client::ask::Asker>>) {
+        self.asker.set(asker);
+    }
+
     /// `user_file`: the user's config (`config.json` in the data dir).
     pub fn open(user_file: PathBuf, store: Arc<Store>, bus: Bus) -> Result<Hub, StoreError> {
         let tokens =
@@ -193,6 +202,7 @@ impl Hub {
         Ok(Hub {
             tokens,
             browser: client::oauth::Browser::system(),
+            asker: Default::default(),
             user_file,
             remembered: RememberedPrompts::open(store.db())?,
             trust: Trust::open(store)?,
@@ -418,6 +428,10 @@ impl Workspace {
                 });
             }),
         };
+        let fallback = client::ask::Fallback {
+            root: self.root.clone(),
+            asker: hub.asker.clone(),
+        };
         let mut stopped = Vec::new();
         let mut started = Vec::new();
         {
@@ -437,8 +451,13 @@ impl Workspace {
                         if let Some(old) = loaded.servers.get(name) {
                             stopped.push(old.clone());
                         }
-                        let s =
-                            Downstream::new(sc.clone(), trusted, on_change.clone(), auth.clone());
+                        let s = Downstream::new(
+                            sc.clone(),
+                            trusted,
+                            on_change.clone(),
+                            auth.clone(),
+                            fallback.clone(),
+                        );
                         if sc.autostart {
                             started.push(s.clone());
                         }

@@ -12,6 +12,7 @@ use rmcp::model::{
 };
 use serde::Serialize;
 
+use super::ask::Fallback;
 use super::oauth::Auth;
 use super::server::{Downstream, HubError, Status};
 use crate::hub::config::{ServerConfig, Transport};
@@ -38,14 +39,16 @@ pub struct Checked {
 
 /// Connects to the server of `config` (`trusted`: its file may run), signing in through
 /// `auth` if it asks, reads what it offers and calls `call` on it if given; then ends the
-/// connection (and its process).
+/// connection (and its process). What the server asks meanwhile goes to `fallback`: its
+/// asker answers forms, its root is the roots; sampling is declined.
 pub async fn check(
     config: ServerConfig,
     trusted: bool,
     auth: Auth,
+    fallback: Fallback,
     call: Option<CallToolRequestParams>,
 ) -> Result<Checked, HubError> {
-    let server = Downstream::new(config, trusted, Arc::new(|_: &str, _| {}), auth);
+    let server = Downstream::new(config, trusted, Arc::new(|_: &str, _| {}), auth, fallback);
     let mut ready = server.ready().await;
     if ready.is_err() && server.status() == Status::NeedsSignIn {
         ready = server.sign_in(None).await.map(drop);

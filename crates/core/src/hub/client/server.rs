@@ -24,15 +24,17 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rmcp::model::ServerRequest;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CompletionContext, GetPromptRequestParams, GetPromptResult,
     Implementation, ProgressNotificationParam, ProgressToken, Prompt, Resource, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde::Serialize;
 use tokio::sync::{Notify, mpsc};
 
+use super::ask;
 use super::describe::{self, Endpoint};
 use super::oauth::{self, Challenge, HttpTarget, HttpTransport, SignInError};
 use super::stdio;
@@ -290,6 +292,9 @@ pub struct Downstream {
     on_change: OnChange,
     /// Where the progress of each forwarded request goes, by the token Tandem sent it with.
     progress: ProgressSinks,
+    /// Who answers what the server asks: the callers of its calls in flight, else the
+    /// fallback.
+    channel: Arc<ask::Channel>,
     /// The tokens, the browser and who hears of a sign-in (a remote server's).
     auth: oauth::Auth,
     /// The sign-in under way or last done: concurrent activations share one.
@@ -359,10 +364,11 @@ pub struct ServerState {
     pub missing_env_keys: Vec<String>,
 }
 
-/// Receives the server's notifications.
+/// Receives the server's notifications, and answers its requests through its channel.
 struct Handler {
     lists: mpsc::UnboundedSender<ServerChange>,
     progress: ProgressSinks,
+    channel: Arc<ask::Channel>,
 }
 
 impl ClientHandler for Handler {
@@ -389,9 +395,50 @@ impl ClientHandler for Handler {
         }
     }
 
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let request = ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(request));
+        ask::elicit_result(self.channel.answer(request, context.ct.cancelled()).await)
+    }
+
+    // Sampling and roots are deprecated by SEP-2577, but servers still ask for them.
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        let request =
+            ServerRequest::CreateMessageRequest(rmcp::model::CreateMessageRequest::new(params));
+        ask::message_result(self.channel.answer(request, context.ct.cancelled()).await)
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        let request = ServerRequest::ListRootsRequest(Default::default());
+        ask::roots_result(self.channel.answer(request, context.ct.cancelled()).await)
+    }
+
+    /// Tandem asks its agents, or the editor, what a server asks of it ([`ask`]).
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(Default::default())
+                .with_url(Default::default()),
+        );
+        capabilities.sampling = Some(Default::default());
+        let mut roots = rmcp::model::RootsCapabilities::default();
+        roots.list_changed = Some(true);
+        capabilities.roots = Some(roots);
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("tandem", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -404,6 +451,7 @@ impl Downstream {
         trusted: bool,
         on_change: OnChange,
         auth: oauth::Auth,
+        fallback: ask::Fallback,
     ) -> Arc<Downstream> {
         let status = if !config.missing_env_keys.is_empty() {
             Status::MissingCredentials
@@ -416,7 +464,9 @@ impl Downstream {
         } else {
             Status::Idle
         };
+        let channel = ask::Channel::new(&config.name, config.timeout, fallback);
         Arc::new(Downstream {
+            channel,
             config,
             inner: Mutex::new(Inner {
                 proxied: None,
@@ -604,6 +654,7 @@ impl Downstream {
         let handler = Handler {
             lists: tx,
             progress: self.progress.clone(),
+            channel: self.channel.clone(),
         };
         let started = match self.config.transport.clone() {
             Some(Transport::Stdio {
@@ -1187,6 +1238,23 @@ impl Downstream {
         HubError::Unavailable(message)
     }
 
+    /// Registers a call of `caller` in flight while the guard lives: what the server asks
+    /// meanwhile may go to that agent ([`ask`]).
+    pub fn calling(&self, caller: Arc<dyn ask::Answerer>) -> ask::Calling {
+        self.channel.calling(caller)
+    }
+
+    /// `agent` gave new roots: the server is told, and asks it for them.
+    pub async fn roots_changed(&self, agent: &Arc<dyn ask::Answerer>) {
+        self.channel.remember_roots(agent);
+        let peer = self.lock().peer.clone();
+        if let Some(peer) = peer
+            && let Err(e) = peer.notify_roots_list_changed().await
+        {
+            tracing::debug!("server {}: roots change not sent: {e}", self.config.name);
+        }
+    }
+
     /// Runs one request with the server's timeout. A timeout or a dead connection marks the
     /// server failed (it restarts with backoff); an error answer is just returned. A remote
     /// server that refuses the request for want of a token, or of a scope (a step-up), gets
@@ -1201,7 +1269,7 @@ impl Downstream {
         let mut signed_in = false;
         loop {
             let (peer, generation) = self.peer().await?;
-            let e = match tokio::time::timeout(self.config.timeout, f(peer)).await {
+            let e = match self.answered_in_time(f(peer)).await {
                 Ok(Ok(v)) => return Ok(v),
                 Ok(Err(rmcp::ServiceError::McpError(e))) => {
                     return Err(HubError::Answered {
@@ -1363,6 +1431,25 @@ impl Downstream {
         })
         .await
         .map(|info| info.values)
+    }
+}
+
+impl Downstream {
+    /// `request` within the server's timeout, where a span of it in which the server asked
+    /// its client something does not count (a question has the same limit, [`ask`]): a
+    /// server waiting on the user is not late.
+    async fn answered_in_time<T>(
+        &self,
+        request: impl std::future::Future<Output = T>,
+    ) -> Result<T, tokio::time::error::Elapsed> {
+        tokio::pin!(request);
+        loop {
+            let mark = self.channel.mark();
+            match tokio::time::timeout(self.config.timeout, &mut request).await {
+                Err(_) if self.channel.asked_since(mark) => continue,
+                outcome => return outcome,
+            }
+        }
     }
 }
 

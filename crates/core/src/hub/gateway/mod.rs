@@ -22,6 +22,7 @@ use rmcp::model::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::client::ask::Answerer;
 use super::config::known_servers;
 use super::{Downstream, HubError, Status, Workspace};
 use catalog::{Discovered, Readiness, Searchable, ServerInfo};
@@ -414,11 +415,13 @@ impl Gateway {
     }
 
     /// Gets the proxied prompt `name` (`server__prompt`) with `arguments`, as its server
-    /// gives it; `None` when no active server has a prompt of that name.
+    /// gives it; `None` when no active server has a prompt of that name. What the server
+    /// asks meanwhile goes to `caller`, if it takes it.
     pub async fn get_prompt(
         &self,
         name: &str,
         arguments: JsonObject,
+        caller: Option<Arc<dyn Answerer>>,
     ) -> Option<Result<GetPromptResult, HubError>> {
         let mut names = ToolNames::default();
         let active = self.active();
@@ -429,6 +432,7 @@ impl Gateway {
         }
         let (server, prompt) = names.resolve(name)?;
         let s = active.iter().find(|s| s.name() == server)?;
+        let _calling = caller.map(|c| s.calling(c));
         Some(s.get_prompt(prompt, arguments).await)
     }
 
@@ -449,12 +453,18 @@ impl Gateway {
         out
     }
 
-    /// Reads `uri` from the active server that lists it; `None` when none does.
-    pub async fn read_resource(&self, uri: &str) -> Option<Result<ReadResourceResult, HubError>> {
+    /// Reads `uri` from the active server that lists it; `None` when none does. What the
+    /// server asks meanwhile goes to `caller`, if it takes it.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        caller: Option<Arc<dyn Answerer>>,
+    ) -> Option<Result<ReadResourceResult, HubError>> {
         let s = self
             .active()
             .into_iter()
             .find(|s| s.resources().iter().any(|r| r.uri == uri))?;
+        let _calling = caller.map(|c| s.calling(c));
         Some(s.read_resource(uri).await)
     }
 
@@ -470,13 +480,15 @@ impl Gateway {
 
     /// Calls `tool` of the active server `server` with `arguments`; its result (an
     /// `isError` one included) as the server gave it, its progress notifications to
-    /// `progress`. Dropping the future cancels the call on the server.
+    /// `progress`, what it asks meanwhile to `caller` (if it takes it). Dropping the future
+    /// cancels the call on the server, and its questions.
     pub async fn call(
         &self,
         server: &str,
         tool: &str,
         arguments: Option<JsonObject>,
         progress: Option<tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>>,
+        caller: Option<Arc<dyn Answerer>>,
     ) -> Result<CallToolResult, HubError> {
         let s = self.workspace.server(server)?;
         if !self.is_active(&s) {
@@ -492,7 +504,18 @@ impl Gateway {
         }
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
+        let _calling = caller.map(|c| s.calling(c));
         s.call_tool(params, progress).await
+    }
+
+    /// The agent `agent` of this session changed its roots: the session's active servers
+    /// that run are told, and ask it for them.
+    pub async fn roots_changed(&self, agent: &Arc<dyn Answerer>) {
+        for s in self.active() {
+            if s.status() == Status::Ready {
+                s.roots_changed(agent).await;
+            }
+        }
     }
 }
 
