@@ -398,3 +398,50 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// A server's questions during a check: a form accepted with its defaults on request,
+/// declined with no terminal to ask on; sampling declined with the reason.
+#[test]
+fn check_answers_a_servers_questions() {
+    let home = TestHome::new();
+    let ws = with_servers(
+        &home,
+        json!({"everything": {"command": everything_bin(), "args": ["stdio"]}}),
+    );
+    let form = [
+        "servers",
+        "check",
+        "everything",
+        "--call",
+        "trigger-elicitation-request",
+    ];
+    let mut with_defaults = form.to_vec();
+    with_defaults.push("--accept-defaults");
+    let (ok, text, stderr) = run(&home, &ws, &with_defaults);
+    assert!(ok, "{stderr}");
+    for default in ["- Favorite Integer: 42", "- Favorite Number: 3.14"] {
+        assert!(text.contains(default), "{default} not in {text}");
+    }
+    // The test's stdin is no terminal: nobody to ask.
+    let (ok, text, stderr) = run(&home, &ws, &form);
+    assert!(ok, "{stderr}");
+    assert!(text.contains("User declined"), "{text}");
+    let (ok, text, stderr) = run(
+        &home,
+        &ws,
+        &[
+            "servers",
+            "check",
+            "everything",
+            "--call",
+            "trigger-sampling-request",
+            "--args",
+            r#"{"prompt": "hi", "maxTokens": 5}"#,
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        text.contains("no client connected to Tandem can sample"),
+        "{text}\n{stderr}"
+    );
+}
