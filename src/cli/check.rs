@@ -477,31 +477,6 @@ fn more(count: usize) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_output_escapes_what_a_terminal_acts_on() {
-        let value = json!({"d": "a\u{1b}[31mb\u{9b}c\u{7f}d\u{202e}e"});
-        let text = json_for_terminal(&value);
-        assert!(
-            text.contains(r#""a\u001b[31mb\u009bc\u007fd\u202ee""#),
-            "{text}"
-        );
-        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
-    }
-
-    #[test]
-    fn long_texts_are_cut_line_by_line() {
-        let text = format!("one\n{}\nthree", "x".repeat(50));
-        assert_eq!(
-            indented(&text, 20),
-            format!("  one\n  {}…\n  …\n", "x".repeat(17))
-        );
-    }
-}
-
 /// Answers a server's form on the terminal: each field asked on stderr and read from
 /// stdin, its default kept on an empty line; or at once with the defaults
 /// (`--accept-defaults`), SEP-1034's client defaults for omitted fields. With neither a
@@ -667,5 +642,30 @@ fn typed(field: &Field, line: &str) -> Result<Value, String> {
             Err("type one of the choices".to_string())
         }
         _ => Ok(Value::String(line.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_output_escapes_what_a_terminal_acts_on() {
+        let value = json!({"d": "a\u{1b}[31mb\u{9b}c\u{7f}d\u{202e}e"});
+        let text = json_for_terminal(&value);
+        assert!(
+            text.contains(r#""a\u001b[31mb\u009bc\u007fd\u202ee""#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+    }
+
+    #[test]
+    fn long_texts_are_cut_line_by_line() {
+        let text = format!("one\n{}\nthree", "x".repeat(50));
+        assert_eq!(
+            indented(&text, 20),
+            format!("  one\n  {}…\n  …\n", "x".repeat(17))
+        );
     }
 }
