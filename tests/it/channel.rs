@@ -45,6 +45,8 @@ enum Seen {
 struct Agent {
     capable: bool,
     answers: bool,
+    /// Fills a form with more than Tandem passes on.
+    huge: bool,
     seen: mpsc::UnboundedSender<Seen>,
     /// Told of each `roots/list`, which a server may send at any time.
     roots: mpsc::UnboundedSender<()>,
@@ -69,6 +71,7 @@ impl Agent {
         let agent = Agent {
             capable,
             answers,
+            huge: false,
             seen,
             roots,
         };
@@ -94,7 +97,12 @@ impl rmcp::ClientHandler for Agent {
         let content = match request {
             ElicitRequestParams::FormElicitationParams { message, .. } => {
                 let _ = self.seen.send(Seen::Form(message));
-                Some(json!({"name": "Ada Lovelace", "check": true}))
+                let name = if self.huge {
+                    "x".repeat(2 * 1024 * 1024)
+                } else {
+                    "Ada Lovelace".to_string()
+                };
+                Some(json!({"name": name, "check": true}))
             }
             ElicitRequestParams::UrlElicitationParams { url, .. } => {
                 let _ = self.seen.send(Seen::Url(url));
@@ -345,5 +353,28 @@ async fn cancelling_the_call_ends_the_question() {
         .unwrap();
     // Tandem withdraws the question it put to the agent.
     assert!(matches!(next(&mut seen).await, Seen::Cancelled));
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn an_answer_too_large_is_refused() {
+    let (home, ws) = home_with_everything(json!({}));
+    let _daemon = DaemonGuard(&home);
+    let (mut handler, mut seen) = Agent::new(true, true);
+    handler.huge = true;
+    let agent = home.mcp_daemon_with(&ws, &[], handler).await;
+    let r = agent
+        .try_call("everything__trigger-elicitation-request", json!({}))
+        .await
+        .unwrap();
+    assert!(matches!(next(&mut seen).await, Seen::Form(_)));
+    let text = serde_json::to_string(&r.content).unwrap();
+    assert_eq!(r.is_error, Some(true), "{}", &text[..text.len().min(500)]);
+    assert!(
+        text.contains("the answer was larger than 1024 KiB"),
+        "{}",
+        &text[..text.len().min(500)]
+    );
+    assert!(!text.contains("xxxxxxxx"));
     agent.close().await;
 }
