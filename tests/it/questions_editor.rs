@@ -53,8 +53,9 @@ async fn call(agent: &crate::util::McpClient, tool: &str) -> String {
 
 #[tokio::test]
 async fn a_question_no_agent_can_take_is_a_form_in_neovim() {
-    let (home, ws) =
-        home_with(json!({"everything": {"command": everything_bin(), "args": ["stdio"]}}));
+    let (home, ws) = home_with(
+        json!({"everything": {"command": everything_bin(), "args": ["stdio"], "autostart": false}}),
+    );
     let _daemon = DaemonGuard(&home);
     std::fs::write(ws.join("notes.md"), "# notes\n").unwrap();
     let nvim = Nvim::start(&home, &ws).await;

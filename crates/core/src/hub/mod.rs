@@ -124,6 +124,52 @@ pub struct SignOutReport {
     pub forgot: bool,
 }
 
+/// The hub's asker at its start: a server's form that no agent in a call can take goes to
+/// the editors of its workspace that show forms (`questions`).
+fn editor_forms(questions: &Arc<questions::Questions>, bus: &Bus) -> client::ask::AskerSlot {
+    struct EditorForms {
+        questions: Arc<questions::Questions>,
+        bus: Bus,
+    }
+    impl client::ask::Asker for EditorForms {
+        fn ask(
+            &self,
+            form: client::ask::Form,
+        ) -> client::ask::Pending<Option<rmcp::model::ElicitResult>> {
+            use rmcp::model::{ElicitResult, ElicitationAction};
+            let (questions, bus) = (self.questions.clone(), self.bus.clone());
+            Box::pin(async move {
+                let schema = serde_json::to_value(&form.schema).unwrap_or_default();
+                let answer = questions
+                    .ask(
+                        &bus,
+                        &form.workspace,
+                        &form.server,
+                        &form.message,
+                        schema,
+                        form.limit,
+                    )
+                    .await?;
+                Some(match answer {
+                    questions::Answer::Accept(content) => {
+                        let mut result = ElicitResult::new(ElicitationAction::Accept);
+                        result.content = Some(serde_json::Value::Object(content));
+                        result
+                    }
+                    questions::Answer::Decline => ElicitResult::new(ElicitationAction::Decline),
+                    questions::Answer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+                })
+            })
+        }
+    }
+    let slot = client::ask::AskerSlot::default();
+    slot.set(Some(Arc::new(EditorForms {
+        questions: questions.clone(),
+        bus: bus.clone(),
+    })));
+    slot
+}
+
 /// Every workspace's servers.
 pub struct Hub {
     user_file: PathBuf,
@@ -188,9 +234,9 @@ impl Hub {
         Ok(fetched)
     }
 
-    /// Plugs in who answers a server's form question when no agent in a call can (the
-    /// editor's form), or unplugs it with `None`: such questions are then declined with
-    /// the reason. See [`client::ask`].
+    /// Plugs in who answers a server's form question when no agent in a call can (at the
+    /// start, the editors' forms), or unplugs it with `None`: such questions are then
+    /// declined with the reason. See [`client::ask`].
     pub fn set_asker(&self, asker: Option<Arc<dyn client::ask::Asker>>) {
         self.asker.set(asker);
     }
@@ -199,10 +245,11 @@ impl Hub {
     pub fn open(user_file: PathBuf, store: Arc<Store>, bus: Bus) -> Result<Hub, StoreError> {
         let tokens =
             client::oauth::TokenStore::in_data_dir(user_file.parent().unwrap_or(Path::new(".")));
+        let questions: Arc<questions::Questions> = Default::default();
+        let asker = editor_forms(&questions, &bus);
         Ok(Hub {
             tokens,
             browser: client::oauth::Browser::system(),
-            asker: Default::default(),
             user_file,
             remembered: RememberedPrompts::open(store.db())?,
             trust: Trust::open(store)?,
@@ -210,7 +257,8 @@ impl Hub {
             workspaces: Mutex::new(HashMap::new()),
             own: Mutex::new(None),
             user_file_edit: Mutex::new(()),
-            questions: Default::default(),
+            asker,
+            questions,
         })
     }
 

@@ -89,12 +89,16 @@ pub trait Answerer: Send + Sync {
 /// A server's form question for the user.
 #[derive(Debug, Clone)]
 pub struct Form {
+    /// The workspace whose server asks.
+    pub workspace: PathBuf,
     /// The server's name, for the user to see who asks.
     pub server: String,
     /// What the server says it needs (the server's text: cut and escape it to show it).
     pub message: String,
     /// The fields it asks for.
     pub schema: ElicitationSchema,
+    /// How long the user has to answer.
+    pub limit: Duration,
 }
 
 /// Who answers a form question when no agent can: the editor's form. Register one with
@@ -324,9 +328,11 @@ impl Channel {
                     return Ok(decline(NO_ONE_FOR_FORMS));
                 };
                 let form = Form {
+                    workspace: self.fallback.root.clone(),
                     server: self.server.clone(),
                     message,
                     schema: requested_schema,
+                    limit: self.limit,
                 };
                 match tokio::time::timeout(self.limit, asker.ask(form)).await {
                     Ok(Some(answer)) => Ok(ClientResult::ElicitResult(answer)),
