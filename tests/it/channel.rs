@@ -312,8 +312,8 @@ async fn an_agent_without_the_capabilities_gets_a_decline_with_the_reason() {
 
 #[tokio::test]
 async fn a_question_past_its_time_limit_ends() {
-    // The server's requests (and so its questions) have 2 s.
-    let (home, ws) = home_with_everything(json!({"timeout_ms": 2000}));
+    // The server's questions for a person have 2 s.
+    let (home, ws) = home_with_everything(json!({"question_timeout_ms": 2000}));
     let _daemon = DaemonGuard(&home);
     let (handler, mut seen) = Agent::new(true, false);
     let agent = home.mcp_daemon_with(&ws, &[], handler).await;

@@ -146,6 +146,9 @@ pub struct Channel {
     server: String,
     /// How long a question may wait for its answer: the server's request timeout.
     limit: Duration,
+    /// How long a question that a person answers (a form, a URL, a sampling the agent's
+    /// user may approve) may wait: the server's `question_timeout_ms`.
+    people: Duration,
     fallback: Fallback,
     calls: Mutex<Vec<InCall>>,
     next: AtomicU64,
@@ -185,10 +188,16 @@ impl Drop for Waiting<'_> {
 }
 
 impl Channel {
-    pub fn new(server: &str, limit: Duration, fallback: Fallback) -> Arc<Channel> {
+    pub fn new(
+        server: &str,
+        limit: Duration,
+        people: Duration,
+        fallback: Fallback,
+    ) -> Arc<Channel> {
         Arc::new(Channel {
             server: server.to_string(),
             limit,
+            people,
             fallback,
             calls: Mutex::default(),
             next: AtomicU64::new(0),
@@ -232,6 +241,15 @@ impl Channel {
         self.waiting.load(Ordering::Relaxed) > 0 || self.ended.load(Ordering::Relaxed) != mark
     }
 
+    /// How long a question of `kind` may wait: roots are the agent's to give at once; the
+    /// rest may wait for a person.
+    fn limit_of(&self, kind: Kind) -> Duration {
+        match kind {
+            Kind::Roots => self.limit,
+            Kind::Form | Kind::Url | Kind::Sampling => self.people,
+        }
+    }
+
     /// The caller of the most recent call in flight that takes `kind`.
     fn caller_for(&self, kind: Kind) -> Option<(Arc<dyn Answerer>, watch::Receiver<()>)> {
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
@@ -271,11 +289,11 @@ impl Channel {
             match self.caller_for(kind) {
                 Some((caller, mut ended)) => {
                     tokio::select! {
-                        answer = tokio::time::timeout(self.limit, caller.ask(request)) => match answer {
+                        answer = tokio::time::timeout(self.limit_of(kind), caller.ask(request)) => match answer {
                             Ok(answer) => answer,
                             Err(_) => self.ended(kind, &format!(
                                 "the agent did not answer within {:.1}s",
-                                self.limit.as_secs_f64()
+                                self.limit_of(kind).as_secs_f64()
                             )),
                         },
                         // `changed` fails once the call's guard is dropped.
@@ -332,9 +350,9 @@ impl Channel {
                     server: self.server.clone(),
                     message,
                     schema: requested_schema,
-                    limit: self.limit,
+                    limit: self.people,
                 };
-                match tokio::time::timeout(self.limit, asker.ask(form)).await {
+                match tokio::time::timeout(self.people, asker.ask(form)).await {
                     Ok(Some(answer)) => Ok(ClientResult::ElicitResult(answer)),
                     Ok(None) => Ok(decline(NO_ONE_FOR_FORMS)),
                     Err(_) => self.ended(kind, "the user did not answer in time"),

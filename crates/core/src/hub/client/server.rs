@@ -464,7 +464,12 @@ impl Downstream {
         } else {
             Status::Idle
         };
-        let channel = ask::Channel::new(&config.name, config.timeout, fallback);
+        let channel = ask::Channel::new(
+            &config.name,
+            config.timeout,
+            config.question_timeout,
+            fallback,
+        );
         Arc::new(Downstream {
             channel,
             config,

@@ -43,6 +43,10 @@ use crate::user_config;
 pub const WORKSPACE_FILE: &str = ".mcp.json";
 /// How long a request to a downstream server may take, unless its `timeout_ms` says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a server's question that a person answers (a form, a page to visit, a
+/// completion the agent's user may approve) may wait, unless its `question_timeout_ms` says:
+/// people take longer than a request timeout.
+pub const DEFAULT_QUESTION_TIMEOUT: Duration = Duration::from_secs(300);
 /// The variable that expands to the workspace's root, as in VS Code's `mcp.json`.
 pub const WORKSPACE_FOLDER: &str = "workspaceFolder";
 /// How long a server has to start (answer `initialize` and the first lists), unless its
@@ -217,6 +221,9 @@ pub struct ServerConfig {
     pub timeout: Duration,
     #[serde(with = "millis")]
     pub start_timeout: Duration,
+    /// How long its questions for a person may wait for their answer.
+    #[serde(with = "millis")]
+    pub question_timeout: Duration,
 }
 
 mod millis {
@@ -608,6 +615,8 @@ struct RawServer {
     timeout_ms: Option<u64>,
     #[serde(default, alias = "startTimeoutMs")]
     start_timeout_ms: Option<u64>,
+    #[serde(default, alias = "questionTimeoutMs")]
+    question_timeout_ms: Option<u64>,
     #[serde(default)]
     oauth: Option<RawOAuth>,
 }
@@ -979,6 +988,7 @@ impl ServerConfig {
             disabled_prompts: BTreeSet::new(),
             timeout: DEFAULT_TIMEOUT,
             start_timeout: DEFAULT_START_TIMEOUT,
+            question_timeout: DEFAULT_QUESTION_TIMEOUT,
         }
     }
 }
@@ -1121,6 +1131,11 @@ fn apply_settings(
         "start_timeout_ms",
         raw.start_timeout_ms,
         server.start_timeout,
+    )?;
+    server.question_timeout = millis(
+        "question_timeout_ms",
+        raw.question_timeout_ms,
+        server.question_timeout,
     )?;
     Ok(())
 }
