@@ -506,7 +506,7 @@ async function main() {
     // A server's question that no agent can take (this agent's client has no elicitation):
     // a form in VS Code. "Answer", then one step per field: the required name typed, Enter
     // for the others (their defaults, the first choice, the preselected picks).
-    await tool("mcp_activate", { name: "everything" });
+    // server-everything is a boot server: active in the agent's session already.
     let answered;
     const call = agent
         .callTool({ name: "mcp_call", arguments: { server: "everything", tool: "trigger-elicitation-request", arguments: {} } })
