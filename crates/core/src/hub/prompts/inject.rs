@@ -34,8 +34,8 @@
 //! # Tokens
 //!
 //! Counted with OpenAI's `o200k_base` encoding (GPT-4o, GPT-4.1, o-series and later), through
-//! `tiktoken-rs`, which embeds only the 3.6 MB vocabulary it is asked for and brings two small
-//! crates (`fancy-regex`, `base64`) beside ones already in the graph. `bpe-openai`, the faster
+//! `tiktoken-rs` (which brings two small crates, `fancy-regex` and `base64`, beside ones
+//! already in the graph), with the vocabulary packed by [`super::vocabulary`]. `bpe-openai`, the faster
 //! alternative, serialises all three of its vocabularies in a build script (a longer build)
 //! and links a 32 MB table for `o200k_base` alone; the prompts injected here are a few
 //! kilobytes, which tiktoken-rs counts quickly once loaded (the first count loads the
@@ -236,9 +236,7 @@ fn vocabulary() -> Arc<CoreBPE> {
         *used = Instant::now();
         return bpe.clone();
     }
-    let bpe = Arc::new(
-        tiktoken_rs::o200k_base().expect("the o200k_base vocabulary is embedded in the binary"),
-    );
+    let bpe = Arc::new(super::vocabulary::o200k_base());
     *slot = Some((bpe.clone(), Instant::now()));
     let loaded = Arc::downgrade(&bpe);
     std::thread::Builder::new()

@@ -7,3 +7,4 @@ pub mod command;
 pub mod conventional;
 pub mod inject;
 pub mod own;
+mod vocabulary;
