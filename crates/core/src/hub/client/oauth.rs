@@ -516,29 +516,13 @@ fn challenge_in(error: &(dyn std::error::Error + 'static)) -> Option<Challenge> 
                 insufficient_scope: true,
             });
         }
-        match e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-            Some(StreamableHttpError::AuthRequired(e)) => {
-                return Some(Challenge {
-                    header: e.www_authenticate_header.clone(),
-                    insufficient_scope: false,
-                });
-            }
-            Some(StreamableHttpError::InsufficientScope(e)) => {
-                return Some(Challenge {
-                    header: e.www_authenticate_header.clone(),
-                    insufficient_scope: true,
-                });
-            }
-            // rmcp keeps an unchallenged 401 only as this text (its status first).
-            Some(StreamableHttpError::UnexpectedServerResponse(text))
-                if text.starts_with("HTTP 401") =>
-            {
-                return Some(bare());
-            }
-            Some(StreamableHttpError::Auth(AuthError::AuthorizationRequired)) => {
-                return Some(bare());
-            }
-            _ => {}
+        // rmcp keeps an unchallenged 401 only as this text (its status first). Its other
+        // auth errors carry theirs as their source, which the walk reaches.
+        if let Some(StreamableHttpError::UnexpectedServerResponse(text)) =
+            e.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+            && text.starts_with("HTTP 401")
+        {
+            return Some(bare());
         }
         if matches!(
             e.downcast_ref::<AuthError>(),
