@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ClientResult, ErrorData, JsonObject, ProgressNotificationParam,
-    ProtocolVersion, ServerRequest, Tool, ToolAnnotations,
+    CallToolResult, ClientCapabilities, ClientResult, ErrorData, JsonObject,
+    ProgressNotificationParam, ProtocolVersion, ServerRequest, Tool, ToolAnnotations,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use schemars::JsonSchema;
@@ -145,23 +145,12 @@ impl Answerer for Agent {
         let Some(info) = self.peer.peer_info() else {
             return false;
         };
-        // A 2026-07-28 client takes no request from a server (rmcp refuses to send one);
-        // it would be asked through an input-required result, which the gateway does not
-        // relay yet.
+        // A 2026-07-28 client takes no request from a server (rmcp refuses to send one): its
+        // calls are asked through their results instead ([`super::relay`]).
         if info.protocol_version >= ProtocolVersion::V_2026_07_28 {
             return false;
         }
-        let c = &info.capabilities;
-        match kind {
-            // An empty `elicitation` object is form mode, as before URL mode existed.
-            Kind::Form => c
-                .elicitation
-                .as_ref()
-                .is_some_and(|e| e.form.is_some() || e.url.is_none()),
-            Kind::Url => c.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
-            Kind::Sampling => c.sampling.is_some(),
-            Kind::Roots => c.roots.is_some(),
-        }
+        declares(&info.capabilities, kind)
     }
 
     fn ask(&self, request: ServerRequest) -> ask::Pending<Result<ClientResult, ErrorData>> {
@@ -196,6 +185,21 @@ impl Answerer for Agent {
                 )),
             }
         })
+    }
+}
+
+/// Whether a client that declared `c` takes questions of this kind (form and URL
+/// elicitation are separate capabilities).
+pub fn declares(c: &ClientCapabilities, kind: Kind) -> bool {
+    match kind {
+        // An empty `elicitation` object is form mode, as before URL mode existed.
+        Kind::Form => c
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+        Kind::Url => c.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
+        Kind::Sampling => c.sampling.is_some(),
+        Kind::Roots => c.roots.is_some(),
     }
 }
 

@@ -9,6 +9,7 @@
 //! only for requests that cannot be routed (an unknown tool or resource).
 
 pub mod gateway;
+mod relay;
 use tandem_core::calls::schema;
 pub mod transport;
 
@@ -207,6 +208,17 @@ impl TandemServer {
             Err(_) => return Err(unknown()),
         };
         let bus = self.core.opened().map(|core| core.bus().clone());
+        if name == "mcp_call" && relay::applies(context) {
+            let p = match calls::parse::<gateway::CallParams>(Value::Object(
+                arguments.unwrap_or_default(),
+            )) {
+                Ok(p) => p,
+                Err(e) => return Ok(tool_error(&e).into()),
+            };
+            return self
+                .relay(g, p.server, p.tool, p.arguments, context, true)
+                .await;
+        }
         if gateway_tool {
             let args = Value::Object(arguments.unwrap_or_default());
             let agent = self.agent(&context.peer);
@@ -220,12 +232,35 @@ impl TandemServer {
         let Some((server, tool)) = gateway::resolve(&g, name) else {
             return Err(unknown());
         };
+        if relay::applies(context) {
+            return self.relay(g, server, tool, arguments, context, false).await;
+        }
         let agent = self.agent(&context.peer);
         match gateway::forward(&g, &server, &tool, arguments, context, agent, bus.as_ref()).await {
             // The server's own JSON-RPC error passes through as it gave it.
             Err(tandem_core::hub::HubError::Answered { error, .. }) => Err(error),
             outcome => Ok(gateway::proxied(outcome).into()),
         }
+    }
+
+    /// Calls `tool` of `server` for a 2026-07-28 agent, whose questions come back in the
+    /// call's result ([`relay`]). `mcp_call` answers a failure as a tool error.
+    async fn relay(
+        &self,
+        g: Arc<Gateway>,
+        server: String,
+        tool: String,
+        arguments: Option<rmcp::model::JsonObject>,
+        context: &RequestContext<RoleServer>,
+        mcp_call: bool,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let owner = Caller::of(context).user;
+        let round = relay::start(context, owner, move |agent, progress| async move {
+            g.call(&server, &tool, arguments, progress, Some(agent))
+                .await
+        })
+        .await?;
+        relayed(round, mcp_call)
     }
 
     /// The agent's instructions: the spec's three lines; the servers' own system prompts
@@ -256,6 +291,21 @@ impl TandemServer {
             "{INSTRUCTIONS}\n\n{servers}{catalog}\n{}",
             tandem_core::hub::gateway::catalog::ORCHESTRATION
         )
+    }
+}
+
+/// A round of a relayed call as the agent gets it: the server's questions, or its result
+/// as a proxied call's ([`gateway::proxied`]); its own JSON-RPC error passes through, but
+/// `mcp_call` answers every failure as a tool error.
+fn relayed(round: relay::Round, mcp_call: bool) -> Result<CallToolResponse, ErrorData> {
+    match round {
+        relay::Round::Asks(asked) => Ok(asked.into()),
+        relay::Round::Done(Err(tandem_core::hub::HubError::Answered { error, .. }))
+            if !mcp_call =>
+        {
+            Err(error)
+        }
+        relay::Round::Done(outcome) => Ok(gateway::proxied(outcome).into()),
     }
 }
 
@@ -505,6 +555,14 @@ impl ServerHandler for TandemServer {
                 serde_json::json!({ "tool": name, "user": user }),
             );
             return Ok(tool_error(&e).into());
+        }
+        if let Some(state) = &request.request_state
+            && relay::applies(&context)
+        {
+            // A 2026-07-28 agent's retry with its answers: the call it made goes on.
+            let answers = request.input_responses.clone().unwrap_or_default();
+            let round = relay::resume(&context, caller.user.clone(), state, answers).await?;
+            return relayed(round, name == "mcp_call");
         }
         let Some(tool) = TOOLS.iter().find(|t| t.tool.name == name) else {
             return self.call_gateway(&name, request.arguments, &context).await;

@@ -50,6 +50,9 @@ struct Agent {
     seen: mpsc::UnboundedSender<Seen>,
     /// Told of each `roots/list`, which a server may send at any time.
     roots: mpsc::UnboundedSender<()>,
+    /// Speaks 2026-07-28, which takes no request from a server: it is asked in its calls'
+    /// `input_required` results instead.
+    modern: bool,
 }
 
 impl Agent {
@@ -74,6 +77,7 @@ impl Agent {
             huge: false,
             seen,
             roots,
+            modern: false,
         };
         (agent, seen_rx, roots_rx)
     }
@@ -150,9 +154,14 @@ impl rmcp::ClientHandler for Agent {
             roots.list_changed = Some(true);
             capabilities.roots = Some(roots);
         }
-        // The generation before 2026-07-28, which takes requests from the server.
+        // Else the generation before 2026-07-28, which takes requests from the server.
+        let version = if self.modern {
+            ProtocolVersion::V_2026_07_28
+        } else {
+            ProtocolVersion::V_2025_11_25
+        };
         ClientConfig::new(capabilities, Implementation::new("agent", "1.0"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_protocol_version(version)
     }
 }
 
@@ -278,10 +287,22 @@ async fn an_agent_with_the_capabilities_sees_and_uses_every_tool() {
 
 #[tokio::test]
 async fn an_agent_without_the_capabilities_gets_a_decline_with_the_reason() {
+    for modern in [false, true] {
+        declined_without_the_capabilities(modern).await;
+    }
+}
+
+/// An agent of either generation that declares nothing is asked nothing.
+async fn declined_without_the_capabilities(modern: bool) {
     let (home, ws) = home_with_everything(json!({}));
     let _daemon = DaemonGuard(&home);
-    let (handler, mut seen) = Agent::new(false, true);
-    let agent = home.mcp_daemon_with(&ws, &[], handler).await;
+    let (mut handler, mut seen) = Agent::new(false, true);
+    handler.modern = modern;
+    let agent = if modern {
+        home.mcp_daemon_discovering(&ws, handler).await
+    } else {
+        home.mcp_daemon_with(&ws, &[], handler).await
+    };
     let text = text_of(&agent, "everything__trigger-elicitation-request", json!({})).await;
     assert!(text.contains("declined"), "{text}");
     assert!(
@@ -376,5 +397,103 @@ async fn an_answer_too_large_is_refused() {
         &text[..text.len().min(500)]
     );
     assert!(!text.contains("xxxxxxxx"));
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn a_2026_agent_is_asked_in_its_calls_results() {
+    // server-everything asks by requests, the agent takes questions only in its calls'
+    // results: Tandem carries them from one form to the other.
+    let (home, ws) = home_with_everything(json!({}));
+    let _daemon = DaemonGuard(&home);
+    let (mut handler, mut seen, mut roots) = Agent::with_roots(true, true);
+    handler.modern = true;
+    let agent = home.mcp_daemon_discovering(&ws, handler).await;
+
+    let text = text_of(&agent, "everything__trigger-elicitation-request", json!({})).await;
+    assert!(matches!(next(&mut seen).await, Seen::Form(m) if m.contains("Please provide inputs")));
+    assert!(text.contains("- Name: Ada Lovelace"), "{text}");
+
+    let text = text_of(
+        &agent,
+        "everything__trigger-sampling-request",
+        json!({"prompt": "hello", "maxTokens": 20}),
+    )
+    .await;
+    assert!(matches!(next(&mut seen).await, Seen::Sampling));
+    assert!(text.contains(SAMPLED), "{text}");
+
+    let text = text_of(&agent, "everything__get-roots-list", json!({})).await;
+    assert!(text.contains(AGENT_ROOT), "{text}");
+    assert!(roots.try_recv().is_ok());
+
+    // Through `mcp_call` too.
+    let text = text_of(
+        &agent,
+        "mcp_call",
+        json!({"server": "everything", "tool": "trigger-elicitation-request"}),
+    )
+    .await;
+    assert!(matches!(next(&mut seen).await, Seen::Form(_)));
+    assert!(text.contains("- Name: Ada Lovelace"), "{text}");
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn a_retry_with_a_state_tandem_did_not_give_is_refused() {
+    let (home, ws) = home_with_everything(json!({}));
+    let _daemon = DaemonGuard(&home);
+    let (mut handler, _seen) = Agent::new(true, true);
+    handler.modern = true;
+    let agent = home.mcp_daemon_discovering(&ws, handler).await;
+    // A first round that asks: its state is good once, and only for this call.
+    let first = agent
+        .client
+        .call_tool_once(rmcp::model::CallToolRequestParams::new(
+            "everything__trigger-elicitation-request",
+        ))
+        .await
+        .unwrap();
+    let rmcp::model::CallToolResponse::InputRequired(asked) = first else {
+        panic!("the first round did not ask: {first:?}");
+    };
+    let state = asked.request_state.clone().unwrap();
+    let keys: Vec<String> = asked.input_requests.unwrap().into_keys().collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    for bad in ["made-up", "tandem-relay-01J00000000000000000000000"] {
+        let mut retry =
+            rmcp::model::CallToolRequestParams::new("everything__trigger-elicitation-request");
+        retry.request_state = Some(bad.to_string());
+        retry.input_responses = Some(Default::default());
+        let e = agent.client.call_tool_once(retry).await.unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no call waits under this request state"),
+            "{e}"
+        );
+    }
+    // An answer that does not fit its question fails that question, not the session.
+    let mut retry =
+        rmcp::model::CallToolRequestParams::new("everything__trigger-elicitation-request");
+    retry.request_state = Some(state.clone());
+    retry.input_responses = Some(
+        keys.iter()
+            .map(|k| (k.clone(), json!({"not": "an answer"})))
+            .collect(),
+    );
+    // The server is told, and says so in its result.
+    let outcome = agent.client.call_tool_once(retry).await.unwrap();
+    let rmcp::model::CallToolResponse::Complete(result) = outcome else {
+        panic!("the call did not end: {outcome:?}");
+    };
+    assert_eq!(result.is_error, Some(true));
+    let said = serde_json::to_string(&result.content).unwrap();
+    assert!(said.contains("does not fit the question"), "{said}");
+    // Used once, the state is gone.
+    let mut again =
+        rmcp::model::CallToolRequestParams::new("everything__trigger-elicitation-request");
+    again.request_state = Some(state);
+    again.input_responses = Some(Default::default());
+    assert!(agent.client.call_tool_once(again).await.is_err());
     agent.close().await;
 }

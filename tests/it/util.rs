@@ -164,6 +164,26 @@ impl TestHome {
             .await
     }
 
+    /// `tandem mcp` through the daemon, as a 2026-07-28 agent (`server/discover`, no
+    /// `initialize`) whose client is `handler`.
+    pub async fn mcp_daemon_discovering<H: rmcp::ClientHandler>(
+        &self,
+        dir: &Path,
+        handler: H,
+    ) -> McpClient<H> {
+        let lifecycle = rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        };
+        self.mcp_in_lifecycle(
+            dir,
+            &["--idle-for-tests", "60"],
+            &[],
+            handler,
+            Some(lifecycle),
+        )
+        .await
+    }
+
     async fn mcp_with(&self, dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> McpClient {
         self.mcp_with_handler(dir, extra, env, ()).await
     }
@@ -174,6 +194,17 @@ impl TestHome {
         extra: &[&str],
         env: &[(&str, &str)],
         handler: H,
+    ) -> McpClient<H> {
+        self.mcp_in_lifecycle(dir, extra, env, handler, None).await
+    }
+
+    async fn mcp_in_lifecycle<H: rmcp::ClientHandler>(
+        &self,
+        dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        handler: H,
+        lifecycle: Option<rmcp::service::ClientLifecycleMode>,
     ) -> McpClient<H> {
         std::fs::create_dir_all(dir).unwrap();
         let mut cmd = self.command();
@@ -189,7 +220,14 @@ impl TestHome {
         }
         let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
         let pid = transport.id();
-        let client = rmcp::ServiceExt::serve(handler, transport).await.unwrap();
+        let client = match lifecycle {
+            Some(lifecycle) => {
+                rmcp::service::ClientServiceExt::serve_with_lifecycle(handler, transport, lifecycle)
+                    .await
+            }
+            None => rmcp::ServiceExt::serve(handler, transport).await,
+        }
+        .unwrap();
         McpClient { client, pid }
     }
 }
