@@ -260,3 +260,76 @@ async def test_gateway_activation_is_followed_through_list_changed(params):
                 await changed.wait()
             names = [t.name for t in (await session.list_tools()).tools]
             assert not any(n.startswith("everything__") for n in names)
+
+
+SDK_ROOT = "file:///sdk/project"
+SDK_SAMPLED = "The SDK's model answers"
+
+
+def answering_client(asked):
+    """The SDK client's three callbacks, each noting what it was asked in `asked`."""
+
+    async def elicit(context, params):
+        if isinstance(params, types.ElicitRequestURLParams):
+            asked.append(("url", params.url))
+            return types.ElicitResult(action="accept")
+        asked.append(("form", params.message))
+        return types.ElicitResult(action="accept", content={"name": "Grace Hopper", "check": True})
+
+    async def sample(context, params):
+        asked.append(("sampling", None))
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=SDK_SAMPLED),
+            model="sdk-model")
+
+    async def roots(context):
+        asked.append(("roots", None))
+        return types.ListRootsResult(roots=[types.Root(uri=SDK_ROOT)])
+
+    return {"elicitation_callback": elicit, "sampling_callback": sample,
+            "list_roots_callback": roots}
+
+
+@pytest.mark.anyio
+async def test_every_conditional_tool_reaches_an_sdk_client_that_declares_it(params):
+    """Issue 49 with the official Python SDK as the agent: through Tandem it sees the tools
+    it sees connected to server-everything directly, and its elicitation, sampling and roots
+    callbacks answer what the server asks."""
+    everything = os.environ.get("TANDEM_TEST_EVERYTHING")
+    if not everything:
+        pytest.skip("scripts/test installs server-everything and exports TANDEM_TEST_EVERYTHING")
+    asked = []
+    direct = StdioServerParameters(command=everything, args=["stdio"])
+    async with stdio_client(direct) as (read, write):
+        async with ClientSession(read, write, **answering_client(asked)) as session:
+            await session.initialize()
+            direct_names = sorted(t.name for t in (await session.list_tools()).tools)
+    assert "trigger-elicitation-request" in direct_names
+
+    home = params.env["TANDEM_HOME"]
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, "config.json"), "w") as f:
+        json.dump({"mcpServers": {"everything": {"command": everything, "args": ["stdio"]}}}, f)
+    asked.clear()
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, **answering_client(asked)) as session:
+            await session.initialize()
+            prefix = "everything__"
+            through = sorted(t.name[len(prefix):] for t in (await session.list_tools()).tools
+                             if t.name.startswith(prefix))
+            assert through == direct_names
+
+            form = await session.call_tool(prefix + "trigger-elicitation-request", {})
+            assert "Grace Hopper" in form.content[1].text, form
+            page = "https://example.com/sdk"
+            url = await session.call_tool(prefix + "trigger-url-elicitation", {"url": page})
+            assert not url.is_error, url
+            sampled = await session.call_tool(
+                prefix + "trigger-sampling-request", {"prompt": "hello", "maxTokens": 20})
+            assert SDK_SAMPLED in json.dumps([c.model_dump() for c in sampled.content]), sampled
+            roots = await session.call_tool(prefix + "get-roots-list", {})
+            assert SDK_ROOT in roots.content[0].text, roots
+    kinds = [kind for kind, _ in asked]
+    for kind in ["form", "url", "sampling", "roots"]:
+        assert kind in kinds, asked
+    assert ("url", page) in asked
