@@ -266,22 +266,19 @@ impl TandemLsp {
     /// `{id, action: accept|decline|cancel, content}`. A form that does not fit the question
     /// is refused with the reason, and the question still waits.
     async fn answer(&self, answer: Value) -> LspResult<Value> {
+        let answer: Answer =
+            serde_json::from_value(answer).map_err(|e| invalid(format!("tandem.answer: {e}")))?;
         let core = self.session.core().await.map_err(call_error)?;
-        let id = answer.get("id").and_then(Value::as_str).unwrap_or_default();
-        let action = answer
-            .get("action")
-            .and_then(Value::as_str)
-            .unwrap_or("cancel");
         core.hub
             .questions()
             .answer(
                 self.session.workspace(),
-                id,
-                action,
-                answer.get("content").cloned(),
+                &answer.id,
+                &answer.action,
+                answer.content,
             )
             .map_err(|e| invalid(format!("tandem.answer: {e}")))?;
-        Ok(json!({"answered": id}))
+        Ok(json!({"answered": answer.id}))
     }
 
     /// `tandem.memory.saveSelection`: the selected text of a document, added as an entry of
@@ -442,6 +439,16 @@ struct SaveSelection {
     entry_type: Option<String>,
     title: Option<String>,
     tags: Option<Vec<String>>,
+}
+
+/// `tandem.answer`'s argument: which question, what the user did, and the form's fields.
+/// A missing `id` or `action` is refused with its name, rather than read as a cancel.
+#[derive(serde::Deserialize)]
+struct Answer {
+    id: String,
+    action: String,
+    #[serde(default)]
+    content: Option<Value>,
 }
 
 #[cfg(test)]

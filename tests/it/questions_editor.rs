@@ -102,5 +102,24 @@ async fn a_question_no_agent_can_take_is_a_form_in_neovim() {
     assert!(cancelled.contains("User cancelled"), "{cancelled}");
     let notes: Value = nvim.lua("return _G.notes").await;
     assert_eq!(notes, json!([]), "the plugin complained: {notes}");
+
+    // An answer without its question or its action is refused with the field's name.
+    for (args, missing) in [
+        ("{ action = 'accept' }", "`id`"),
+        ("{ id = 'q1' }", "`action`"),
+    ] {
+        let error = nvim
+            .lua(&format!(
+                "local r = vim.lsp.get_clients({{ name = 'tandem' }})[1]:request_sync(\
+                 'workspace/executeCommand', {{ command = 'tandem.answer', arguments = {{ {args} }} }}, 10000)\n\
+                 return r and r.err and r.err.message or vim.inspect(r)"
+            ))
+            .await;
+        let error = error.as_str().unwrap_or_default().to_string();
+        assert!(
+            error.contains(&format!("missing field {missing}")),
+            "{error}"
+        );
+    }
     agent.close().await;
 }
