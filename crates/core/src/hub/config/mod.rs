@@ -1351,6 +1351,134 @@ mod tests {
         true
     }
 
+    /// The names a struct's `Deserialize` takes (aliases included), as serde hands them to
+    /// the deserializer.
+    fn accepted<'de, T: Deserialize<'de>>() -> Vec<&'static str> {
+        struct Fields(std::cell::Cell<&'static [&'static str]>);
+        impl<'de> serde::Deserializer<'de> for &Fields {
+            type Error = serde::de::value::Error;
+            fn deserialize_any<V: serde::de::Visitor<'de>>(
+                self,
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                Err(serde::de::Error::custom("only a struct's fields are read"))
+            }
+            fn deserialize_struct<V: serde::de::Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                self.0.set(fields);
+                Err(serde::de::Error::custom("fields read"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let fields = Fields(std::cell::Cell::new(&[]));
+        let _ = T::deserialize(&fields);
+        fields.0.get().to_vec()
+    }
+
+    /// The property names of a schema object.
+    fn properties<'a>(schema: &'a Value, at: &str) -> Vec<&'a str> {
+        schema
+            .pointer(at)
+            .and_then(Value::as_object)
+            .unwrap_or_else(|| panic!("no properties at {at}"))
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Each name the schema gives is read, and each field read has a name in the schema
+    /// (in one of its spellings, `snake_case` or `camelCase`).
+    fn same_fields(what: &str, schema: &[&str], read: &[&str], elsewhere: &[&str]) {
+        for name in schema {
+            assert!(
+                read.contains(name) || elsewhere.contains(name),
+                "{what}: the schema names {name}, which the reader ignores"
+            );
+        }
+        let camel = |s: &str| {
+            let mut out = String::new();
+            let mut up = false;
+            for c in s.chars() {
+                match c {
+                    '_' => up = true,
+                    c if up => {
+                        out.extend(c.to_uppercase());
+                        up = false;
+                    }
+                    c => out.push(c),
+                }
+            }
+            out
+        };
+        for name in read {
+            assert!(
+                schema.contains(name) || schema.contains(&camel(name).as_str()),
+                "{what}: the reader takes {name}, which the schema does not name"
+            );
+        }
+    }
+
+    #[test]
+    fn the_editor_schemas_name_what_the_config_reader_takes() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../editor/vscode/schemas");
+        let read = |file: &str| -> Value {
+            serde_json::from_str(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap()
+        };
+        let (user, workspace) = (read("config.schema.json"), read("mcp.schema.json"));
+        for schema in [&user, &workspace] {
+            let server = "/definitions/server/properties";
+            same_fields(
+                "a server",
+                &properties(schema, server),
+                &accepted::<RawServer>(),
+                &[],
+            );
+            same_fields(
+                "a server's oauth",
+                &properties(schema, &format!("{server}/oauth/properties")),
+                &accepted::<RawOAuth>(),
+                &[],
+            );
+        }
+        // `memory` is the knowledge base's own member of the user's file.
+        same_fields(
+            "the user's file",
+            &properties(&user, "/properties"),
+            &accepted::<RawFile>(),
+            &["memory"],
+        );
+        let conventional = "/properties/conventionalPrompts/properties";
+        same_fields(
+            "conventionalPrompts",
+            &properties(&user, conventional),
+            &accepted::<Conventional>(),
+            &[],
+        );
+        same_fields(
+            "a server's injection rules",
+            &properties(
+                &user,
+                &format!("{conventional}/servers/additionalProperties/properties"),
+            ),
+            &accepted::<ServerRules>(),
+            &[],
+        );
+        same_fields(
+            "a prompt's injection rules",
+            &properties(&user, "/definitions/promptRules/properties"),
+            &accepted::<PromptRules>(),
+            &[],
+        );
+    }
+
     fn env(var: &str) -> Option<String> {
         match var {
             "TOKEN" => Some("s3cret".into()),
