@@ -202,6 +202,51 @@ async fn next(seen: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
         .expect("the agent's handler is gone")
 }
 
+/// The server-everything tools that ask something, called by `agent`: each question reaches
+/// the agent's handler and its answer reaches the server.
+async fn asks_every_kind(
+    agent: &McpClient<Agent>,
+    seen: &mut mpsc::UnboundedReceiver<Seen>,
+    roots: &mut mpsc::UnboundedReceiver<()>,
+) {
+    // A form: the agent's answer reaches the server.
+    let text = text_of(&agent, "everything__trigger-elicitation-request", json!({})).await;
+    assert!(matches!(next(seen).await, Seen::Form(m) if m.contains("Please provide inputs")));
+    assert!(text.contains("- Name: Ada Lovelace"), "{text}");
+
+    // A URL to visit.
+    let page = "https://example.com/verify";
+    let text = text_of(
+        &agent,
+        "everything__trigger-url-elicitation",
+        json!({"url": page}),
+    )
+    .await;
+    assert!(
+        matches!(next(seen).await, Seen::Url(u) if u == page),
+        "{text}"
+    );
+
+    // Sampling: the agent's model answers.
+    let text = text_of(
+        &agent,
+        "everything__trigger-sampling-request",
+        json!({"prompt": "hello", "maxTokens": 20}),
+    )
+    .await;
+    assert!(matches!(next(seen).await, Seen::Sampling));
+    assert!(text.contains(SAMPLED), "{text}");
+
+    // Roots: the agent's, asked for by the server in one of the agent's calls.
+    let text = text_of(&agent, "everything__get-roots-list", json!({})).await;
+    assert!(text.contains(AGENT_ROOT), "{text}");
+    assert!(
+        roots.try_recv().is_ok(),
+        "the agent was not asked its roots"
+    );
+    while roots.try_recv().is_ok() {}
+}
+
 #[tokio::test]
 async fn an_agent_with_the_capabilities_sees_and_uses_every_tool() {
     // Connected directly, the agent sees every conditional tool.
@@ -241,41 +286,7 @@ async fn an_agent_with_the_capabilities_sees_and_uses_every_tool() {
     through.sort();
     assert_eq!(through, direct_names);
 
-    // A form: the agent's answer reaches the server.
-    let text = text_of(&agent, "everything__trigger-elicitation-request", json!({})).await;
-    assert!(matches!(next(&mut seen).await, Seen::Form(m) if m.contains("Please provide inputs")));
-    assert!(text.contains("- Name: Ada Lovelace"), "{text}");
-
-    // A URL to visit.
-    let page = "https://example.com/verify";
-    let text = text_of(
-        &agent,
-        "everything__trigger-url-elicitation",
-        json!({"url": page}),
-    )
-    .await;
-    assert!(
-        matches!(next(&mut seen).await, Seen::Url(u) if u == page),
-        "{text}"
-    );
-
-    // Sampling: the agent's model answers.
-    let text = text_of(
-        &agent,
-        "everything__trigger-sampling-request",
-        json!({"prompt": "hello", "maxTokens": 20}),
-    )
-    .await;
-    assert!(matches!(next(&mut seen).await, Seen::Sampling));
-    assert!(text.contains(SAMPLED), "{text}");
-
-    // Roots: the agent's, asked for by the server in one of the agent's calls.
-    let text = text_of(&agent, "everything__get-roots-list", json!({})).await;
-    assert!(text.contains(AGENT_ROOT), "{text}");
-    let asked = |roots: &mut mpsc::UnboundedReceiver<()>| {
-        std::iter::from_fn(|| roots.try_recv().ok()).count()
-    };
-    assert!(asked(&mut roots) > 0);
+    asks_every_kind(&agent, &mut seen, &mut roots).await;
     // The agent's roots change: the server is told, and asks the agent again.
     agent.client.notify_roots_list_changed().await.unwrap();
     tokio::time::timeout(Duration::from_secs(30), roots.recv())
@@ -410,22 +421,7 @@ async fn a_2026_agent_is_asked_in_its_calls_results() {
     handler.modern = true;
     let agent = home.mcp_daemon_discovering(&ws, handler).await;
 
-    let text = text_of(&agent, "everything__trigger-elicitation-request", json!({})).await;
-    assert!(matches!(next(&mut seen).await, Seen::Form(m) if m.contains("Please provide inputs")));
-    assert!(text.contains("- Name: Ada Lovelace"), "{text}");
-
-    let text = text_of(
-        &agent,
-        "everything__trigger-sampling-request",
-        json!({"prompt": "hello", "maxTokens": 20}),
-    )
-    .await;
-    assert!(matches!(next(&mut seen).await, Seen::Sampling));
-    assert!(text.contains(SAMPLED), "{text}");
-
-    let text = text_of(&agent, "everything__get-roots-list", json!({})).await;
-    assert!(text.contains(AGENT_ROOT), "{text}");
-    assert!(roots.try_recv().is_ok());
+    asks_every_kind(&agent, &mut seen, &mut roots).await;
 
     // Through `mcp_call` too.
     let text = text_of(
