@@ -210,14 +210,14 @@ async fn asks_every_kind(
     roots: &mut mpsc::UnboundedReceiver<()>,
 ) {
     // A form: the agent's answer reaches the server.
-    let text = text_of(&agent, "everything__trigger-elicitation-request", json!({})).await;
+    let text = text_of(agent, "everything__trigger-elicitation-request", json!({})).await;
     assert!(matches!(next(seen).await, Seen::Form(m) if m.contains("Please provide inputs")));
     assert!(text.contains("- Name: Ada Lovelace"), "{text}");
 
     // A URL to visit.
     let page = "https://example.com/verify";
     let text = text_of(
-        &agent,
+        agent,
         "everything__trigger-url-elicitation",
         json!({"url": page}),
     )
@@ -229,7 +229,7 @@ async fn asks_every_kind(
 
     // Sampling: the agent's model answers.
     let text = text_of(
-        &agent,
+        agent,
         "everything__trigger-sampling-request",
         json!({"prompt": "hello", "maxTokens": 20}),
     )
@@ -238,7 +238,7 @@ async fn asks_every_kind(
     assert!(text.contains(SAMPLED), "{text}");
 
     // Roots: the agent's, asked for by the server in one of the agent's calls.
-    let text = text_of(&agent, "everything__get-roots-list", json!({})).await;
+    let text = text_of(agent, "everything__get-roots-list", json!({})).await;
     assert!(text.contains(AGENT_ROOT), "{text}");
     assert!(
         roots.try_recv().is_ok(),
