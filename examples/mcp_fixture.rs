@@ -74,6 +74,25 @@
 //!   answers its arguments as JSON text.
 //! - `--change-every-ms N`: every N ms, replaces the prompt `tick-K` by `tick-{K+1}` (the
 //!   first tick adds `tick-1`) and sends `notifications/prompts/list_changed`.
+//!
+//! Tasks (the MCP tasks extension, SEP-2663), with `--tasks`: the server declares the
+//! extension, serves `tasks/get`, `tasks/update` and `tasks/cancel` with rmcp's
+//! `TaskManager`, and adds these tools. Each `task_*` tool but `task_log` answers a client
+//! that declared the extension with a task (poll interval 10 ms), any other with an
+//! `isError` result saying it needs the extension.
+//! - `task_steps` `{steps?}` (default 2, at most 10): status message `starting`, then one
+//!   step per `tasks/get`: the K-th `tasks/get` moves it to `step K of N` and answers with
+//!   it, so every step is seen; the one after ends it with `task_steps from NAME: N steps
+//!   done`.
+//! - `task_ask`: asks in-task (an `elicitation/create` form, `What is your name?`, field
+//!   `name`) and ends with `task_ask from NAME: hello N` (or the action, if not accepted).
+//! - `task_slow`: waits until cancelled (`tasks/cancel`), then ends `cancelled`.
+//! - `task_hostile`: a status message of 10 000 characters with an escape sequence and a
+//!   line break; waits until cancelled.
+//! - `task_long_id`: a task whose id is 5 000 bytes long (and that `tasks/get` does not
+//!   know).
+//! - `task_log`: what happened to the tasks so far, one line each (`task_slow started`,
+//!   `task_slow cancelled`, `task_ask answered`, ...).
 
 // Stderr is this fixture's log: tests read it.
 #![allow(clippy::print_stderr)]
@@ -87,17 +106,19 @@ use std::time::Duration;
 use clap::Parser;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
-    CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject,
-    ListPromptsResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument,
-    PromptMessage, Reference, Role, ServerCapabilities, ServerConfig, ServerResult,
-    SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientNotification,
+    ClientRequest, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock,
+    CreateTaskResult, ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    GetTaskParams, GetTaskResult, Implementation, InputRequest, JsonObject, ListPromptsResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, Reference,
+    Role, ServerCapabilities, ServerConfig, ServerResult, SubscriptionFilter, Task, TaskStatus,
+    Tool, UpdateTaskParams,
 };
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, RoleServer, Service, SubscriptionContext,
     SubscriptionSink,
 };
+use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use serde_json::{Value, json};
 use tokio::io::AsyncWrite;
 
@@ -175,6 +196,9 @@ struct Args {
     /// A prompt and a tool `huge` answering one text of N MiB.
     #[arg(long, value_name = "N")]
     huge_answer_mb: Option<usize>,
+    /// The tasks extension, and tools that run as tasks (`task_*`).
+    #[arg(long)]
+    tasks: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -287,6 +311,8 @@ struct Fixture {
     fetches: Arc<std::sync::atomic::AtomicUsize>,
     state: Arc<Mutex<State>>,
     listeners: Arc<Mutex<Listeners>>,
+    /// `--tasks`.
+    tasks: Option<Arc<TaskTools>>,
 }
 
 /// What changes at run time.
@@ -307,6 +333,8 @@ struct State {
     ref_schemas: bool,
     /// How many `tool-NNN` there are (`--tools`).
     generated_tools: usize,
+    /// The `task_*` tools (`--tasks`).
+    tasks: bool,
     /// The size of the `huge` tool's answer, in MiB (`--huge-answer-mb`).
     huge_mb: Option<usize>,
 }
@@ -668,6 +696,9 @@ impl State {
                 })),
             )
         }));
+        if self.tasks {
+            tools.extend(task_tools());
+        }
         tools.extend((1..=self.extra_tools).map(|k| {
             Tool::new(
                 format!("extra-{k}"),
@@ -695,9 +726,11 @@ impl Fixture {
                 extra_tools: 0,
                 ref_schemas: args.ref_schemas,
                 generated_tools: args.tools,
+                tasks: args.tasks,
                 huge_mb: args.huge_answer_mb,
             })),
             listeners: Arc::new(Mutex::new(Listeners::default())),
+            tasks: args.tasks.then(|| Arc::new(TaskTools::default())),
         }
     }
 
@@ -985,6 +1018,15 @@ impl ServerHandler for Fixture {
         if !self.completions {
             capabilities.completions = None;
         }
+        if self.tasks.is_some() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(
+                    rmcp::model::TASKS_EXTENSION_ID.to_string(),
+                    JsonObject::new(),
+                );
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(&*self.name, env!("CARGO_PKG_VERSION")))
             .with_instructions(format!("mcp_fixture {}: a test server.", self.name))
@@ -1115,9 +1157,17 @@ impl ServerHandler for Fixture {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        if let Some(tasks) = &self.tasks
+            && request.name.starts_with("task_")
+        {
+            let takes = context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+            return tasks.call(&self.name, &request.name, &args, takes);
+        }
         let (result, change) = self.call(&request.name, &args)?;
         if let Some(change) = change {
             // Before the result: once the call returns, the notification is on the wire.
@@ -1125,6 +1175,223 @@ impl ServerHandler for Fixture {
         }
         Ok(result.into())
     }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let tasks = self.tasks.as_ref().ok_or_else(no_tasks)?;
+        tasks.step(&request.task_id).await;
+        Ok(GetTaskResult::new(
+            tasks.manager.get_task(&request.task_id)?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.tasks.as_ref().ok_or_else(no_tasks)?;
+        tasks
+            .manager
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.tasks.as_ref().ok_or_else(no_tasks)?;
+        tasks.manager.cancel_task(&request.task_id)
+    }
+}
+
+fn no_tasks() -> ErrorData {
+    ErrorData::method_not_found::<rmcp::model::GetTaskMethod>()
+}
+
+/// The `task_*` tools (`--tasks`).
+fn task_tools() -> Vec<Tool> {
+    let empty = || Arc::new(JsonObject::new());
+    let steps = json!({
+        "type": "object",
+        "properties": {"steps": {"type": "integer", "minimum": 0, "maximum": 10}},
+    });
+    let Value::Object(steps) = steps else {
+        unreachable!("a schema is an object")
+    };
+    vec![
+        Tool::new(
+            "task_steps",
+            "Runs as a task: one step per tasks/get",
+            Arc::new(steps),
+        ),
+        Tool::new("task_ask", "Runs as a task that asks for a name", empty()),
+        Tool::new("task_slow", "Runs as a task until cancelled", empty()),
+        Tool::new(
+            "task_hostile",
+            "Runs as a task with a hostile status message",
+            empty(),
+        ),
+        Tool::new(
+            "task_long_id",
+            "Answers with a task whose id is too long",
+            empty(),
+        ),
+        Tool::new("task_log", "What happened to the tasks so far", empty()),
+    ]
+}
+
+/// The tasks of `--tasks`: rmcp's manager, the gates of `task_steps`, and a log.
+#[derive(Default)]
+struct TaskTools {
+    manager: TaskManager,
+    /// The gates of each `task_steps` task, by task id.
+    steps: Mutex<std::collections::HashMap<String, Arc<Steps>>>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+/// One `task_steps` task's gates: a `tasks/get` opens `go` and waits for `done`.
+struct Steps {
+    go: tokio::sync::Semaphore,
+    done: tokio::sync::Semaphore,
+    finished: std::sync::atomic::AtomicBool,
+}
+
+impl TaskTools {
+    fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        args: &JsonObject,
+        takes_tasks: bool,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = |s: String| CallToolResult::success(vec![ContentBlock::text(s)]);
+        if tool == "task_log" {
+            let log = self.log.lock().unwrap().join("\n");
+            return Ok(text(log).into());
+        }
+        if !takes_tasks {
+            let why = format!("{tool} runs as a task: it needs the tasks extension");
+            return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
+        }
+        let options = TaskOptions::new().with_poll_interval_ms(10);
+        let (server, log) = (server.to_string(), self.log.clone());
+        let task = match tool {
+            "task_steps" => {
+                let n = args
+                    .get("steps")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(2)
+                    .min(10);
+                let steps = Arc::new(Steps {
+                    go: tokio::sync::Semaphore::new(0),
+                    done: tokio::sync::Semaphore::new(0),
+                    finished: Default::default(),
+                });
+                let gates = steps.clone();
+                let task = self
+                    .manager
+                    .spawn(options.with_status_message("starting"), |ctx| {
+                        Box::pin(async move {
+                            for k in 1..=n {
+                                gates.go.acquire().await.map_err(gone)?.forget();
+                                ctx.set_status_message(format!("step {k} of {n}"));
+                                gates.done.add_permits(1);
+                            }
+                            gates.go.acquire().await.map_err(gone)?.forget();
+                            gates
+                                .finished
+                                .store(true, std::sync::atomic::Ordering::SeqCst);
+                            gates.done.add_permits(1);
+                            Ok(text(format!("task_steps from {server}: {n} steps done")))
+                        })
+                    });
+                self.steps
+                    .lock()
+                    .unwrap()
+                    .insert(task.task_id.clone(), steps);
+                task
+            }
+            "task_ask" => self.manager.spawn(options, |ctx| {
+                Box::pin(async move {
+                    let question: InputRequest = serde_json::from_value(json!({
+                        "method": "elicitation/create",
+                        "params": {
+                            "message": "What is your name?",
+                            "requestedSchema": {
+                                "type": "object",
+                                "properties": {"name": {"type": "string"}},
+                                "required": ["name"]
+                            }
+                        }
+                    }))
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    let answer = ctx.request_input("name", question).await?;
+                    log.lock().unwrap().push("task_ask answered".into());
+                    let said = match answer["action"].as_str() {
+                        Some("accept") => {
+                            format!(
+                                "hello {}",
+                                answer["content"]["name"].as_str().unwrap_or("?")
+                            )
+                        }
+                        other => other.unwrap_or("no action").to_string(),
+                    };
+                    Ok(text(format!("task_ask from {server}: {said}")))
+                })
+            }),
+            "task_slow" | "task_hostile" => {
+                let options = if tool == "task_hostile" {
+                    let hostile = format!("\u{1b}[31mevil\nline {}", "x".repeat(10_000));
+                    options.with_status_message(hostile)
+                } else {
+                    options.with_status_message("waiting to be cancelled")
+                };
+                let tool = tool.to_string();
+                self.manager.spawn(options, |ctx| {
+                    Box::pin(async move {
+                        log.lock().unwrap().push(format!("{tool} started"));
+                        ctx.cancelled().await;
+                        log.lock().unwrap().push(format!("{tool} cancelled"));
+                        Err(TaskExit::Cancelled)
+                    })
+                })
+            }
+            "task_long_id" => {
+                let now = rmcp::task_manager::current_timestamp();
+                Task::new("x".repeat(5000), TaskStatus::Working, now.clone(), now)
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+
+    /// A `tasks/get` of a `task_steps` task moves it one step, and waits for the step.
+    async fn step(&self, task_id: &str) {
+        let Some(steps) = self.steps.lock().unwrap().get(task_id).cloned() else {
+            return;
+        };
+        if steps.finished.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        steps.go.add_permits(1);
+        if let Ok(permit) = steps.done.acquire().await {
+            permit.forget();
+        }
+    }
+}
+
+fn gone(_: tokio::sync::AcquireError) -> TaskExit {
+    TaskExit::Error(ErrorData::internal_error("the task's gate closed", None))
 }
 
 /// The fixture behind `--delay-ms` and `--stderr-noise`, which apply to every request.

@@ -237,6 +237,11 @@ impl TandemLsp {
                         tokio::spawn(offer_sign_in(client, server, url));
                     }
                 }
+                Ok(Event::DownstreamTask { workspace, task }) => {
+                    if workspace == self.session.workspace() {
+                        self.downstream_progress(&task).await;
+                    }
+                }
                 Ok(Event::Question(question)) => {
                     if shows_questions && question.workspace == self.session.workspace() {
                         let params = serde_json::to_value(&*question).unwrap_or_default();

@@ -1,5 +1,7 @@
 //! `$/progress` of the focus task: `begin` when it runs, a `report` per milestone, `end` on
-//! completion with its outcome.
+//! completion with its outcome. A downstream server's task (the MCP tasks extension) shows
+//! the same way: `begin` titled with its server and tool, a `report` per new status or
+//! status message, `end` with how it ended.
 
 use tower_lsp_server::ls_types::notification::Progress as ProgressNotification;
 use tower_lsp_server::ls_types::{
@@ -10,8 +12,23 @@ use ulid::Ulid;
 
 use super::TandemLsp;
 use tandem_core::calls::{self, CallError, params::TaskShowParams};
-use tandem_core::events::TaskChange;
+use tandem_core::events::{DownstreamTask, TaskChange, TaskPhase};
 use tandem_core::tasks::{TaskRecord, TaskState};
+
+/// The most downstream tasks a session shows at once (each is a progress token).
+const MAX_DOWNSTREAM: usize = 64;
+
+/// A downstream task's status for people.
+fn status_label(status: &str) -> &str {
+    match status {
+        "working" => "working",
+        "input_required" => "waiting for input",
+        "completed" => "completed",
+        "failed" => "failed",
+        "cancelled" => "cancelled",
+        _ => "no longer followed",
+    }
+}
 
 impl TandemLsp {
     /// Turns a task event into `$/progress`, at once (diagnostics follow, debounced).
@@ -91,6 +108,72 @@ impl TandemLsp {
             }),
         )
         .await;
+    }
+
+    /// Turns a downstream task's event into `$/progress`.
+    pub(super) async fn downstream_progress(&self, task: &DownstreamTask) {
+        if !self.session.flags().progress {
+            return;
+        }
+        // The core made the message printable and short; the status says the rest.
+        let message = match &task.message {
+            Some(m) => format!("{} · {m}", status_label(&task.status)),
+            None => status_label(&task.status).to_string(),
+        };
+        match task.phase {
+            TaskPhase::Started => {
+                if self.session.state.lock().await.downstream.len() >= MAX_DOWNSTREAM {
+                    return;
+                }
+                let token = NumberOrString::String(format!("tandem-downstream-{}", task.id));
+                if let Err(e) = self.client.create_work_done_progress(token.clone()).await {
+                    tracing::debug!("the client refused a progress token: {e}");
+                    return;
+                }
+                self.session
+                    .state
+                    .lock()
+                    .await
+                    .downstream
+                    .insert(task.id.clone(), token.clone());
+                let begin = WorkDoneProgressBegin {
+                    title: format!("{}: {}", task.server, task.tool),
+                    cancellable: Some(false),
+                    message: Some(message),
+                    percentage: None,
+                };
+                self.send_progress(token, WorkDoneProgress::Begin(begin))
+                    .await;
+            }
+            TaskPhase::Changed => {
+                let token = self
+                    .session
+                    .state
+                    .lock()
+                    .await
+                    .downstream
+                    .get(&task.id)
+                    .cloned();
+                if let Some(token) = token {
+                    let report = WorkDoneProgressReport {
+                        message: Some(message),
+                        percentage: None,
+                        cancellable: None,
+                    };
+                    self.send_progress(token, WorkDoneProgress::Report(report))
+                        .await;
+                }
+            }
+            TaskPhase::Ended => {
+                let token = self.session.state.lock().await.downstream.remove(&task.id);
+                if let Some(token) = token {
+                    let end = WorkDoneProgressEnd {
+                        message: Some(message),
+                    };
+                    self.send_progress(token, WorkDoneProgress::End(end)).await;
+                }
+            }
+        }
     }
 
     async fn task(&self, id: Ulid) -> Result<TaskRecord, CallError> {

@@ -98,6 +98,8 @@ pub(super) struct ViewState {
     pub published: BTreeMap<PathBuf, Vec<Diagnostic>>,
     /// Progress tokens begun and not yet ended, by task.
     pub progress: HashMap<Ulid, NumberOrString>,
+    /// Progress tokens of downstream tasks begun and not yet ended, by Tandem's id.
+    pub downstream: HashMap<String, NumberOrString>,
     /// A completed task whose warnings the user dismissed.
     pub dismissed: Option<Ulid>,
 }

@@ -10,6 +10,7 @@
 
 pub mod gateway;
 mod relay;
+pub mod tasks;
 use tandem_core::calls::schema;
 pub mod transport;
 
@@ -18,13 +19,13 @@ use std::sync::{Arc, LazyLock};
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, DiscoverResult,
+    ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    Prompt, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use schemars::JsonSchema;
@@ -109,6 +110,8 @@ pub struct TandemServer {
     user_config: Option<Arc<PathBuf>>,
     /// The agent, as the servers its calls reach ask it (made from its connection).
     agent: Arc<std::sync::OnceLock<Arc<dyn Answerer>>>,
+    /// The downstream tasks this session got (the tasks extension).
+    tasks: Arc<tasks::Tasks>,
 }
 
 impl TandemServer {
@@ -121,6 +124,7 @@ impl TandemServer {
             boot: Default::default(),
             user_config: None,
             agent: Default::default(),
+            tasks: Default::default(),
         }
     }
 
@@ -232,6 +236,11 @@ impl TandemServer {
         let Some((server, tool)) = gateway::resolve(&g, name) else {
             return Err(unknown());
         };
+        // An agent that takes tasks gets the server's task, whatever its protocol version.
+        if tasks::takes_tasks(context) {
+            let agent = self.agent(&context.peer);
+            return tasks::call(&self.tasks, &g, &server, &tool, arguments, context, agent).await;
+        }
         if relay::applies(context) {
             return self.relay(g, server, tool, arguments, context, false).await;
         }
@@ -467,6 +476,7 @@ impl ServerHandler for TandemServer {
                 .enable_resources_list_changed()
                 .enable_prompts()
                 .enable_prompts_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("tandem", env!("CARGO_PKG_VERSION")))
@@ -599,6 +609,33 @@ impl ServerHandler for TandemServer {
             Err(e) => tool_error(&e),
         }
         .into())
+    }
+
+    /// The tasks extension: the session's downstream tasks ([`tasks::Tasks`]).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks.get(&request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update(&request.task_id, request.input_responses)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(&request.task_id).await
     }
 
     /// Tandem's own conventional prompts (spec 000): clients that inject `system_prompt`

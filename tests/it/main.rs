@@ -33,6 +33,7 @@ mod servers_check;
 mod servers_import;
 mod setup;
 mod tasks_core;
+mod tasks_extension;
 mod tasks_mcp;
 mod tool_schemas;
 mod upgrade;

@@ -38,6 +38,38 @@ pub enum Event {
     /// A downstream server asks the user a question that no agent can take: editors of its
     /// workspace that show forms show it (see [`crate::hub::questions`]).
     Question(std::sync::Arc<crate::hub::questions::Question>),
+    /// A downstream server runs a tool call as a task (the MCP tasks extension) and Tandem
+    /// follows it: editors show it as work-done progress.
+    DownstreamTask {
+        workspace: PathBuf,
+        task: DownstreamTask,
+    },
+}
+
+/// Where a downstream task is, as Tandem last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownstreamTask {
+    /// Tandem's id of the task (`server:ULID`), the one its agent sees.
+    pub id: String,
+    pub server: String,
+    pub tool: String,
+    pub phase: TaskPhase,
+    /// The task's status as the extension spells it (`working`, `input_required`,
+    /// `completed`, `failed`, `cancelled`), or `unfollowed` when Tandem stopped following
+    /// it before its end.
+    pub status: String,
+    /// The server's status message, cut and made printable.
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskPhase {
+    /// Tandem got the task from the server.
+    Started,
+    /// Its status or status message changed.
+    Changed,
+    /// It ended, or Tandem stopped following it.
+    Ended,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

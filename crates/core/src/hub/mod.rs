@@ -480,6 +480,13 @@ impl Workspace {
             root: self.root.clone(),
             asker: hub.asker.clone(),
         };
+        let (task_bus, task_root) = (hub.bus.clone(), self.root.clone());
+        let on_task: client::tasks::OnTask = Arc::new(move |task| {
+            task_bus.publish(Event::DownstreamTask {
+                workspace: task_root.clone(),
+                task,
+            });
+        });
         let mut stopped = Vec::new();
         let mut started = Vec::new();
         {
@@ -505,6 +512,7 @@ impl Workspace {
                             on_change.clone(),
                             auth.clone(),
                             fallback.clone(),
+                            on_task.clone(),
                         );
                         if sc.autostart {
                             started.push(s.clone());

@@ -48,7 +48,8 @@ pub async fn check(
     fallback: Fallback,
     call: Option<CallToolRequestParams>,
 ) -> Result<Checked, HubError> {
-    let server = Downstream::new(config, trusted, Arc::new(|_: &str, _| {}), auth, fallback);
+    let (on_change, on_task) = (Arc::new(|_: &str, _| {}), Arc::new(|_| {}));
+    let server = Downstream::new(config, trusted, on_change, auth, fallback, on_task);
     let mut ready = server.ready().await;
     if ready.is_err() && server.status() == Status::NeedsSignIn {
         ready = server.sign_in(None).await.map(drop);

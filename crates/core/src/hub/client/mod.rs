@@ -7,7 +7,8 @@
 //! `oauth` the sign-in of a remote server that asks for one, and its tokens on disk;
 //! `ask` answers what a server asks of its client (elicitation, sampling, roots);
 //! `describe` turns rmcp's failures into sentences for people; `check` is a one-off
-//! connection for `tandem servers check`.
+//! connection for `tandem servers check`; `tasks` follows the tasks a server runs a call
+//! as (the tasks extension).
 
 pub mod ask;
 pub mod check;
@@ -16,3 +17,4 @@ pub mod oauth;
 pub(super) mod remembered;
 pub mod server;
 mod stdio;
+pub mod tasks;

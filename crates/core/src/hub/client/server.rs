@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::ServerRequest;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, CompletionContext, GetPromptRequestParams, GetPromptResult,
-    Implementation, ProgressNotificationParam, ProgressToken, Prompt, Resource, Tool,
+    CallToolResponse, ClientCapabilities, ClientConfig, CompletionContext, GetPromptRequestParams,
+    GetPromptResult, Implementation, ProgressNotificationParam, ProgressToken, Prompt, Resource,
+    Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -294,7 +295,9 @@ pub struct Downstream {
     progress: ProgressSinks,
     /// Who answers what the server asks: the callers of its calls in flight, else the
     /// fallback.
-    channel: Arc<ask::Channel>,
+    pub(super) channel: Arc<ask::Channel>,
+    /// Where its tasks are reported ([`super::tasks`]).
+    pub(super) on_task: super::tasks::OnTask,
     /// The tokens, the browser and who hears of a sign-in (a remote server's).
     auth: oauth::Auth,
     /// The sign-in under way or last done: concurrent activations share one.
@@ -437,6 +440,14 @@ impl ClientHandler for Handler {
         let mut roots = rmcp::model::RootsCapabilities::default();
         roots.list_changed = Some(true);
         capabilities.roots = Some(roots);
+        // A server may run a call as a task: Tandem follows it ([`super::tasks`]).
+        capabilities.extensions = Some(
+            [(
+                rmcp::model::TASKS_EXTENSION_ID.to_string(),
+                Default::default(),
+            )]
+            .into(),
+        );
         ClientConfig::new(
             capabilities,
             Implementation::new("tandem", env!("CARGO_PKG_VERSION")),
@@ -452,6 +463,7 @@ impl Downstream {
         on_change: OnChange,
         auth: oauth::Auth,
         fallback: ask::Fallback,
+        on_task: super::tasks::OnTask,
     ) -> Arc<Downstream> {
         let status = if !config.missing_env_keys.is_empty() {
             Status::MissingCredentials
@@ -472,6 +484,7 @@ impl Downstream {
         );
         Arc::new(Downstream {
             channel,
+            on_task,
             config,
             inner: Mutex::new(Inner {
                 proxied: None,
@@ -1266,7 +1279,11 @@ impl Downstream {
     /// one sign-in, as an activation would, and the request is sent again once; asked again
     /// after that, the server waits for the user (`needs_sign_in`) or the call fails, but
     /// nothing loops.
-    async fn request<T, F, Fut>(self: &Arc<Self>, method: &str, f: F) -> Result<T, HubError>
+    pub(super) async fn request<T, F, Fut>(
+        self: &Arc<Self>,
+        method: &str,
+        f: F,
+    ) -> Result<T, HubError>
     where
         F: Fn(Peer<RoleClient>) -> Fut,
         Fut: std::future::Future<Output = Result<T, rmcp::ServiceError>>,
@@ -1352,15 +1369,34 @@ impl Downstream {
         .await
     }
 
-    /// Calls one of its tools (`tools/call`) with the server's timeout. A result with
-    /// `isError` is a result; an error answer is [`HubError::Answered`]. The server's
-    /// progress notifications for it go to `progress`; dropping the future (the caller
-    /// cancelled) tells the server `notifications/cancelled`.
+    /// Calls one of its tools (`tools/call`), as [`Downstream::call_tool_once`]; a task the
+    /// server answers with is driven to its result ([`super::tasks`]).
     pub async fn call_tool(
         self: &Arc<Self>,
         params: rmcp::model::CallToolRequestParams,
         progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
     ) -> Result<rmcp::model::CallToolResult, HubError> {
+        let tool = params.name.to_string();
+        match self.call_tool_once(params, progress).await? {
+            CallToolResponse::Task(created) => self.drive_task(&tool, created).await,
+            CallToolResponse::Complete(result) => Ok(result),
+            _ => Err(HubError::Server(format!(
+                "server '{}' answered tools/call with something else than a result",
+                self.config.name
+            ))),
+        }
+    }
+
+    /// Calls one of its tools (`tools/call`) with the server's timeout. A result with
+    /// `isError` is a result; a task (the tasks extension) is returned as it is; an error
+    /// answer is [`HubError::Answered`]. The server's progress notifications for it go to
+    /// `progress`; dropping the future (the caller cancelled) tells the server
+    /// `notifications/cancelled`.
+    pub async fn call_tool_once(
+        self: &Arc<Self>,
+        params: rmcp::model::CallToolRequestParams,
+        progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
+    ) -> Result<CallToolResponse, HubError> {
         let sinks = self.progress.clone();
         self.request("tools/call", |peer| {
             let (params, progress, sinks) = (params.clone(), progress.clone(), sinks.clone());
@@ -1397,7 +1433,12 @@ impl Downstream {
                     }
                 }
                 match answer? {
-                    rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+                    rmcp::model::ServerResult::CallToolResult(result) => {
+                        Ok(CallToolResponse::Complete(result))
+                    }
+                    rmcp::model::ServerResult::CreateTaskResult(task) => {
+                        Ok(CallToolResponse::Task(task))
+                    }
                     _ => Err(rmcp::ServiceError::UnexpectedResponse),
                 }
             }

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, GetPromptResult, JsonObject, ProgressNotificationParam,
-    Prompt, ReadResourceResult, Resource, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptResult, JsonObject,
+    ProgressNotificationParam, Prompt, ReadResourceResult, Resource, Tool,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -490,6 +490,33 @@ impl Gateway {
         progress: Option<tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>>,
         caller: Option<Arc<dyn Answerer>>,
     ) -> Result<CallToolResult, HubError> {
+        let (s, params) = self.callable(server, tool, arguments).await?;
+        let _calling = caller.map(|c| s.calling(c));
+        s.call_tool(params, progress).await
+    }
+
+    /// [`Gateway::call`] for a caller that takes tasks (the tasks extension): a task the
+    /// server answers with is returned as it is, with the server that runs it.
+    pub async fn call_once(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        caller: Option<Arc<dyn Answerer>>,
+    ) -> Result<(Arc<Downstream>, CallToolResponse), HubError> {
+        let (s, params) = self.callable(server, tool, arguments).await?;
+        let _calling = caller.map(|c| s.calling(c));
+        let response = s.call_tool_once(params, None).await?;
+        Ok((s, response))
+    }
+
+    /// The active server `server`, ready, and the request calling its tool `tool`.
+    async fn callable(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<(Arc<Downstream>, CallToolRequestParams), HubError> {
         let s = self.workspace.server(server)?;
         if !self.is_active(&s) {
             return Err(HubError::NotActive(server.to_string()));
@@ -504,8 +531,7 @@ impl Gateway {
         }
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
-        let _calling = caller.map(|c| s.calling(c));
-        s.call_tool(params, progress).await
+        Ok((s, params))
     }
 
     /// The agent `agent` of this session changed its roots: the session's active servers
