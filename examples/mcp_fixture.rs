@@ -86,6 +86,8 @@
 //!   done`.
 //! - `task_ask`: asks in-task (an `elicitation/create` form, `What is your name?`, field
 //!   `name`) and ends with `task_ask from NAME: hello N` (or the action, if not accepted).
+//! - `task_ask_forever`: asks the same question again after each answer (keys `name-1`,
+//!   `name-2`, ...), until cancelled.
 //! - `task_slow`: waits until cancelled (`tasks/cancel`), then ends `cancelled`.
 //! - `task_hostile`: a status message of 10 000 characters with an escape sequence and a
 //!   line break; waits until cancelled.
@@ -1230,6 +1232,11 @@ fn task_tools() -> Vec<Tool> {
             Arc::new(steps),
         ),
         Tool::new("task_ask", "Runs as a task that asks for a name", empty()),
+        Tool::new(
+            "task_ask_forever",
+            "Runs as a task that asks without end",
+            empty(),
+        ),
         Tool::new("task_slow", "Runs as a task until cancelled", empty()),
         Tool::new(
             "task_hostile",
@@ -1316,21 +1323,22 @@ impl TaskTools {
                     .insert(task.task_id.clone(), steps);
                 task
             }
+            "task_ask_forever" => self.manager.spawn(options, |ctx| {
+                Box::pin(async move {
+                    for k in 1.. {
+                        if let Err(e) = ctx.request_input(format!("name-{k}"), ask_name()?).await {
+                            log.lock()
+                                .unwrap()
+                                .push("task_ask_forever cancelled".into());
+                            return Err(e);
+                        }
+                    }
+                    unreachable!("it asks forever")
+                })
+            }),
             "task_ask" => self.manager.spawn(options, |ctx| {
                 Box::pin(async move {
-                    let question: InputRequest = serde_json::from_value(json!({
-                        "method": "elicitation/create",
-                        "params": {
-                            "message": "What is your name?",
-                            "requestedSchema": {
-                                "type": "object",
-                                "properties": {"name": {"type": "string"}},
-                                "required": ["name"]
-                            }
-                        }
-                    }))
-                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-                    let answer = ctx.request_input("name", question).await?;
+                    let answer = ctx.request_input("name", ask_name()?).await?;
                     log.lock().unwrap().push("task_ask answered".into());
                     let said = match answer["action"].as_str() {
                         Some("accept") => {
@@ -1388,6 +1396,22 @@ impl TaskTools {
             permit.forget();
         }
     }
+}
+
+/// The question of `task_ask`: a form with a name.
+fn ask_name() -> Result<InputRequest, ErrorData> {
+    serde_json::from_value(json!({
+        "method": "elicitation/create",
+        "params": {
+            "message": "What is your name?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"]
+            }
+        }
+    }))
+    .map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
 fn gone(_: tokio::sync::AcquireError) -> TaskExit {

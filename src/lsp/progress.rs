@@ -88,8 +88,7 @@ impl TandemLsp {
             return;
         }
         let token = NumberOrString::String(format!("tandem-task-{task_id}"));
-        if let Err(e) = self.client.create_work_done_progress(token.clone()).await {
-            tracing::debug!("the client refused a progress token: {e}");
+        if !self.create_token(&token).await {
             return;
         }
         self.session
@@ -122,20 +121,14 @@ impl TandemLsp {
         };
         match task.phase {
             TaskPhase::Started => {
-                if self.session.state.lock().await.downstream.len() >= MAX_DOWNSTREAM {
-                    return;
-                }
+                let shown = self.session.state.lock().await.downstream.len();
                 let token = NumberOrString::String(format!("tandem-downstream-{}", task.id));
-                if let Err(e) = self.client.create_work_done_progress(token.clone()).await {
-                    tracing::debug!("the client refused a progress token: {e}");
+                if shown >= MAX_DOWNSTREAM || !self.create_token(&token).await {
                     return;
                 }
-                self.session
-                    .state
-                    .lock()
-                    .await
-                    .downstream
-                    .insert(task.id.clone(), token.clone());
+                let mut state = self.session.state.lock().await;
+                state.downstream.insert(task.id.clone(), token.clone());
+                drop(state);
                 let begin = WorkDoneProgressBegin {
                     title: format!("{}: {}", task.server, task.tool),
                     cancellable: Some(false),
@@ -179,6 +172,17 @@ impl TandemLsp {
     async fn task(&self, id: Ulid) -> Result<TaskRecord, CallError> {
         let params = TaskShowParams { id: id.to_string() };
         self.session.run(&calls::TASKS_SHOW, params).await
+    }
+
+    /// Asks the client to take `token` for a progress; `false` when it refuses.
+    async fn create_token(&self, token: &NumberOrString) -> bool {
+        match self.client.create_work_done_progress(token.clone()).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!("the client refused a progress token: {e}");
+                false
+            }
+        }
     }
 
     async fn send_progress(&self, token: NumberOrString, value: WorkDoneProgress) {

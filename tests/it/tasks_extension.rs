@@ -77,6 +77,17 @@ fn home_with_tasks() -> (TestHome, PathBuf) {
     (home, ws)
 }
 
+/// An agent (declaring the extension or not) through the home's daemon, and the messages
+/// of the questions its client is asked.
+async fn connect(
+    home: &TestHome,
+    ws: &std::path::Path,
+    tasks: bool,
+) -> (McpClient<Agent>, mpsc::UnboundedReceiver<String>) {
+    let (handler, asked) = Agent::new(tasks);
+    (home.mcp_daemon_with(ws, &[], handler).await, asked)
+}
+
 fn call(tool: &str, args: Value) -> CallToolRequestParams {
     let Value::Object(args) = args else {
         panic!("arguments are an object")
@@ -153,8 +164,7 @@ async fn logged<H: rmcp::ClientHandler>(agent: &McpClient<H>, line: &str) {
 async fn an_agent_with_the_extension_gets_the_task_and_polls_it_through_tandem() {
     let (home, ws) = home_with_tasks();
     let _daemon = DaemonGuard(&home);
-    let (handler, _) = Agent::new(true);
-    let agent = home.mcp_daemon_with(&ws, &[], handler).await;
+    let (agent, _) = connect(&home, &ws, true).await;
 
     let task = task_of(&agent, "fixture__task_steps", json!({"steps": 2})).await;
     assert!(task.task_id.starts_with("fixture:"), "{}", task.task_id);
@@ -193,8 +203,7 @@ async fn an_agent_with_the_extension_gets_the_task_and_polls_it_through_tandem()
     // An id no task of this session has is -32602: unknown, or another session's.
     let message = invalid_params(get(&agent, "fixture:01NOTATASK").await);
     assert!(message.contains("unknown task"), "{message}");
-    let (handler, _) = Agent::new(true);
-    let other = home.mcp_daemon_with(&ws, &[], handler).await;
+    let (other, _) = connect(&home, &ws, true).await;
     let theirs = task_of(&other, "fixture__task_slow", json!({})).await;
     invalid_params(get(&agent, &theirs.task_id).await);
     let cancel = agent
@@ -217,8 +226,7 @@ async fn an_agent_with_the_extension_gets_the_task_and_polls_it_through_tandem()
 async fn an_agent_without_the_extension_gets_the_result_and_answers_its_question() {
     let (home, ws) = home_with_tasks();
     let _daemon = DaemonGuard(&home);
-    let (handler, mut asked) = Agent::new(false);
-    let agent = home.mcp_daemon_with(&ws, &[], handler).await;
+    let (agent, mut asked) = connect(&home, &ws, false).await;
 
     // Tandem drives the task: one call, the final result.
     let r = agent
@@ -235,6 +243,16 @@ async fn an_agent_without_the_extension_gets_the_result_and_answers_its_question
         .unwrap();
     assert_eq!(text(&r), "task_ask from fixture: hello Ada Lovelace");
     assert_eq!(asked.try_recv().unwrap(), "What is your name?");
+
+    // A task that asks without end is given up on, and cancelled.
+    let r = agent
+        .try_call("fixture__task_ask_forever", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let said = serde_json::to_string(&r.structured_content).unwrap();
+    assert!(said.contains("more than 32 questions"), "{said}");
+    logged(&agent, "task_ask_forever cancelled").await;
 
     // The agent cancels its call: Tandem cancels the task on the server.
     let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
@@ -258,8 +276,7 @@ async fn an_agent_without_the_extension_gets_the_result_and_answers_its_question
 async fn what_a_server_says_of_its_tasks_is_bounded() {
     let (home, ws) = home_with_tasks();
     let _daemon = DaemonGuard(&home);
-    let (handler, _) = Agent::new(true);
-    let agent = home.mcp_daemon_with(&ws, &[], handler).await;
+    let (agent, _) = connect(&home, &ws, true).await;
 
     // A status message of 10 000 characters with an escape sequence: cut, printable.
     let hostile = task_of(&agent, "fixture__task_hostile", json!({})).await;
@@ -298,8 +315,7 @@ async fn what_a_server_says_of_its_tasks_is_bounded() {
 async fn neovim_shows_a_downstream_task_as_progress() {
     let (home, ws) = home_with_tasks();
     let _daemon = DaemonGuard(&home);
-    let (handler, _) = Agent::new(false);
-    let agent = home.mcp_daemon_with(&ws, &[], handler).await;
+    let (agent, _) = connect(&home, &ws, false).await;
     let nvim = Nvim::start(&home, &ws).await;
     nvim.lua(&format!(
         r#"
