@@ -1256,6 +1256,14 @@ impl Downstream {
         HubError::Unavailable(message)
     }
 
+    /// The connection while the server is ready; none otherwise (nothing is started).
+    pub(super) fn live_peer(&self) -> Option<Peer<RoleClient>> {
+        let inner = self.lock();
+        (inner.status == Status::Ready)
+            .then(|| inner.peer.clone())
+            .flatten()
+    }
+
     /// Registers a call of `caller` in flight while the guard lives: what the server asks
     /// meanwhile may go to that agent ([`ask`]).
     pub fn calling(&self, caller: Arc<dyn ask::Answerer>) -> ask::Calling {

@@ -268,10 +268,23 @@ impl Drop for CancelOnDrop {
             return;
         };
         followed.stop("the call was cancelled, or Tandem gave up on it");
+        // Only on the live connection: a server stopped meanwhile (the session ended) is not
+        // started again to cancel a task it no longer has.
+        let Some(peer) = followed.server.live_peer() else {
+            return;
+        };
         if tokio::runtime::Handle::try_current().is_ok() {
+            let limit = followed.server.config.timeout;
             tokio::spawn(async move {
-                if let Err(e) = followed.cancel().await {
-                    tracing::debug!("task {} not cancelled: {e}", followed.id);
+                let params = CancelTaskParams::new(followed.remote.clone());
+                match tokio::time::timeout(limit, peer.cancel_task(params)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::debug!(
+                        "task {} not cancelled: {}",
+                        followed.id,
+                        printable(&e.to_string(), QUOTED_CHARS)
+                    ),
+                    Err(_) => tracing::debug!("task {} not cancelled in time", followed.id),
                 }
             });
         }
