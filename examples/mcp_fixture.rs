@@ -94,7 +94,8 @@
 //! - `task_long_id`: a task whose id is 5 000 bytes long (and that `tasks/get` does not
 //!   know).
 //! - `task_log`: what happened to the tasks so far, one line each (`task_slow started`,
-//!   `task_slow cancelled`, `task_ask answered`, ...).
+//!   `task_slow polled` at a task's first `tasks/get`, `task_slow cancelled`,
+//!   `task_ask answered`, ...).
 
 // Stderr is this fixture's log: tests read it.
 #![allow(clippy::print_stderr)]
@@ -1258,6 +1259,8 @@ struct TaskTools {
     manager: TaskManager,
     /// The gates of each `task_steps` task, by task id.
     steps: Mutex<std::collections::HashMap<String, Arc<Steps>>>,
+    /// The tool of each task not polled yet, by task id.
+    unpolled: Mutex<std::collections::HashMap<String, String>>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -1380,11 +1383,17 @@ impl TaskTools {
                 ));
             }
         };
+        let unpolled = (task.task_id.clone(), tool.to_string());
+        self.unpolled.lock().unwrap().insert(unpolled.0, unpolled.1);
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
     }
 
-    /// A `tasks/get` of a `task_steps` task moves it one step, and waits for the step.
+    /// The first `tasks/get` of a task is logged (`TOOL polled`); one of a `task_steps`
+    /// task moves it one step, and waits for the step.
     async fn step(&self, task_id: &str) {
+        if let Some(tool) = self.unpolled.lock().unwrap().remove(task_id) {
+            self.log.lock().unwrap().push(format!("{tool} polled"));
+        }
         let Some(steps) = self.steps.lock().unwrap().get(task_id).cloned() else {
             return;
         };

@@ -263,7 +263,8 @@ async fn an_agent_without_the_extension_gets_the_result_and_answers_its_question
         .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
         .await
         .unwrap();
-    logged(&agent, "task_slow started").await;
+    // Once Tandem polls the task, it drives it.
+    logged(&agent, "task_slow polled").await;
     handle
         .cancel(Some("the user stopped".into()))
         .await
