@@ -10,7 +10,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, ErrorCode,
     ErrorData, GetTaskParams, GetTaskResult, Implementation, ProtocolVersion, TaskPayload,
-    TaskStatus,
+    TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleClient};
 use serde_json::{Value, json};
@@ -187,6 +187,31 @@ async fn an_agent_with_the_extension_gets_the_task_and_polls_it_through_tandem()
             .status()
             .is_terminal()
     );
+
+    // The task's question reaches the agent in tasks/get; its tasks/update the server.
+    let ask = task_of(&agent, "fixture__task_ask", json!({})).await;
+    let mut questions = None;
+    for _ in 0..2000 {
+        let got = get(&agent, &ask.task_id).await.unwrap();
+        if let TaskPayload::InputRequired { input_requests } = got.task.payload {
+            questions = Some(input_requests);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let questions = questions.expect("the task never asked its question");
+    let asked = serde_json::to_value(&questions["name"]).unwrap();
+    assert_eq!(asked["params"]["message"], "What is your name?");
+    let answer = json!({"action": "accept", "content": {"name": "Grace Hopper"}});
+    let update = UpdateTaskParams::new(ask.task_id.clone(), [("name".to_string(), answer)].into());
+    agent.client.peer().update_task(update).await.unwrap();
+    let (_, end) = poll_to_end(&agent, &ask.task_id).await;
+    let TaskPayload::Completed { result } = end.task.payload else {
+        panic!("the task should complete: {:?}", end.task)
+    };
+    let result: rmcp::model::CallToolResult =
+        serde_json::from_value(Value::Object(result)).unwrap();
+    assert_eq!(text(&result), "task_ask from fixture: hello Grace Hopper");
 
     // tasks/cancel reaches the server, which ends the task cancelled.
     let slow = task_of(&agent, "fixture__task_slow", json!({})).await;
