@@ -135,8 +135,10 @@ pub async fn serve(
         .with_cancellation_token(cancel.child_token());
     let workspace = config.workspace.clone();
     let sessions = Arc::new(LocalSessionManager::default());
+    // A stateless request gets a server of its own: the tasks it gets outlive it.
+    let tasks = Arc::new(crate::mcp::tasks::Tasks::default());
     let service = StreamableHttpService::new(
-        move || Ok(TandemServer::new(core.clone(), workspace.clone())),
+        move || Ok(TandemServer::new(core.clone(), workspace.clone()).with_tasks(tasks.clone())),
         sessions.clone(),
         rmcp_config,
     );

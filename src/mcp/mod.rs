@@ -135,6 +135,13 @@ impl TandemServer {
             .clone()
     }
 
+    /// Keeps the session's downstream tasks in `tasks`, shared with other sessions (the HTTP
+    /// face's, whose stateless requests each make a server of their own).
+    pub fn with_tasks(mut self, tasks: Arc<tasks::Tasks>) -> TandemServer {
+        self.tasks = tasks;
+        self
+    }
+
     /// Where the user's config is, for a session whose core opens in the background: its
     /// first answer waits for the core only when the config has boot servers (else it
     /// answers at once). Without it, that answer waits for the core, within the wait.
@@ -615,27 +622,30 @@ impl ServerHandler for TandemServer {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        self.tasks.get(&request.task_id).await
+        let owner = Caller::of(&context).user;
+        self.tasks.get(&request.task_id, &owner).await
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let owner = Caller::of(&context).user;
         self.tasks
-            .update(&request.task_id, request.input_responses)
+            .update(&request.task_id, &owner, request.input_responses)
             .await
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks.cancel(&request.task_id).await
+        let owner = Caller::of(&context).user;
+        self.tasks.cancel(&request.task_id, &owner).await
     }
 
     /// Tandem's own conventional prompts (spec 000): clients that inject `system_prompt`

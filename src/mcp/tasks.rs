@@ -2,9 +2,11 @@
 //! the task a downstream server answers a proxied call with, and polls it through Tandem.
 //!
 //! The agent sees Tandem's id of the task (`server:ULID`, [`Followed`]), never the
-//! server's. Each session keeps its own tasks ([`Tasks`]): `tasks/get`, `tasks/update`
-//! and `tasks/cancel` reach the server of a task this session got, and any other id
-//! (unknown, another session's, or dropped) is `-32602`, as the extension says. A session
+//! server's. Each session keeps its own tasks ([`Tasks`]); the HTTP face's sessions share
+//! one store, as a stateless 2026-07-28 request has no session, and each task there is
+//! its caller's (the token's user). `tasks/get`, `tasks/update` and `tasks/cancel` reach
+//! the server of a task this session (or caller) got, and any other id (unknown, another
+//! session's or user's, or dropped) is `-32602`, as the extension says. A session
 //! keeps at most [`MAX_TASKS`]; a task is dropped once its server may have discarded it
 //! (its ttl from its creation), or a while after its end ([`KEEP_ENDED`]). An agent that
 //! did not declare the extension never sees a task: the hub drives it and the call answers
@@ -45,6 +47,8 @@ pub struct Tasks(Mutex<Vec<Kept>>);
 
 struct Kept {
     followed: Arc<Followed>,
+    /// The caller that got it (the HTTP face's user): only it may reach the task.
+    owner: Option<String>,
     created: Instant,
     ended: Option<Instant>,
 }
@@ -65,8 +69,8 @@ impl Tasks {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Keeps a task the agent got, making room for it.
-    fn keep(&self, followed: Arc<Followed>) {
+    /// Keeps a task the agent `owner` got, making room for it.
+    fn keep(&self, followed: Arc<Followed>, owner: Option<String>) {
         let now = Instant::now();
         let mut kept = self.lock();
         kept.retain(|k| !k.expired(now));
@@ -76,18 +80,19 @@ impl Tasks {
         }
         kept.push(Kept {
             followed,
+            owner,
             created: now,
             ended: None,
         });
     }
 
-    /// This session's task `id`, or the extension's error for an unknown one.
-    fn find(&self, id: &str) -> Result<Arc<Followed>, ErrorData> {
+    /// The task `id` of `owner`, or the extension's error for an unknown one.
+    fn find(&self, id: &str, owner: &Option<String>) -> Result<Arc<Followed>, ErrorData> {
         let now = Instant::now();
         let mut kept = self.lock();
         kept.retain(|k| !k.expired(now));
         kept.iter()
-            .find(|k| k.followed.id == id)
+            .find(|k| k.followed.id == id && k.owner == *owner)
             .map(|k| k.followed.clone())
             .ok_or_else(|| {
                 ErrorData::invalid_params(
@@ -102,8 +107,8 @@ impl Tasks {
     }
 
     /// `tasks/get`: the server's answer, as Tandem shows it.
-    pub async fn get(&self, id: &str) -> Result<GetTaskResult, ErrorData> {
-        let followed = self.find(id)?;
+    pub async fn get(&self, id: &str, owner: &Option<String>) -> Result<GetTaskResult, ErrorData> {
+        let followed = self.find(id, owner)?;
         let got = followed.get().await.map_err(task_error)?;
         if got.task.status().is_terminal() {
             let now = Instant::now();
@@ -117,13 +122,21 @@ impl Tasks {
     }
 
     /// `tasks/update`: the agent's answers to the task's questions, to its server.
-    pub async fn update(&self, id: &str, answers: InputResponses) -> Result<(), ErrorData> {
-        self.find(id)?.update(answers).await.map_err(task_error)
+    pub async fn update(
+        &self,
+        id: &str,
+        owner: &Option<String>,
+        answers: InputResponses,
+    ) -> Result<(), ErrorData> {
+        self.find(id, owner)?
+            .update(answers)
+            .await
+            .map_err(task_error)
     }
 
     /// `tasks/cancel`, to the task's server.
-    pub async fn cancel(&self, id: &str) -> Result<(), ErrorData> {
-        self.find(id)?.cancel().await.map_err(task_error)
+    pub async fn cancel(&self, id: &str, owner: &Option<String>) -> Result<(), ErrorData> {
+        self.find(id, owner)?.cancel().await.map_err(task_error)
     }
 }
 
@@ -169,6 +182,6 @@ pub async fn call(
         Err(e) => return Ok(super::gateway::proxied(Err(e)).into()),
     };
     let task = followed.shown(&created.task);
-    tasks.keep(followed);
+    tasks.keep(followed, super::Caller::of(context).user);
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
 }

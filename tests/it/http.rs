@@ -68,6 +68,16 @@ impl Server {
 
     /// An MCP client of the given generation, with `token` as its bearer token.
     async fn client(&self, token: Option<&str>, discover: bool) -> McpClient {
+        self.client_with(token, discover, ()).await
+    }
+
+    /// [`Server::client`] whose client is `handler`.
+    async fn client_with<H: rmcp::ClientHandler>(
+        &self,
+        token: Option<&str>,
+        discover: bool,
+        handler: H,
+    ) -> McpClient<H> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
         if let Some(token) = token {
@@ -81,8 +91,10 @@ impl Server {
         } else {
             ClientLifecycleMode::Initialize
         };
-        let client: RunningService<RoleClient, ()> =
-            ().serve_with_lifecycle(transport, lifecycle).await.unwrap();
+        let client: RunningService<RoleClient, H> = handler
+            .serve_with_lifecycle(transport, lifecycle)
+            .await
+            .unwrap();
         McpClient { client, pid: None }
     }
 
@@ -774,5 +786,68 @@ async fn a_trickled_body_is_cut_off() {
         answer.is_empty() || !answer.starts_with("HTTP/1.1 200"),
         "{answer}"
     );
+    server.stop(&home).await;
+}
+
+/// A 2026-07-28 client over HTTP is stateless: each of its requests is served apart. The
+/// downstream task one request got is still there for the next, and only for its user.
+#[tokio::test]
+async fn a_stateless_agent_polls_its_downstream_task_and_no_other_user_can() {
+    let home = TestHome::new();
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(
+        home.tandem_home().join("config.json"),
+        json!({"mcpServers": {"fixture": {"command": crate::util::fixture_bin(), "args": ["--tasks"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let _daemon = DaemonGuard(&home);
+    let server = Server::start(&home, &[]).await;
+    let (ada, bob) = (
+        add_token(&home, "ada", false),
+        add_token(&home, "bob", false),
+    );
+    let takes_tasks = || {
+        let capabilities = rmcp::model::ClientCapabilities::builder()
+            .enable_tasks()
+            .build();
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("agent", "1"))
+    };
+    let ada = server.client_with(Some(&ada), true, takes_tasks()).await;
+    let bob = server.client_with(Some(&bob), true, takes_tasks()).await;
+    let mut args = serde_json::Map::new();
+    args.insert("steps".into(), json!(2));
+    let call = rmcp::model::CallToolRequestParams::new("fixture__task_steps").with_arguments(args);
+    let task = match ada.client.peer().call_tool_once(call).await.unwrap() {
+        rmcp::model::CallToolResponse::Task(created) => created.task,
+        other => panic!("no task: {other:?}"),
+    };
+    let get = |agent: &McpClient<rmcp::model::ClientConfig>| {
+        let peer = agent.client.peer().clone();
+        let id = task.task_id.clone();
+        async move { peer.get_task(rmcp::model::GetTaskParams::new(id)).await }
+    };
+    // Another user does not reach it, by its id or otherwise.
+    let refused = get(&bob).await.unwrap_err().to_string();
+    assert!(refused.contains("unknown task"), "{refused}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = get(&ada).await.unwrap();
+        if got.task.status().is_terminal() {
+            assert_eq!(
+                got.task.status(),
+                rmcp::model::TaskStatus::Completed,
+                "{got:?}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ada.close().await;
+    bob.close().await;
     server.stop(&home).await;
 }
