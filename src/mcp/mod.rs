@@ -271,7 +271,8 @@ impl TandemServer {
         mcp_call: bool,
     ) -> Result<CallToolResponse, ErrorData> {
         let owner = Caller::of(context).user;
-        let round = relay::start(context, owner, move |agent, progress| async move {
+        let limit = g.question_timeout(&server);
+        let round = relay::start(context, owner, limit, move |agent, progress| async move {
             g.call(&server, &tool, arguments, progress, Some(agent))
                 .await
         })

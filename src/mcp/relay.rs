@@ -8,8 +8,9 @@
 //! asks again.
 //!
 //! A parked call is bound to the caller that made it (the HTTP face's user) and lives at
-//! most as long as a person may take to answer ([`PARK_LIMIT`]); at most [`MAX_PARKED`] wait
-//! at a time. Dropping one cancels its call on the server, and its questions.
+//! most as long as its server's questions may wait for a person (`question_timeout_ms`),
+//! and a little more for the agent to come back; at most [`MAX_PARKED`] wait at a time.
+//! Dropping one cancels its call on the server, and its questions.
 
 // Sampling and roots are deprecated by SEP-2577 but still asked by servers.
 #![allow(deprecated)]
@@ -30,9 +31,8 @@ use tokio::sync::{mpsc, oneshot};
 use tandem_core::hub::HubError;
 use tandem_core::hub::client::ask::{self, Answerer, Kind};
 
-/// How long a parked call waits for its agent's retry: the default time a person has to
-/// answer a server's question.
-const PARK_LIMIT: Duration = Duration::from_secs(5 * 60);
+/// How long a parked call waits for its agent's retry past the time its questions have.
+const RETRY_GRACE: Duration = Duration::from_secs(10);
 /// The most calls parked at once, across every session.
 const MAX_PARKED: usize = 256;
 /// Where Tandem's request states start, to tell them from anything else a client sends.
@@ -85,6 +85,8 @@ struct Parked {
     asked: HashMap<String, Question>,
     /// The key of the next question.
     next: u64,
+    /// How long it waits, parked, for the agent's retry.
+    limit: Duration,
 }
 
 /// The calls waiting for their agents' retries, by request state.
@@ -110,9 +112,11 @@ pub enum Round {
 
 /// Starts the call `start` makes with the agent of this request as the one asked: it runs
 /// until it ends or the server asks something, which comes back as `input_required`.
+/// `limit` is how long its server's questions may wait for a person.
 pub async fn start<F, Fut>(
     context: &RequestContext<RoleServer>,
     owner: Option<String>,
+    limit: Duration,
     start: F,
 ) -> Result<Round, ErrorData>
 where
@@ -134,6 +138,7 @@ where
         progress,
         asked: HashMap::new(),
         next: 0,
+        limit: limit + RETRY_GRACE,
     };
     drive(parked, context).await
 }
@@ -260,6 +265,7 @@ fn park(mut parked: Parked, asked: Vec<Question>) -> Result<Round, ErrorData> {
         parked.asked.insert(key, question);
     }
     let state = format!("{STATE_PREFIX}{}", ulid::Ulid::new());
+    let limit = parked.limit;
     {
         let mut all = waiting();
         if all.len() >= MAX_PARKED {
@@ -275,7 +281,7 @@ fn park(mut parked: Parked, asked: Vec<Question>) -> Result<Round, ErrorData> {
     // Unclaimed, it goes: its call is cancelled on the server.
     let expired = state.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(PARK_LIMIT).await;
+        tokio::time::sleep(limit).await;
         waiting().remove(&expired);
     });
     Ok(Round::Asks(InputRequiredResult::new(

@@ -493,3 +493,43 @@ async fn a_retry_with_a_state_tandem_did_not_give_is_refused() {
     assert!(agent.client.call_tool_once(again).await.is_err());
     agent.close().await;
 }
+
+#[tokio::test]
+async fn a_2026_call_left_unanswered_ends_with_its_questions_time() {
+    // The server's questions for a person have 2 s; the parked call, a little more.
+    let (home, ws) = home_with_everything(json!({"question_timeout_ms": 2000}));
+    let _daemon = DaemonGuard(&home);
+    let (mut handler, _seen) = Agent::new(true, true);
+    handler.modern = true;
+    let agent = home.mcp_daemon_discovering(&ws, handler).await;
+    let first = agent
+        .client
+        .call_tool_once(rmcp::model::CallToolRequestParams::new(
+            "everything__trigger-elicitation-request",
+        ))
+        .await
+        .unwrap();
+    let rmcp::model::CallToolResponse::InputRequired(asked) = first else {
+        panic!("the first round did not ask: {first:?}");
+    };
+    // The agent comes back long after: the call is gone.
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    let mut late =
+        rmcp::model::CallToolRequestParams::new("everything__trigger-elicitation-request");
+    late.request_state = asked.request_state;
+    late.input_responses = Some(
+        asked
+            .input_requests
+            .unwrap()
+            .into_keys()
+            .map(|k| (k, json!({"action": "accept", "content": {"name": "Late"}})))
+            .collect(),
+    );
+    let e = agent.client.call_tool_once(late).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("no call waits under this request state"),
+        "{e}"
+    );
+    agent.close().await;
+}

@@ -519,6 +519,12 @@ impl Downstream {
         &self.config.name
     }
 
+    /// How long a question of this server that a person answers may wait
+    /// (`question_timeout_ms`).
+    pub fn question_timeout(&self) -> Duration {
+        self.config.question_timeout
+    }
+
     /// What the server said of itself in the handshake of its current connection.
     pub fn peer_info(&self) -> Option<Arc<rmcp::model::ServerPeerInfo>> {
         self.lock().peer.as_ref().and_then(Peer::peer_info)

@@ -495,6 +495,16 @@ impl Gateway {
         s.call_tool(params, progress).await
     }
 
+    /// How long a question of `server` that a person answers may wait: its
+    /// `question_timeout_ms`, else the default.
+    pub fn question_timeout(&self, server: &str) -> Duration {
+        self.workspace
+            .server(server)
+            .map_or(crate::hub::config::DEFAULT_QUESTION_TIMEOUT, |s| {
+                s.question_timeout()
+            })
+    }
+
     /// [`Gateway::call`] for a caller that takes tasks (the tasks extension): a task the
     /// server answers with is returned as it is, with the server that runs it.
     pub async fn call_once(
