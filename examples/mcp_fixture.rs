@@ -86,6 +86,9 @@
 //!   done`.
 //! - `task_ask`: asks in-task (an `elicitation/create` form, `What is your name?`, field
 //!   `name`) and ends with `task_ask from NAME: hello N` (or the action, if not accepted).
+//! - `task_after_question`: asks its client first, by a request (`elicitation/create`,
+//!   `What is your name?`), then answers with a task that ends at once with
+//!   `task_after_question from NAME: hello N` (or the action, if not accepted).
 //! - `task_ask_forever`: asks the same question again after each answer (keys `name-1`,
 //!   `name-2`, ...), until cancelled.
 //! - `task_slow`: waits until cancelled (`tasks/cancel`), then ends `cancelled`.
@@ -1169,6 +1172,9 @@ impl ServerHandler for Fixture {
             let takes = context
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
+            if request.name == "task_after_question" && takes {
+                return tasks.after_question(&self.name, &context.peer).await;
+            }
             return tasks.call(&self.name, &request.name, &args, takes);
         }
         let (result, change) = self.call(&request.name, &args)?;
@@ -1233,6 +1239,11 @@ fn task_tools() -> Vec<Tool> {
             Arc::new(steps),
         ),
         Tool::new("task_ask", "Runs as a task that asks for a name", empty()),
+        Tool::new(
+            "task_after_question",
+            "Asks for a name, then runs as a task",
+            empty(),
+        ),
         Tool::new(
             "task_ask_forever",
             "Runs as a task that asks without end",
@@ -1404,6 +1415,34 @@ impl TaskTools {
         if let Ok(permit) = steps.done.acquire().await {
             permit.forget();
         }
+    }
+}
+
+impl TaskTools {
+    /// `task_after_question`: the client's answer first, then a task that ends with it.
+    async fn after_question(
+        &self,
+        server: &str,
+        peer: &Peer<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let InputRequest::Elicitation(question) = ask_name()? else {
+            unreachable!("ask_name is a form")
+        };
+        let answer = peer
+            .create_elicitation(question.params)
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let said = match (&answer.action, &answer.content) {
+            (rmcp::model::ElicitationAction::Accept, Some(content)) => {
+                format!("hello {}", content["name"].as_str().unwrap_or("?"))
+            }
+            (action, _) => format!("{action:?}").to_lowercase(),
+        };
+        let text = format!("task_after_question from {server}: {said}");
+        let task = self.manager.spawn(TaskOptions::new(), |_| {
+            Box::pin(async move { Ok(CallToolResult::success(vec![ContentBlock::text(text)])) })
+        });
+        Ok(rmcp::model::CreateTaskResult::new(task).into())
     }
 }
 

@@ -243,13 +243,13 @@ impl TandemServer {
         let Some((server, tool)) = gateway::resolve(&g, name) else {
             return Err(unknown());
         };
-        // An agent that takes tasks gets the server's task, whatever its protocol version.
+        if relay::applies(context) {
+            return self.relay(g, server, tool, arguments, context, false).await;
+        }
+        // An agent that takes tasks gets the server's task.
         if tasks::takes_tasks(context) {
             let agent = self.agent(&context.peer);
             return tasks::call(&self.tasks, &g, &server, &tool, arguments, context, agent).await;
-        }
-        if relay::applies(context) {
-            return self.relay(g, server, tool, arguments, context, false).await;
         }
         let agent = self.agent(&context.peer);
         match gateway::forward(&g, &server, &tool, arguments, context, agent, bus.as_ref()).await {
@@ -260,7 +260,8 @@ impl TandemServer {
     }
 
     /// Calls `tool` of `server` for a 2026-07-28 agent, whose questions come back in the
-    /// call's result ([`relay`]). `mcp_call` answers a failure as a tool error.
+    /// call's result ([`relay`]). An agent that takes tasks gets the server's task
+    /// ([`tasks`]), except through `mcp_call`, which answers every failure as a tool error.
     async fn relay(
         &self,
         g: Arc<Gateway>,
@@ -272,12 +273,23 @@ impl TandemServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let owner = Caller::of(context).user;
         let limit = g.question_timeout(&server);
-        let round = relay::start(context, owner, limit, move |agent, progress| async move {
-            g.call(&server, &tool, arguments, progress, Some(agent))
+        let tasks = (!mcp_call && tasks::takes_tasks(context)).then(|| self.tasks.clone());
+        let caller = owner.clone();
+        relay::start(context, owner, limit, move |agent, progress| async move {
+            if let Some(tasks) = tasks {
+                return tasks::hand_over(&tasks, &g, &server, &tool, arguments, caller, agent)
+                    .await;
+            }
+            match g
+                .call(&server, &tool, arguments, progress, Some(agent))
                 .await
+            {
+                // The server's own JSON-RPC error passes through as it gave it.
+                Err(tandem_core::hub::HubError::Answered { error, .. }) if !mcp_call => Err(error),
+                outcome => Ok(gateway::proxied(outcome).into()),
+            }
         })
-        .await?;
-        relayed(round, mcp_call)
+        .await
     }
 
     /// The agent's instructions: the spec's three lines; the servers' own system prompts
@@ -308,21 +320,6 @@ impl TandemServer {
             "{INSTRUCTIONS}\n\n{servers}{catalog}\n{}",
             tandem_core::hub::gateway::catalog::ORCHESTRATION
         )
-    }
-}
-
-/// A round of a relayed call as the agent gets it: the server's questions, or its result
-/// as a proxied call's ([`gateway::proxied`]); its own JSON-RPC error passes through, but
-/// `mcp_call` answers every failure as a tool error.
-fn relayed(round: relay::Round, mcp_call: bool) -> Result<CallToolResponse, ErrorData> {
-    match round {
-        relay::Round::Asks(asked) => Ok(asked.into()),
-        relay::Round::Done(Err(tandem_core::hub::HubError::Answered { error, .. }))
-            if !mcp_call =>
-        {
-            Err(error)
-        }
-        relay::Round::Done(outcome) => Ok(gateway::proxied(outcome).into()),
     }
 }
 
@@ -579,8 +576,7 @@ impl ServerHandler for TandemServer {
         {
             // A 2026-07-28 agent's retry with its answers: the call it made goes on.
             let answers = request.input_responses.clone().unwrap_or_default();
-            let round = relay::resume(&context, caller.user.clone(), state, answers).await?;
-            return relayed(round, name == "mcp_call");
+            return relay::resume(&context, caller.user.clone(), state, answers).await;
         }
         let Some(tool) = TOOLS.iter().find(|t| t.tool.name == name) else {
             return self.call_gateway(&name, request.arguments, &context).await;

@@ -22,7 +22,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ClientCapabilities, ClientResult, ErrorCode, ErrorData, InputRequest,
+    CallToolResponse, ClientCapabilities, ClientResult, ErrorCode, ErrorData, InputRequest,
     InputRequests, InputRequiredResult, InputResponses, ProgressNotificationParam, ServerRequest,
 };
 use rmcp::service::{RequestContext, RoleServer};
@@ -72,7 +72,7 @@ fn ended(why: &str) -> ErrorData {
     ErrorData::new(ErrorCode(-32001), why.to_string(), None)
 }
 
-type Call = Pin<Box<dyn Future<Output = Result<CallToolResult, HubError>> + Send>>;
+type Call = Pin<Box<dyn Future<Output = Result<CallToolResponse, ErrorData>> + Send>>;
 
 /// A downstream call between the agent's rounds.
 struct Parked {
@@ -104,24 +104,19 @@ pub fn applies(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28)
 }
 
-/// What one round of the agent's call ends with.
-pub enum Round {
-    Done(Result<CallToolResult, HubError>),
-    Asks(InputRequiredResult),
-}
-
 /// Starts the call `start` makes with the agent of this request as the one asked: it runs
-/// until it ends or the server asks something, which comes back as `input_required`.
+/// until it ends (its answer, a result or a task, is this round's) or the server asks
+/// something, which comes back as `input_required`.
 /// `limit` is how long its server's questions may wait for a person.
 pub async fn start<F, Fut>(
     context: &RequestContext<RoleServer>,
     owner: Option<String>,
     limit: Duration,
     start: F,
-) -> Result<Round, ErrorData>
+) -> Result<CallToolResponse, ErrorData>
 where
     F: FnOnce(Arc<dyn Answerer>, Option<mpsc::UnboundedSender<ProgressNotificationParam>>) -> Fut,
-    Fut: Future<Output = Result<CallToolResult, HubError>> + Send + 'static,
+    Fut: Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static,
 {
     let capabilities = context.meta.client_capabilities().unwrap_or_default();
     let (questions_tx, questions) = mpsc::unbounded_channel();
@@ -150,7 +145,7 @@ pub async fn resume(
     owner: Option<String>,
     state: &str,
     answers: InputResponses,
-) -> Result<Round, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     let unknown = || {
         ErrorData::invalid_params(
             "no call waits under this request state: it ended, it waited too long, or it is \
@@ -216,7 +211,7 @@ fn typed(request: &ServerRequest, value: serde_json::Value) -> Result<ClientResu
 async fn drive(
     mut parked: Parked,
     context: &RequestContext<RoleServer>,
-) -> Result<Round, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     let token = context.meta.get_progress_token();
     loop {
         tokio::select! {
@@ -227,7 +222,7 @@ async fn drive(
                     let _ = context.peer.notify_progress(p).await;
                 }
             }
-            outcome = &mut parked.call => return Ok(Round::Done(outcome)),
+            outcome = &mut parked.call => return outcome,
             Some(first) = parked.questions.recv() => {
                 let mut asked = vec![first];
                 while let Ok(more) = parked.questions.try_recv() {
@@ -236,16 +231,15 @@ async fn drive(
                 return park(parked, asked);
             }
             _ = context.ct.cancelled() => {
-                return Ok(Round::Done(Err(HubError::Server(
-                    "the call was cancelled".to_string(),
-                ))));
+                let cancelled = HubError::Server("the call was cancelled".to_string());
+                return Ok(super::gateway::proxied(Err(cancelled)).into());
             }
         }
     }
 }
 
 /// Parks the call with `asked` put to the agent, under a new request state.
-fn park(mut parked: Parked, asked: Vec<Question>) -> Result<Round, ErrorData> {
+fn park(mut parked: Parked, asked: Vec<Question>) -> Result<CallToolResponse, ErrorData> {
     let mut requests = InputRequests::new();
     for question in asked {
         let request = match &question.request {
@@ -284,8 +278,5 @@ fn park(mut parked: Parked, asked: Vec<Question>) -> Result<Round, ErrorData> {
         tokio::time::sleep(limit).await;
         waiting().remove(&expired);
     });
-    Ok(Round::Asks(InputRequiredResult::new(
-        Some(requests),
-        Some(state),
-    )))
+    Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
 }

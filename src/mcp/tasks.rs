@@ -164,13 +164,30 @@ pub async fn call(
     context: &RequestContext<RoleServer>,
     agent: Arc<dyn Answerer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let outcome = tokio::select! {
-        outcome = gateway.call_once(server, tool, arguments, Some(agent)) => outcome,
+    let owner = super::Caller::of(context).user;
+    tokio::select! {
+        outcome = hand_over(tasks, gateway, server, tool, arguments, owner, agent) => outcome,
         // Dropping the call tells the server `notifications/cancelled`.
-        _ = context.ct.cancelled() => Err(HubError::Server(format!(
+        _ = context.ct.cancelled() => Ok(super::gateway::proxied(Err(HubError::Server(format!(
             "the call of {server}'s tool {tool} was cancelled"
-        ))),
-    };
+        )))).into()),
+    }
+}
+
+/// The call of [`call`], its task kept as `owner`'s: what a 2026-07-28 agent's relayed call
+/// runs ([`super::relay`]), where the relay sees to its cancellation.
+pub async fn hand_over(
+    tasks: &Tasks,
+    gateway: &Gateway,
+    server: &str,
+    tool: &str,
+    arguments: Option<JsonObject>,
+    owner: Option<String>,
+    agent: Arc<dyn Answerer>,
+) -> Result<CallToolResponse, ErrorData> {
+    let outcome = gateway
+        .call_once(server, tool, arguments, Some(agent))
+        .await;
     let (s, created) = match outcome {
         Ok((s, CallToolResponse::Task(created))) => (s, created),
         Ok((_, response)) => return Ok(response),
@@ -182,6 +199,6 @@ pub async fn call(
         Err(e) => return Ok(super::gateway::proxied(Err(e)).into()),
     };
     let task = followed.shown(&created.task);
-    tasks.keep(followed, super::Caller::of(context).user);
+    tasks.keep(followed, owner);
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
 }

@@ -25,12 +25,21 @@ use crate::util::{DaemonGuard, McpClient, TestHome, fixture_bin, repo_with};
 struct Agent {
     tasks: bool,
     asked: mpsc::UnboundedSender<String>,
+    /// Speaks 2026-07-28, which is asked in its calls' results, not by requests.
+    modern: bool,
 }
 
 impl Agent {
     fn new(tasks: bool) -> (Agent, mpsc::UnboundedReceiver<String>) {
         let (asked, rx) = mpsc::unbounded_channel();
-        (Agent { tasks, asked }, rx)
+        (
+            Agent {
+                tasks,
+                asked,
+                modern: false,
+            },
+            rx,
+        )
     }
 }
 
@@ -55,9 +64,14 @@ impl rmcp::ClientHandler for Agent {
             ClientCapabilities::default()
         };
         capabilities.elicitation = Some(ElicitationCapability::new().with_form(Default::default()));
-        // The generation before 2026-07-28, which takes requests from the server.
+        // Else the generation before 2026-07-28, which takes requests from the server.
+        let version = if self.modern {
+            ProtocolVersion::V_2026_07_28
+        } else {
+            ProtocolVersion::V_2025_11_25
+        };
         ClientConfig::new(capabilities, Implementation::new("agent", "1.0"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_protocol_version(version)
     }
 }
 
@@ -407,5 +421,47 @@ async fn neovim_shows_a_downstream_task_as_progress() {
         ])
     );
     nvim.quit().await;
+    agent.close().await;
+}
+
+#[tokio::test]
+async fn a_2026_agent_answers_in_its_call_then_gets_the_task() {
+    // The server asks its client before it makes the task; the agent, on 2026-07-28, takes
+    // no request: it is asked in its call's first result, and gets the task on its retry.
+    let (home, ws) = home_with_tasks();
+    let _daemon = DaemonGuard(&home);
+    let (mut handler, _) = Agent::new(true);
+    handler.modern = true;
+    let agent = home.mcp_daemon_discovering(&ws, handler).await;
+    let first = agent
+        .client
+        .call_tool_once(call("fixture__task_after_question", json!({})))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("the first round should ask: {first:?}");
+    };
+    let questions = asked.input_requests.unwrap();
+    assert_eq!(questions.len(), 1, "{questions:?}");
+    let mut retry = call("fixture__task_after_question", json!({}));
+    retry.request_state = asked.request_state;
+    retry.input_responses = Some(
+        questions
+            .into_keys()
+            .map(|k| (k, json!({"action": "accept", "content": {"name": "Ada"}})))
+            .collect(),
+    );
+    let task = match agent.client.call_tool_once(retry).await.unwrap() {
+        CallToolResponse::Task(created) => created.task,
+        other => panic!("the retry should get the task: {other:?}"),
+    };
+    assert!(task.task_id.starts_with("fixture:"), "{}", task.task_id);
+    let (_, end) = poll_to_end(&agent, &task.task_id).await;
+    let TaskPayload::Completed { result } = end.task.payload else {
+        panic!("the task should complete: {:?}", end.task)
+    };
+    let result: rmcp::model::CallToolResult =
+        serde_json::from_value(Value::Object(result)).unwrap();
+    assert_eq!(text(&result), "task_after_question from fixture: hello Ada");
     agent.close().await;
 }
