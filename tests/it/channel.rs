@@ -435,14 +435,15 @@ async fn a_2026_agent_is_asked_in_its_calls_results() {
     agent.close().await;
 }
 
-#[tokio::test]
-async fn a_retry_with_a_state_tandem_did_not_give_is_refused() {
-    let (home, ws) = home_with_everything(json!({}));
-    let _daemon = DaemonGuard(&home);
+/// A 2026-07-28 agent with every capability, through the home's daemon.
+async fn modern_agent(home: &TestHome, ws: &std::path::Path) -> McpClient<Agent> {
     let (mut handler, _seen) = Agent::new(true, true);
     handler.modern = true;
-    let agent = home.mcp_daemon_discovering(&ws, handler).await;
-    // A first round that asks: its state is good once, and only for this call.
+    home.mcp_daemon_discovering(ws, handler).await
+}
+
+/// The first round of `trigger-elicitation-request`, which asks.
+async fn asks_first(agent: &McpClient<Agent>) -> rmcp::model::InputRequiredResult {
     let first = agent
         .client
         .call_tool_once(rmcp::model::CallToolRequestParams::new(
@@ -453,6 +454,16 @@ async fn a_retry_with_a_state_tandem_did_not_give_is_refused() {
     let rmcp::model::CallToolResponse::InputRequired(asked) = first else {
         panic!("the first round did not ask: {first:?}");
     };
+    asked
+}
+
+#[tokio::test]
+async fn a_retry_with_a_state_tandem_did_not_give_is_refused() {
+    let (home, ws) = home_with_everything(json!({}));
+    let _daemon = DaemonGuard(&home);
+    let agent = modern_agent(&home, &ws).await;
+    // A first round that asks: its state is good once, and only for this call.
+    let asked = asks_first(&agent).await;
     let state = asked.request_state.clone().unwrap();
     let keys: Vec<String> = asked.input_requests.unwrap().into_keys().collect();
     assert_eq!(keys.len(), 1, "{keys:?}");
@@ -499,19 +510,8 @@ async fn a_2026_call_left_unanswered_ends_with_its_questions_time() {
     // The server's questions for a person have 2 s; the parked call, a little more.
     let (home, ws) = home_with_everything(json!({"question_timeout_ms": 2000}));
     let _daemon = DaemonGuard(&home);
-    let (mut handler, _seen) = Agent::new(true, true);
-    handler.modern = true;
-    let agent = home.mcp_daemon_discovering(&ws, handler).await;
-    let first = agent
-        .client
-        .call_tool_once(rmcp::model::CallToolRequestParams::new(
-            "everything__trigger-elicitation-request",
-        ))
-        .await
-        .unwrap();
-    let rmcp::model::CallToolResponse::InputRequired(asked) = first else {
-        panic!("the first round did not ask: {first:?}");
-    };
+    let agent = modern_agent(&home, &ws).await;
+    let asked = asks_first(&agent).await;
     // The agent comes back long after: the call is gone.
     tokio::time::sleep(Duration::from_secs(14)).await;
     let mut late =
