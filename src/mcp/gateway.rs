@@ -347,6 +347,17 @@ pub fn proxied(outcome: Result<CallToolResult, HubError>) -> CallToolResult {
     outcome.unwrap_or_else(|e| tool_error(e.into()))
 }
 
+/// A proxied call's outcome as the answer to the agent's `tools/call`: the server's own
+/// JSON-RPC error passes through as it gave it; the rest is [`proxied`].
+pub fn answered(
+    outcome: Result<CallToolResult, HubError>,
+) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+    match outcome {
+        Err(HubError::Answered { error, .. }) => Err(error),
+        outcome => Ok(proxied(outcome).into()),
+    }
+}
+
 /// Calls `tool` of `server` for the agent's request `context`: the server's progress
 /// notifications reach the agent under the agent's own progress token (when it gave one),
 /// what the server asks meanwhile goes to `agent` (when its client takes it), and the

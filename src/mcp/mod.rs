@@ -246,17 +246,14 @@ impl TandemServer {
         if relay::applies(context) {
             return self.relay(g, server, tool, arguments, context, false).await;
         }
+        let agent = self.agent(&context.peer);
         // An agent that takes tasks gets the server's task.
         if tasks::takes_tasks(context) {
-            let agent = self.agent(&context.peer);
             return tasks::call(&self.tasks, &g, &server, &tool, arguments, context, agent).await;
         }
-        let agent = self.agent(&context.peer);
-        match gateway::forward(&g, &server, &tool, arguments, context, agent, bus.as_ref()).await {
-            // The server's own JSON-RPC error passes through as it gave it.
-            Err(tandem_core::hub::HubError::Answered { error, .. }) => Err(error),
-            outcome => Ok(gateway::proxied(outcome).into()),
-        }
+        gateway::answered(
+            gateway::forward(&g, &server, &tool, arguments, context, agent, bus.as_ref()).await,
+        )
     }
 
     /// Calls `tool` of `server` for a 2026-07-28 agent, whose questions come back in the
@@ -280,14 +277,13 @@ impl TandemServer {
                 return tasks::hand_over(&tasks, &g, &server, &tool, arguments, caller, agent)
                     .await;
             }
-            match g
+            let outcome = g
                 .call(&server, &tool, arguments, progress, Some(agent))
-                .await
-            {
-                // The server's own JSON-RPC error passes through as it gave it.
-                Err(tandem_core::hub::HubError::Answered { error, .. }) if !mcp_call => Err(error),
-                outcome => Ok(gateway::proxied(outcome).into()),
+                .await;
+            if mcp_call {
+                return Ok(gateway::proxied(outcome).into());
             }
+            gateway::answered(outcome)
         })
         .await
     }

@@ -22,8 +22,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResponse, ClientCapabilities, ClientResult, ErrorCode, ErrorData, InputRequest,
-    InputRequests, InputRequiredResult, InputResponses, ProgressNotificationParam, ServerRequest,
+    CallToolResponse, ClientCapabilities, ClientResult, ErrorCode, ErrorData, InputRequests,
+    InputRequiredResult, InputResponses, ProgressNotificationParam, ServerRequest,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use tokio::sync::{mpsc, oneshot};
@@ -242,16 +242,11 @@ async fn drive(
 fn park(mut parked: Parked, asked: Vec<Question>) -> Result<CallToolResponse, ErrorData> {
     let mut requests = InputRequests::new();
     for question in asked {
-        let request = match &question.request {
-            ServerRequest::ElicitRequest(r) => InputRequest::Elicitation(r.clone()),
-            ServerRequest::CreateMessageRequest(r) => InputRequest::CreateMessage(r.clone()),
-            ServerRequest::ListRootsRequest(r) => InputRequest::ListRoots(r.clone()),
-            _ => {
-                let _ = question.answer.send(Err(ErrorData::method_not_found::<
-                    rmcp::model::ElicitationCreateRequestMethod,
-                >()));
-                continue;
-            }
+        let Some(request) = ask::question_of(&question.request) else {
+            let _ = question.answer.send(Err(ErrorData::method_not_found::<
+                rmcp::model::ElicitationCreateRequestMethod,
+            >()));
+            continue;
         };
         let key = format!("q{}", parked.next);
         parked.next += 1;

@@ -191,8 +191,7 @@ pub async fn hand_over(
     let (s, created) = match outcome {
         Ok((s, CallToolResponse::Task(created))) => (s, created),
         Ok((_, response)) => return Ok(response),
-        Err(HubError::Answered { error, .. }) => return Err(error),
-        Err(e) => return Ok(super::gateway::proxied(Err(e)).into()),
+        Err(e) => return super::gateway::answered(Err(e)),
     };
     let followed = match Followed::new(&s, tool, &created.task) {
         Ok(f) => f,

@@ -30,7 +30,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     ClientResult, CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, ErrorCode, ErrorData, ListRootsResult, MetaObject, Root, ServerRequest,
+    ElicitationSchema, ErrorCode, ErrorData, InputRequest, ListRootsResult, MetaObject, Root,
+    ServerRequest,
 };
 use tokio::sync::watch;
 
@@ -72,6 +73,28 @@ impl Kind {
             ServerRequest::ListRootsRequest(_) => Some(Kind::Roots),
             _ => None,
         }
+    }
+}
+
+/// A question of a 2026-07-28 result (`input_required`, SEP-2322) as the request an older
+/// server sends for it; `None` for a kind Tandem does not know.
+pub fn request_of(question: InputRequest) -> Option<ServerRequest> {
+    match question {
+        InputRequest::Elicitation(r) => Some(ServerRequest::ElicitRequest(r)),
+        InputRequest::CreateMessage(r) => Some(ServerRequest::CreateMessageRequest(r)),
+        InputRequest::ListRoots(r) => Some(ServerRequest::ListRootsRequest(r)),
+        _ => None,
+    }
+}
+
+/// A server's request as the question of a 2026-07-28 result, the reverse of
+/// [`request_of`]; `None` for a request that is no question.
+pub fn question_of(request: &ServerRequest) -> Option<InputRequest> {
+    match request {
+        ServerRequest::ElicitRequest(r) => Some(InputRequest::Elicitation(r.clone())),
+        ServerRequest::CreateMessageRequest(r) => Some(InputRequest::CreateMessage(r.clone())),
+        ServerRequest::ListRootsRequest(r) => Some(InputRequest::ListRoots(r.clone())),
+        _ => None,
     }
 }
 

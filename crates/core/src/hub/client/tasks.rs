@@ -24,8 +24,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolResult, CancelTaskParams, CreateTaskResult, ErrorData, GetTaskParams, GetTaskResult,
-    InputRequest, InputRequests, InputResponses, ServerRequest, Task, TaskPayload, TaskStatus,
-    UpdateTaskParams,
+    InputRequests, InputResponses, Task, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use serde_json::Value;
 
@@ -384,16 +383,11 @@ impl Downstream {
                 )));
             }
             asked.insert(key.clone());
-            let request = match question {
-                InputRequest::Elicitation(r) => ServerRequest::ElicitRequest(r),
-                InputRequest::CreateMessage(r) => ServerRequest::CreateMessageRequest(r),
-                InputRequest::ListRoots(r) => ServerRequest::ListRootsRequest(r),
-                _ => {
-                    return Err(HubError::Server(format!(
-                        "server '{name}' asked a kind of question Tandem does not know in its \
-                         task of tool {tool}; Tandem cancelled it"
-                    )));
-                }
+            let Some(request) = super::ask::request_of(question) else {
+                return Err(HubError::Server(format!(
+                    "server '{name}' asked a kind of question Tandem does not know in its \
+                     task of tool {tool}; Tandem cancelled it"
+                )));
             };
             // The call ends the question when it is dropped (the driver with it).
             let answer = self
