@@ -16,7 +16,7 @@ use rmcp::service::{RequestContext, RoleClient};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::util::{DaemonGuard, McpClient, TestHome, everything_bin};
+use crate::util::{DaemonGuard, McpClient, TestHome, everything_bin, home_with_servers};
 
 /// The conditional tools server-everything registers for a client that declares
 /// elicitation (form and URL), sampling and roots (its async forms need the tasks
@@ -168,21 +168,12 @@ impl rmcp::ClientHandler for Agent {
 /// A home whose one server, server-everything, is a boot server (with `more` in its
 /// entry), and its workspace.
 fn home_with_everything(more: Value) -> (TestHome, std::path::PathBuf) {
-    let home = TestHome::new();
-    let ws = home.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
     let mut entry = json!({"command": everything_bin(), "args": ["stdio"]});
     entry
         .as_object_mut()
         .unwrap()
         .extend(more.as_object().unwrap().clone());
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    std::fs::write(
-        home.tandem_home().join("config.json"),
-        json!({"mcpServers": {"everything": entry}}).to_string(),
-    )
-    .unwrap();
-    (home, ws)
+    home_with_servers(json!({ "everything": entry }))
 }
 
 /// The text of a proxied tool's result.

@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::util::{
-    DaemonGuard, ListChanged, TestHome, everything_bin, filesystem_bin, fixture_bin, poll,
+    DaemonGuard, ListChanged, TestHome, everything_bin, filesystem_bin, fixture_bin,
+    home_with_config, poll,
 };
 
 /// A home whose user config has the servers of the spec's steps, and a workspace whose
@@ -420,17 +421,6 @@ async fn a_proxied_server_that_dies_is_a_clear_error_and_comes_back() {
     agent.close().await;
 }
 
-/// A home whose user config is `config`, with a git workspace `ws`.
-fn home_with(config: Value) -> (TestHome, std::path::PathBuf) {
-    let home = TestHome::new();
-    let ws = home.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    crate::util::git(&ws, &["init", "-q"]);
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    std::fs::write(home.tandem_home().join("config.json"), config.to_string()).unwrap();
-    (home, ws)
-}
-
 fn prompt_names(prompts: &[rmcp::model::Prompt]) -> Vec<String> {
     prompts.iter().map(|p| p.name.clone()).collect()
 }
@@ -442,7 +432,7 @@ fn prompt_names(prompts: &[rmcp::model::Prompt]) -> Vec<String> {
 /// repository server's.
 #[tokio::test]
 async fn the_first_session_after_a_cold_start_sees_the_boot_servers() {
-    let (home, ws) = home_with(json!({
+    let (home, ws) = home_with_config(json!({
         // Every answer of conv comes late: it is not ready when the daemon first answers.
         "mcpServers": {"conv": {"command": fixture_bin(),
                                 "args": ["--name", "conv", "--conventional", "--delay-ms", "700"]}},
@@ -518,7 +508,7 @@ async fn the_first_session_after_a_cold_start_sees_the_boot_servers() {
 /// instructions, still on, go in.
 #[tokio::test]
 async fn a_hanging_boot_server_holds_the_first_answer_only_for_the_wait() {
-    let (home, ws) = home_with(json!({
+    let (home, ws) = home_with_config(json!({
         "mcpServers": {
             "hang": {"command": fixture_bin(), "args": ["--name", "hang", "--no-initialize"],
                      "start_timeout_ms": 120000},
@@ -559,7 +549,7 @@ async fn a_hanging_boot_server_holds_the_first_answer_only_for_the_wait() {
 /// the config, its first answer waits for the data dir, then for the server.
 #[tokio::test]
 async fn a_standalone_session_waits_for_the_data_dir_when_it_has_boot_servers() {
-    let (home, ws) = home_with(json!({
+    let (home, ws) = home_with_config(json!({
         "mcpServers": {"conv": {"command": fixture_bin(), "args": ["--name", "conv", "--conventional"]}},
         "bootWaitMs": 30000,
     }));

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::util::{DaemonGuard, McpClient, TestHome, free_port, npm_modules, poll};
+use crate::util::{
+    DaemonGuard, McpClient, TestHome, free_port, home_with_servers, npm_modules, poll,
+};
 
 /// A node server of the test, stopped (killed) with it.
 pub(crate) struct Node {
@@ -138,21 +140,6 @@ impl Browser {
     }
 }
 
-/// A home whose user config has `servers`, and its workspace.
-pub(crate) fn home_with(servers: Value) -> (TestHome, PathBuf) {
-    let home = TestHome::new();
-    let ws = home.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    crate::util::git(&ws, &["init", "-q"]);
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    std::fs::write(
-        home.tandem_home().join("config.json"),
-        json!({ "mcpServers": servers }).to_string(),
-    )
-    .unwrap();
-    (home, ws)
-}
-
 async fn agent(home: &TestHome, ws: &Path, browser: &Browser) -> McpClient {
     home.mcp_daemon_env(ws, 60, &[("BROWSER", &browser.command)])
         .await
@@ -233,7 +220,7 @@ fn stored_token(home: &TestHome) -> String {
 #[tokio::test]
 async fn a_server_that_asks_signs_in_on_activation_and_stays_signed_in() {
     let (_server, url) = sdk_oauth_server().await;
-    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": url}}));
+    let (home, ws) = home_with_servers(json!({"notes": {"type": "http", "url": url}}));
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
     let mut answers = Vec::new();
@@ -310,7 +297,7 @@ async fn a_server_that_asks_signs_in_on_activation_and_stays_signed_in() {
 #[tokio::test]
 async fn a_refused_or_unanswered_sign_in_fails_with_its_code_and_is_not_retried() {
     let (_server, base) = short_token_server(60).await;
-    let (home, ws) = home_with(json!({"notes": {
+    let (home, ws) = home_with_servers(json!({"notes": {
         "type": "http",
         "url": format!("{base}/mcp"),
         "oauth": {"signInTimeoutMs": 1500},
@@ -349,7 +336,8 @@ async fn a_refused_or_unanswered_sign_in_fails_with_its_code_and_is_not_retried(
 #[tokio::test]
 async fn an_expired_token_is_refreshed_without_the_user() {
     let (_server, base) = short_token_server(2).await;
-    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let (home, ws) =
+        home_with_servers(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
     let agent = signed_in(&home, &ws, &browser).await;
@@ -384,7 +372,8 @@ fn asked_scope(url: &str) -> String {
 #[tokio::test]
 async fn a_tool_that_needs_another_scope_signs_in_again_for_it_once() {
     let (_server, base) = short_token_server(600).await;
-    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let (home, ws) =
+        home_with_servers(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
     let agent = signed_in(&home, &ws, &browser).await;
@@ -427,7 +416,7 @@ async fn a_tool_that_needs_another_scope_signs_in_again_for_it_once() {
 #[tokio::test]
 async fn a_step_up_the_user_does_not_approve_fails_the_call_and_loops_not() {
     let (_server, base) = short_token_server(600).await;
-    let (home, ws) = home_with(
+    let (home, ws) = home_with_servers(
         json!({"notes": {"type": "http", "url": format!("{base}/mcp"),
         "oauth": {"signInTimeoutMs": 1500}}}),
     );
@@ -453,7 +442,8 @@ async fn a_step_up_the_user_does_not_approve_fails_the_call_and_loops_not() {
 #[tokio::test]
 async fn a_401_with_no_challenge_still_signs_in() {
     let (_server, base) = short_token_server_with(600, &[("BARE_401", "1")]).await;
-    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let (home, ws) =
+        home_with_servers(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
     let agent = signed_in(&home, &ws, &browser).await;
@@ -465,7 +455,8 @@ async fn a_401_with_no_challenge_still_signs_in() {
 #[tokio::test]
 async fn servers_login_and_logout_from_the_shell() {
     let (_server, url) = sdk_oauth_server().await;
-    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": url, "autostart": false}}));
+    let (home, ws) =
+        home_with_servers(json!({"notes": {"type": "http", "url": url, "autostart": false}}));
     let browser = Browser::new(&home, "follow");
     let run = |args: &[&str]| {
         let mut cmd = home.std_command();
@@ -540,7 +531,8 @@ impl rmcp::ClientHandler for UrlClient {
 #[tokio::test]
 async fn an_agent_that_takes_url_elicitation_is_asked_to_show_the_sign_in() {
     let (_server, base) = short_token_server(60).await;
-    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
+    let (home, ws) =
+        home_with_servers(json!({"notes": {"type": "http", "url": format!("{base}/mcp")}}));
     let _daemon = DaemonGuard(&home);
     // No browser on this machine: the agent's client is the one way to the page.
     let browser = Browser::new(&home, "fail");

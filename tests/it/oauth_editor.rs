@@ -5,8 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::nvim::Nvim;
-use crate::oauth::{Browser, home_with, sdk_oauth_server, token_files};
+use crate::oauth::{Browser, sdk_oauth_server, token_files};
 use crate::util::DaemonGuard;
+use crate::util::home_with_servers;
 
 /// Records what the plugin shows and asks instead of showing it: `vim.notify` messages,
 /// `vim.ui.select` prompts (answered with the "Sign in" action when offered), and the URLs
@@ -111,7 +112,7 @@ async fn complete(nvim: &Nvim, line: &str) -> Value {
 #[tokio::test]
 async fn neovim_signs_in_from_its_server_list_and_answers_the_offer() {
     let (_server, url) = sdk_oauth_server().await;
-    let (home, ws) = home_with(json!({"notes": {"type": "http", "url": url}}));
+    let (home, ws) = home_with_servers(json!({"notes": {"type": "http", "url": url}}));
     let _daemon = DaemonGuard(&home);
     let browser = Browser::new(&home, "follow");
     std::fs::write(ws.join("notes.md"), "# notes\n").unwrap();

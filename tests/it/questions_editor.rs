@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::nvim::Nvim;
-use crate::oauth::home_with;
+use crate::util::home_with_servers;
 use crate::util::{DaemonGuard, everything_bin};
 
 /// Answers the plugin's prompts as a user would, and records them: "Answer" (or what
@@ -53,7 +53,7 @@ async fn call(agent: &crate::util::McpClient, tool: &str) -> String {
 
 #[tokio::test]
 async fn a_question_no_agent_can_take_is_a_form_in_neovim() {
-    let (home, ws) = home_with(
+    let (home, ws) = home_with_servers(
         json!({"everything": {"command": everything_bin(), "args": ["stdio"], "autostart": false}}),
     );
     let _daemon = DaemonGuard(&home);

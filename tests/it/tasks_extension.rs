@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::nvim::Nvim;
-use crate::util::{DaemonGuard, McpClient, TestHome, fixture_bin, repo_with};
+use crate::util::{DaemonGuard, McpClient, TestHome, fixture_bin, home_with_servers};
 
 /// An agent's client: declares the tasks extension (or not) and form elicitation, and
 /// answers a form with a name, reporting the question's message.
@@ -76,19 +76,9 @@ impl rmcp::ClientHandler for Agent {
 }
 
 /// A home whose one server is the fixture with `--tasks` (a boot server named `fixture`),
-/// and its workspace, a git repository.
+/// and its workspace.
 fn home_with_tasks() -> (TestHome, PathBuf) {
-    let home = TestHome::new();
-    let ws = home.path().join("ws");
-    repo_with(&ws, &[("README.md", "# demo\n")]);
-    std::fs::create_dir_all(home.tandem_home()).unwrap();
-    let entry = json!({"command": fixture_bin(), "args": ["--tasks"]});
-    std::fs::write(
-        home.tandem_home().join("config.json"),
-        json!({"mcpServers": {"fixture": entry}}).to_string(),
-    )
-    .unwrap();
-    (home, ws)
+    home_with_servers(json!({"fixture": {"command": fixture_bin(), "args": ["--tasks"]}}))
 }
 
 /// An agent (declaring the extension or not) through the home's daemon, and the messages

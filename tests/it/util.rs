@@ -409,6 +409,22 @@ impl<H: rmcp::ClientHandler> McpClient<H> {
     }
 }
 
+/// A home whose user config is `config`, and its workspace `ws`, a git repository.
+pub fn home_with_config(config: serde_json::Value) -> (TestHome, PathBuf) {
+    let home = TestHome::new();
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "-q"]);
+    std::fs::create_dir_all(home.tandem_home()).unwrap();
+    std::fs::write(home.tandem_home().join("config.json"), config.to_string()).unwrap();
+    (home, ws)
+}
+
+/// A home whose user config has `servers` (its `mcpServers`), and its workspace.
+pub fn home_with_servers(servers: serde_json::Value) -> (TestHome, PathBuf) {
+    home_with_config(serde_json::json!({ "mcpServers": servers }))
+}
+
 /// Runs the real `git` in `dir`, hermetically (no user config, fixed identity).
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
